@@ -1,0 +1,25 @@
+// The engine's "forward pass done" marker. Lazy compaction uses it to know when
+// pages that a forward pass reads or writes may be moved or reused. On CUDA it
+// wraps a cudaEvent_t; on the host backends work is complete when it returns.
+#pragma once
+
+#include <memory>
+
+namespace kvpool {
+
+class CompletionToken {
+public:
+    virtual ~CompletionToken() = default;
+    // Non-blocking: has the marked work finished?
+    virtual bool is_complete() const = 0;
+};
+
+// The token of the host backends: their kernels have finished when they return.
+class CompletedToken final : public CompletionToken {
+public:
+    bool is_complete() const override { return true; }
+};
+
+using CompletionTokenPtr = std::shared_ptr<const CompletionToken>;
+
+}  // namespace kvpool

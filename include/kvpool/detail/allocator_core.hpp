@@ -1,0 +1,182 @@
+// The host control plane of one sub-allocator: the authoritative state (free
+// virtual ids, watermark, holes, pages awaiting reuse, a mirror of v2p/p2v) and
+// every policy decision. It never touches device memory: each call appends the
+// device work it decided on to plan(), which a backend applies in one batch.
+#pragma once
+
+#include <kvpool/completion_token.hpp>
+#include <kvpool/counters.hpp>
+#include <kvpool/detail/device_plan.hpp>
+#include <kvpool/pool_layout.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace kvpool {
+
+struct AllocatorOptions {
+    CompactionMode mode = CompactionMode::eager;
+    // The id owner mints virtual ids; a non-owner binds ids minted by its peer.
+    bool is_id_owner = true;
+    // Moves one opportunistic (non-urgent) flush may make; urgent flushes pack fully.
+    index_t max_moves_per_flush = 4096;
+};
+
+// Opaque marker of the state at backup_state(); restore_state() undoes every
+// allocation made since.
+struct AllocatorSnapshot {
+    std::uint64_t window_id = 0;
+    std::size_t undo_depth = 0;
+};
+
+namespace detail {
+
+class AllocatorCore {
+public:
+    AllocatorCore(const SideGeometry& geometry, index_t total_bytes, AllocatorOptions options);
+
+    // Peers share the gap between their frontiers; bind both directions.
+    void bind_peer(AllocatorCore* peer) { peer_ = peer; }
+    AllocatorCore* peer() const { return peer_; }
+
+    const SideGeometry& geometry() const { return geometry_; }
+    const AllocatorOptions& options() const { return options_; }
+    index_t page_size() const { return geometry_.spec.page_size; }
+    bool is_lazy() const { return options_.mode == CompactionMode::lazy; }
+
+    // ---- sizes, in tokens unless named pages ----
+    // Allocatable now, without compacting the peer.
+    index_t available_size() const;
+    // Allocatable once the peer's drainable holes are compacted away.
+    index_t schedulable_available_size() const;
+    // Live tokens (holes and pages awaiting reuse excluded).
+    index_t allocated_count() const { return live_pages_ * page_size(); }
+    index_t live_pages() const { return live_pages_; }
+    index_t hole_pages() const { return static_cast<index_t>(holes_.size()); }
+    index_t pending_reuse_pages() const { return pending_pages_; }
+    index_t free_virtual_page_count() const;
+    index_t watermark() const { return watermark_; }
+    index_t band_pages() const;
+    index_t byte_low_frontier() const;
+    index_t byte_high_frontier() const;
+    index_t gap_bytes() const;
+
+    // ---- host mirror look-ups ----
+    bool is_slot_allocated(index_t virtual_token) const;
+    index_t physical_page_of(index_t virtual_page) const;
+    index_t virtual_page_of(index_t physical_page) const;
+    // Virtual token -> physical token, tombstones clamped to the sink (0).
+    index_t translate_token(index_t virtual_token) const;
+
+    // ---- allocation; false means "no room" and nothing changed ----
+    // Id owner: take num_pages fresh virtual pages and bind each to a physical page.
+    bool alloc_pages(index_t num_pages, PageBinding& out);
+    // Non-owner: bind the given (peer-minted) virtual pages to physical pages.
+    bool bind_virtual_pages(const index_t* virtual_pages, index_t count, PageBinding& out);
+
+    // ---- free; misuse throws kvpool::Error and changes nothing ----
+    // Frees every page that holds one of the tokens. skip_unbound ignores ids
+    // already unbound (the SWA side's tokens that left the window) instead of
+    // reporting them as double frees.
+    void free_tokens(const index_t* virtual_tokens, index_t count, bool skip_unbound = false);
+    void free_group_begin();
+    void free_group_end();
+
+    // ---- lazy compaction ----
+    // One compaction pass; returns pages moved. Urgent packs fully and waits for
+    // the forward pass; opportunistic is capped and never moves a page the
+    // in-flight forward writes. No-op in eager mode.
+    index_t flush(bool urgent);
+    // Return moved-from pages whose readers have finished to the hole list.
+    void drain_pending_reuse();
+    void set_latest_forward_done(CompletionTokenPtr token);
+    // The forward just launched writes these virtual tokens until token completes.
+    void set_inflight_forward(CompletionTokenPtr token, const index_t* virtual_tokens,
+                              index_t count);
+
+    // ---- speculative decoding ----
+    AllocatorSnapshot backup_state();
+    void restore_state(const AllocatorSnapshot& snapshot);
+
+    void clear();
+
+    // Throws kvpool::Error(internal) naming the first broken invariant.
+    void check_invariants() const;
+    std::string state_string() const;
+    const AllocatorCounters& counters() const { return counters_; }
+
+    DevicePlan& plan() { return plan_; }
+
+private:
+    enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
+
+    struct PendingBatch {
+        CompletionTokenPtr readers_done;
+        std::vector<index_t> pages;
+    };
+    struct UndoRecord {
+        std::vector<index_t> virtual_pages;
+        std::vector<index_t> physical_pages;
+        std::size_t drained_holes;  // physical_pages[0, drained_holes) came from holes
+        index_t watermark_before;
+        bool virtual_pages_from_free_list;
+    };
+
+    index_t extend_headroom_pages() const;
+    index_t virtual_headroom_pages() const;
+    index_t available_pages(index_t extra_gap_bytes) const;
+    index_t peer_drainable_hole_bytes() const;
+    bool ensure_room(index_t num_pages);
+    void take_physical(index_t num_pages, std::vector<index_t>& out, std::size_t& drained);
+    void bind(const std::vector<index_t>& virtual_pages, const std::vector<index_t>& physical_pages);
+    std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,
+                                         bool skip_unbound) const;
+    void free_pages(const std::vector<index_t>& virtual_pages);
+    void free_pages_eager(const std::vector<index_t>& virtual_pages);
+    void free_pages_lazy(const std::vector<index_t>& virtual_pages);
+    void drain_pending(bool urgent);
+    void move_page(index_t src, index_t dst);
+    void note_holes_peak();
+    [[noreturn]] void fail(const std::string& what) const;
+
+    SideGeometry geometry_;
+    index_t total_bytes_;
+    AllocatorOptions options_;
+    AllocatorCore* peer_ = nullptr;
+
+    index_t watermark_ = 0;  // up: first page past the band; down: last page below it
+    std::deque<index_t> free_virtual_pages_;  // id owner only
+    std::vector<index_t> v2p_;
+    std::vector<index_t> p2v_;
+    std::vector<PageState> page_state_;
+    std::deque<index_t> holes_;
+    std::vector<PendingBatch> pending_;
+    index_t pending_pages_ = 0;
+    index_t live_pages_ = 0;
+
+    CompletionTokenPtr latest_forward_done_;
+    CompletionTokenPtr inflight_forward_done_;
+    std::vector<index_t> inflight_virtual_pages_;
+
+    bool in_free_group_ = false;
+    std::vector<index_t> free_group_tokens_;
+
+    std::uint64_t next_window_id_ = 1;
+    std::uint64_t open_window_id_ = 0;  // 0: no backup window open
+    std::vector<UndoRecord> undo_log_;
+
+    AllocatorCounters counters_;
+    DevicePlan plan_;
+};
+
+// Pages that alloc_extend needs: for each request, pages covering seq_len that
+// the prefix's pages do not cover.
+index_t pages_needed_for_extend(const index_t* prefix_lens, const index_t* seq_lens,
+                                index_t batch, index_t page_size);
+// Pages that alloc_decode needs: requests whose new token starts a page.
+index_t pages_needed_for_decode(const index_t* seq_lens, index_t batch, index_t page_size);
+
+}  // namespace detail
+}  // namespace kvpool

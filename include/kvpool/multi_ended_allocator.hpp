@@ -1,0 +1,342 @@
+// One sub-allocator over a UnifiedKVPool: stable virtual page ids for the
+// engine, physical pages compacted underneath. The host control plane
+// (detail::AllocatorCore) decides; this class applies each decision to the
+// device tables and the KV bytes in batched launches on the caller's
+// execution-space instance. No call here fences or copies device data to the
+// host, except check_invariants().
+#pragma once
+
+#include <kvpool/detail/allocator_core.hpp>
+#include <kvpool/detail/staging.hpp>
+#include <kvpool/error.hpp>
+#include <kvpool/kokkos_compat.hpp>
+#include <kvpool/stream_wait.hpp>
+#include <kvpool/unified_kv_pool.hpp>
+
+#include <kokkos/alloc_bind.hpp>
+#include <kokkos/move_pages.hpp>
+#include <kokkos/table_kernels.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvpool {
+
+template <class ExecutionSpace>
+class MultiEndedAllocator {
+public:
+    using execution_space = ExecutionSpace;
+    using memory_space = typename ExecutionSpace::memory_space;
+    using pool_type = UnifiedKVPool<memory_space>;
+    using index_view = kk::View<index_t*, memory_space>;
+    using const_index_view = kk::View<const index_t*, memory_space>;
+    // Moves KV data of whole pages, src[i] -> dst[i] (physical page ids). The
+    // default moves the pages' bytes inside the unified buffer.
+    using move_callback =
+        std::function<void(const ExecutionSpace&, const index_view& src_pages, const index_view& dst_pages)>;
+
+    MultiEndedAllocator(pool_type& pool, const std::string& side_name, AllocatorOptions options = {})
+        : MultiEndedAllocator(ExecutionSpace(), pool, side_name, options) {}
+
+    MultiEndedAllocator(const ExecutionSpace& space, pool_type& pool, const std::string& side_name,
+                        AllocatorOptions options = {})
+        : pool_(&pool),
+          core_(pool.layout().side(side_name), pool.total_bytes(), options),
+          v2p_("kvpool::v2p", static_cast<std::size_t>(core_.geometry().num_virtual_pages)),
+          p2v_("kvpool::p2v", static_cast<std::size_t>(core_.geometry().num_physical_pages)) {
+        Kokkos::deep_copy(space, v2p_, unbound);
+        Kokkos::deep_copy(space, p2v_, unbound);
+        // Page 0 <-> page 0: the padding anchor.
+        Kokkos::deep_copy(space, Kokkos::subview(v2p_, 0), index_t(0));
+        Kokkos::deep_copy(space, Kokkos::subview(p2v_, 0), index_t(0));
+    }
+
+    MultiEndedAllocator(const MultiEndedAllocator&) = delete;
+    MultiEndedAllocator& operator=(const MultiEndedAllocator&) = delete;
+
+    // Two sides of one buffer share the gap between their frontiers.
+    void bind_peer(MultiEndedAllocator& peer) {
+        if (peer.pool_ != pool_ || &peer == this)
+            throw Error(ErrorCode::invalid_argument,
+                        "bind_peer: the peer must be the other side of the same unified buffer");
+        core_.bind_peer(&peer.core_);
+        peer.core_.bind_peer(&core_);
+        peer_ = &peer;
+        peer.peer_ = this;
+    }
+
+    void set_move_callback(move_callback callback) { move_ = std::move(callback); }
+
+    // ---------------------------------------------------------------- sizes
+    index_t available_size() const { return core_.available_size(); }
+    index_t schedulable_available_size() const { return core_.schedulable_available_size(); }
+    index_t allocated_count() const { return core_.allocated_count(); }
+    index_t page_size() const { return core_.page_size(); }
+    const SideGeometry& geometry() const { return core_.geometry(); }
+    const AllocatorCounters& counters() const { return core_.counters(); }
+    std::string state_string() const { return core_.state_string(); }
+    bool is_slot_allocated(index_t virtual_token) const { return core_.is_slot_allocated(virtual_token); }
+    const detail::AllocatorCore& core() const { return core_; }
+
+    // Device tables, one row per virtual (resp. physical) page; -1 is unbound.
+    const index_view& virtual_to_physical() const { return v2p_; }
+    const index_view& physical_to_virtual() const { return p2v_; }
+
+    // ---------------------------------------------------------------- alloc
+    // need_size virtual token ids (a multiple of the page size) into out, or
+    // false when there is no room (nothing changed).
+    bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
+        if (need_size < 0 || need_size % page_size() != 0)
+            throw Error(ErrorCode::misaligned,
+                        fmt_misaligned("alloc", need_size));
+        require_length("alloc", out, need_size);
+        if (!core_.alloc_pages(need_size / page_size(), binding_)) return fail_alloc(space);
+        submit_peer(space);
+        const std::size_t v = staging_.add(binding_.virtual_pages);
+        const std::size_t p = staging_.add(binding_.physical_pages);
+        staging_.upload(space);
+        const auto n = binding_.virtual_pages.size();
+        kernels::bind_pages_emit_tokens(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
+                                        page_size(), out);
+        return true;
+    }
+    std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
+        if (need_size < 0 || need_size % page_size() != 0)
+            throw Error(ErrorCode::misaligned, fmt_misaligned("alloc", need_size));
+        index_view out = kk::uninitialized<index_view>("kvpool::alloc_out", static_cast<std::size_t>(need_size));
+        if (!alloc(space, need_size, out)) return std::nullopt;
+        return out;
+    }
+    std::optional<index_view> alloc(index_t need_size) { return alloc(ExecutionSpace(), need_size); }
+
+    // Non-owner side: bind the peer-minted virtual PAGE ids to physical pages of
+    // this side. False when there is no room (nothing changed).
+    bool alloc_with_virtual(const ExecutionSpace& space, const std::vector<index_t>& virtual_pages) {
+        if (!core_.bind_virtual_pages(virtual_pages.data(), static_cast<index_t>(virtual_pages.size()),
+                                      binding_))
+            return fail_alloc(space);
+        submit_peer(space);
+        apply_binding(space);
+        return true;
+    }
+
+    // Prefill: request i grows from prefix_lens[i] to seq_lens[i] tokens; its
+    // last prefix token is last_loc(i) (device). Lengths are host arrays (the
+    // scheduler's copies). Writes sum(seq - prefix) virtual token ids to out.
+    bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
+                      const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
+                      const index_view& out) {
+        const index_t batch = static_cast<index_t>(seq_lens.size());
+        if (static_cast<index_t>(prefix_lens.size()) != batch)
+            throw Error(ErrorCode::invalid_argument, "alloc_extend: prefix_lens and seq_lens differ in length");
+        require_length("alloc_extend: last_loc", last_loc, batch);
+        std::vector<index_t> out_start(static_cast<std::size_t>(batch)), page_start(out_start.size());
+        index_t tokens = 0, pages = 0;
+        for (index_t r = 0; r < batch; ++r) {
+            if (prefix_lens[r] < 0 || seq_lens[r] < prefix_lens[r])
+                throw Error(ErrorCode::invalid_argument,
+                            "alloc_extend: request " + std::to_string(r) + " has prefix_len " +
+                                std::to_string(prefix_lens[r]) + " and seq_len " + std::to_string(seq_lens[r]));
+            out_start[r] = tokens;
+            page_start[r] = pages;
+            tokens += seq_lens[r] - prefix_lens[r];
+            pages += detail::pages_needed_for_extend(&prefix_lens[r], &seq_lens[r], 1, page_size());
+        }
+        require_length("alloc_extend: out", out, tokens);
+        if (!core_.alloc_pages(pages, binding_)) return fail_alloc(space);
+        submit_peer(space);
+        const std::size_t v = staging_.add(binding_.virtual_pages);
+        const std::size_t p = staging_.add(binding_.physical_pages);
+        const std::size_t pre = staging_.add(prefix_lens);
+        const std::size_t seq = staging_.add(seq_lens);
+        const std::size_t os = staging_.add(out_start);
+        const std::size_t ps = staging_.add(page_start);
+        staging_.upload(space);
+        const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
+        kernels::alloc_extend_bind(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
+                                   staging_.slice(pre, b), staging_.slice(seq, b), staging_.slice(os, b),
+                                   staging_.slice(ps, b), last_loc, page_size(), out);
+        return true;
+    }
+
+    // Decode: one new token per request; seq_lens count it already.
+    bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
+                      const const_index_view& last_loc, const index_view& out) {
+        const index_t batch = static_cast<index_t>(seq_lens.size());
+        require_length("alloc_decode: last_loc", last_loc, batch);
+        require_length("alloc_decode: out", out, batch);
+        std::vector<index_t> page_start(static_cast<std::size_t>(batch));
+        index_t pages = 0;
+        for (index_t r = 0; r < batch; ++r) {
+            if (seq_lens[r] < 1)
+                throw Error(ErrorCode::invalid_argument,
+                            "alloc_decode: request " + std::to_string(r) + " has seq_len " +
+                                std::to_string(seq_lens[r]) + " (must count the new token)");
+            page_start[r] = pages;
+            pages += detail::pages_needed_for_decode(&seq_lens[r], 1, page_size());
+        }
+        if (!core_.alloc_pages(pages, binding_)) return fail_alloc(space);
+        submit_peer(space);
+        const std::size_t v = staging_.add(binding_.virtual_pages);
+        const std::size_t p = staging_.add(binding_.physical_pages);
+        const std::size_t seq = staging_.add(seq_lens);
+        const std::size_t ps = staging_.add(page_start);
+        staging_.upload(space);
+        const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
+        kernels::alloc_decode_bind(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
+                                   staging_.slice(seq, b), staging_.slice(ps, b), last_loc, page_size(), out);
+        return true;
+    }
+
+    // ---------------------------------------------------------------- free
+    // Frees the pages holding these virtual token ids (host array). Eager mode
+    // compacts at once; lazy mode leaves holes for a flush.
+    void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
+        core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()));
+        submit(space);
+    }
+    void free(const std::vector<index_t>& virtual_tokens) { free(ExecutionSpace(), virtual_tokens); }
+    // Like free, but ids already unbound are skipped (SWA tokens that left the window).
+    void free_if_bound(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
+        core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()), true);
+        submit(space);
+    }
+    void free_group_begin() { core_.free_group_begin(); }
+    void free_group_end(const ExecutionSpace& space) {
+        core_.free_group_end();
+        submit(space);
+    }
+
+    // ---------------------------------------------------------------- lazy compaction
+    index_t flush(const ExecutionSpace& space, bool urgent) {
+        const index_t moved = core_.flush(urgent);
+        submit(space);
+        return moved;
+    }
+    // Capped, never waits: for quiescent points of the scheduler loop.
+    index_t flush_opportunistic(const ExecutionSpace& space) { return flush(space, false); }
+    void drain_pending_reuse() { core_.drain_pending_reuse(); }
+    void set_latest_forward_done(CompletionTokenPtr token) { core_.set_latest_forward_done(std::move(token)); }
+    void set_inflight_forward(CompletionTokenPtr token, const std::vector<index_t>& virtual_tokens) {
+        core_.set_inflight_forward(std::move(token), virtual_tokens.data(),
+                                   static_cast<index_t>(virtual_tokens.size()));
+    }
+
+    // ---------------------------------------------------------------- translate
+    // Virtual token ids -> physical token ids into a caller-owned View of the
+    // same length (may be in itself): no allocation, safe under graph capture.
+    void translate(const ExecutionSpace& space, const const_index_view& virtual_tokens,
+                   const index_view& out) const {
+        require_length("translate: out", out, static_cast<index_t>(virtual_tokens.extent(0)));
+        kernels::translate_tokens(space, v2p_, page_size(), virtual_tokens, out);
+    }
+    index_view translate(const ExecutionSpace& space, const const_index_view& virtual_tokens) const {
+        index_view out = kk::uninitialized<index_view>("kvpool::translate_out", virtual_tokens.extent(0));
+        translate(space, virtual_tokens, out);
+        return out;
+    }
+
+    // ---------------------------------------------------------------- state
+    AllocatorSnapshot backup_state() { return core_.backup_state(); }
+    void restore_state(const ExecutionSpace& space, const AllocatorSnapshot& snapshot) {
+        core_.restore_state(snapshot);
+        submit(space);
+    }
+    void clear(const ExecutionSpace& space) {
+        core_.clear();
+        submit(space);
+    }
+
+    // Host invariants, then the device tables against the host mirror. Fences.
+    void check_invariants(const ExecutionSpace& space) const {
+        core_.check_invariants();
+        space.fence();
+        auto v2p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v2p_);
+        auto p2v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p2v_);
+        for (index_t v = 0; v < static_cast<index_t>(v2p.extent(0)); ++v)
+            if (v2p(v) != core_.physical_page_of(v))
+                throw Error(ErrorCode::internal, "device v2p[" + std::to_string(v) + "] = " +
+                                                     std::to_string(v2p(v)) + ", host mirror " +
+                                                     std::to_string(core_.physical_page_of(v)) + ". " +
+                                                     state_string());
+        for (index_t p = 0; p < static_cast<index_t>(p2v.extent(0)); ++p)
+            if (p2v(p) != core_.virtual_page_of(p))
+                throw Error(ErrorCode::internal, "device p2v[" + std::to_string(p) + "] = " +
+                                                     std::to_string(p2v(p)) + ", host mirror " +
+                                                     std::to_string(core_.virtual_page_of(p)) + ". " +
+                                                     state_string());
+    }
+    void check_invariants() const { check_invariants(ExecutionSpace()); }
+
+private:
+    template <class View>
+    static void require_length(const char* what, const View& view, index_t length) {
+        if (static_cast<index_t>(view.extent(0)) != length)
+            throw Error(ErrorCode::invalid_argument, std::string(what) + ": expected length " +
+                                                         std::to_string(length) + ", got " +
+                                                         std::to_string(view.extent(0)));
+    }
+    std::string fmt_misaligned(const char* what, index_t size) const {
+        return state_string() + ": " + what + " of " + std::to_string(size) +
+               " tokens, which is not a non-negative multiple of page_size " + std::to_string(page_size());
+    }
+
+    // A failed allocation may still have compacted the peer.
+    bool fail_alloc(const ExecutionSpace& space) {
+        submit_peer(space);
+        return false;
+    }
+
+    void apply_binding(const ExecutionSpace& space) {
+        const std::size_t v = staging_.add(binding_.virtual_pages);
+        const std::size_t p = staging_.add(binding_.physical_pages);
+        staging_.upload(space);
+        const auto n = binding_.virtual_pages.size();
+        kernels::apply_table_writes(space, v2p_, staging_.slice(v, n), staging_.slice(p, n), p2v_,
+                                    staging_.slice(p, n), staging_.slice(v, n));
+    }
+
+    void submit_peer(const ExecutionSpace& space) {
+        if (peer_) peer_->submit(space);
+    }
+
+    // Applies the core's pending plan: waits, KV moves, table writes.
+    void submit(const ExecutionSpace& space) {
+        detail::DevicePlan& plan = core_.plan();
+        if (plan.empty()) return;
+        for (const auto& token : plan.waits) enqueue_wait(space, *token);
+        const std::size_t src = staging_.add(plan.move_src);
+        const std::size_t dst = staging_.add(plan.move_dst);
+        const std::size_t vi = staging_.add(plan.v2p_index);
+        const std::size_t vv = staging_.add(plan.v2p_value);
+        const std::size_t pi = staging_.add(plan.p2v_index);
+        const std::size_t pv = staging_.add(plan.p2v_value);
+        staging_.upload(space);
+        const std::size_t moves = plan.move_src.size();
+        if (moves > 0) {
+            if (move_)
+                move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
+            else
+                kernels::move_pages_portable(space, pool_->bytes(), geometry().page_bytes,
+                                             staging_.slice(src, moves), staging_.slice(dst, moves));
+        }
+        kernels::apply_table_writes(space, v2p_, staging_.slice(vi, plan.v2p_index.size()),
+                                    staging_.slice(vv, plan.v2p_value.size()), p2v_,
+                                    staging_.slice(pi, plan.p2v_index.size()),
+                                    staging_.slice(pv, plan.p2v_value.size()));
+        plan.clear();
+    }
+
+    pool_type* pool_;
+    detail::AllocatorCore core_;
+    MultiEndedAllocator* peer_ = nullptr;
+    index_view v2p_;
+    index_view p2v_;
+    detail::Staging<ExecutionSpace> staging_;
+    detail::PageBinding binding_;
+    move_callback move_;
+};
+
+}  // namespace kvpool

@@ -1,0 +1,68 @@
+// Host-side geometry of a unified buffer: which sub-pools share it, how large a
+// page of each is, and where the reserved padding sink ends. No Kokkos here.
+#pragma once
+
+#include <kvpool/types.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kvpool {
+
+// What the user says about one sub-pool.
+struct SubPoolSpec {
+    std::string name;
+    // Bytes of one token slot across all layers (page-major: a page holds all
+    // layers of its tokens contiguously, so a page is page_size * entry_bytes).
+    index_t entry_bytes = 0;
+    index_t page_size = 1;
+    GrowDirection grow = GrowDirection::up;
+    // Cap on live tokens (the size of the virtual id space); 0 means as many as
+    // the whole buffer could hold. A fixed split is expressed with this cap.
+    index_t max_tokens = 0;
+};
+
+// What follows from a spec once the buffer size is known. Physical page p of a
+// side covers bytes [p * page_bytes, (p + 1) * page_bytes) of the buffer, for
+// both grow directions, so the two sides' frontiers compare directly in bytes.
+struct SideGeometry {
+    SubPoolSpec spec;
+    index_t page_bytes = 0;          // entry_bytes * page_size
+    index_t num_physical_pages = 0;  // pages of this size that fit in the buffer
+    index_t num_virtual_pages = 0;   // size of the virtual page id space
+    index_t min_page_index = 0;      // pages below this overlap the padding sink
+
+    index_t page_size() const { return spec.page_size; }
+    GrowDirection grow() const { return spec.grow; }
+    // Pages that can ever be live at once.
+    index_t page_capacity() const { return num_virtual_pages - min_page_index; }
+};
+
+// The geometry of one unified buffer shared by one or two sub-pools (two must
+// grow in opposite directions). Validates the specs and throws kvpool::Error
+// with the offending value named.
+class PoolLayout {
+public:
+    PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs);
+
+    // Splits total_bytes between two specs in the given ratio of bytes and caps
+    // each side at its share: the fixed split engines use today.
+    static PoolLayout fixed_split(index_t total_bytes, std::vector<SubPoolSpec> specs,
+                                  double first_side_fraction);
+
+    index_t total_bytes() const { return total_bytes_; }
+    // Bytes [0, sink_bytes) hold no data: slot 0 of every side lies inside it,
+    // so tombstoned reads and dummy writes of every side land there harmlessly.
+    index_t sink_bytes() const { return sink_bytes_; }
+    const std::vector<SideGeometry>& sides() const { return sides_; }
+    const SideGeometry& side(std::size_t i) const;
+    const SideGeometry& side(const std::string& name) const;
+    std::size_t side_index(const std::string& name) const;
+
+private:
+    index_t total_bytes_;
+    index_t sink_bytes_;
+    std::vector<SideGeometry> sides_;
+};
+
+}  // namespace kvpool

@@ -1,0 +1,37 @@
+// One device byte buffer shared by one or two sub-pools growing toward each
+// other. Holds the bytes and the layout; allocators hold the policy.
+#pragma once
+
+#include <kvpool/kokkos_compat.hpp>
+#include <kvpool/pool_layout.hpp>
+
+#include <cstdint>
+
+namespace kvpool {
+
+template <class MemorySpace>
+class UnifiedKVPool {
+public:
+    using memory_space = MemorySpace;
+    using bytes_view = kk::View<std::uint8_t*, MemorySpace>;
+
+    // Allocates layout.total_bytes() zeroed bytes.
+    explicit UnifiedKVPool(PoolLayout layout)
+        : layout_(std::move(layout)),
+          bytes_("kvpool::unified_buffer", static_cast<std::size_t>(layout_.total_bytes())) {}
+
+    const PoolLayout& layout() const { return layout_; }
+    const bytes_view& bytes() const { return bytes_; }
+    index_t total_bytes() const { return layout_.total_bytes(); }
+
+    // Bytes [offset, offset + page_bytes) of physical page p of a side.
+    static index_t page_offset(const SideGeometry& side, index_t physical_page) {
+        return physical_page * side.page_bytes;
+    }
+
+private:
+    PoolLayout layout_;
+    bytes_view bytes_;
+};
+
+}  // namespace kvpool

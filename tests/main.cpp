@@ -1,0 +1,26 @@
+// Catch2 main that owns Kokkos' lifetime and the randomised tests' knobs.
+#include "test_config.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <catch2/catch_session.hpp>
+
+namespace kvpool::test {
+RandomisedTestConfig& randomised_config() {
+    static RandomisedTestConfig config;
+    return config;
+}
+}  // namespace kvpool::test
+
+int main(int argc, char* argv[]) {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    Catch::Session session;
+    auto& config = kvpool::test::randomised_config();
+    using Catch::Clara::Opt;
+    session.cli(session.cli() |
+                Opt(config.seed, "seed")["--kvpool-seed"](
+                    "run the randomised tests with this one seed (reproduces a failure)") |
+                Opt(config.seeds, "count")["--kvpool-seeds"]("seeds per randomised test") |
+                Opt(config.ops, "count")["--kvpool-ops"]("operations per seed"));
+    if (const int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;
+    return session.run();
+}

@@ -1,0 +1,99 @@
+// Shared helpers: the backend under test, host<->device copies, and the KV data
+// check (bytes stamped with their virtual id must be found through translate).
+#pragma once
+
+#include <kvpool/multi_ended_allocator.hpp>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvpool::test {
+
+using Space = KVPOOL_TEST_EXECUTION_SPACE;
+using Allocator = MultiEndedAllocator<Space>;
+using Pool = UnifiedKVPool<Space::memory_space>;
+using IndexView = Allocator::index_view;
+
+inline IndexView to_device(const std::vector<index_t>& host) {
+    IndexView view("test::ids", host.size());
+    auto mirror = Kokkos::create_mirror_view(view);
+    for (std::size_t i = 0; i < host.size(); ++i) mirror(i) = host[i];
+    Kokkos::deep_copy(view, mirror);
+    return view;
+}
+
+template <class View>
+std::vector<index_t> to_host(const View& view) {
+    auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+    return std::vector<index_t>(mirror.data(), mirror.data() + mirror.extent(0));
+}
+
+// The byte a token's KV holds at offset k: a function of side and virtual id.
+inline std::uint8_t stamp_byte(int side_tag, index_t virtual_token, index_t k) {
+    const auto x = static_cast<std::uint64_t>(virtual_token) * 0x9e3779b97f4a7c15ull +
+                   static_cast<std::uint64_t>(k) * 0x632be59bd9b4e019ull +
+                   static_cast<std::uint64_t>(side_tag) * 0x85ebca6bull;
+    return static_cast<std::uint8_t>((x >> 29) ^ (x >> 7));
+}
+
+// Writes each token's stamp at the physical slot translate() gives for it.
+inline void stamp_tokens(Pool& pool, const Allocator& allocator, int side_tag,
+                         const std::vector<index_t>& virtual_tokens) {
+    if (virtual_tokens.empty()) return;
+    const auto physical = to_host(allocator.translate(Space(), to_device(virtual_tokens)));
+    auto bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pool.bytes());
+    const index_t entry = allocator.geometry().spec.entry_bytes;
+    for (std::size_t i = 0; i < virtual_tokens.size(); ++i)
+        for (index_t k = 0; k < entry; ++k)
+            bytes(physical[i] * entry + k) = stamp_byte(side_tag, virtual_tokens[i], k);
+    Kokkos::deep_copy(pool.bytes(), bytes);
+}
+
+// Every live token's bytes must be found, intact, through translate().
+// Returns the number of bad tokens (0 on success) and reports the first.
+inline std::size_t check_stamps(const Pool& pool, const Allocator& allocator, int side_tag,
+                                const std::vector<index_t>& live_tokens) {
+    if (live_tokens.empty()) return 0;
+    const auto physical = to_host(allocator.translate(Space(), to_device(live_tokens)));
+    auto bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pool.bytes());
+    const index_t entry = allocator.geometry().spec.entry_bytes;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < live_tokens.size(); ++i) {
+        bool ok = physical[i] > 0;
+        for (index_t k = 0; ok && k < entry; ++k)
+            ok = bytes(physical[i] * entry + k) == stamp_byte(side_tag, live_tokens[i], k);
+        if (!ok && bad++ == 0)
+            UNSCOPED_INFO("side " << side_tag << ": token " << live_tokens[i] << " -> physical "
+                                  << physical[i] << " lost its data");
+    }
+    return bad;
+}
+
+// Invariants plus the data check, the closing step of every allocator test.
+inline void check_all(const Pool& pool, const Allocator& allocator, int side_tag,
+                      const std::vector<index_t>& live_tokens) {
+    REQUIRE_NOTHROW(allocator.check_invariants());
+    REQUIRE(check_stamps(pool, allocator, side_tag, live_tokens) == 0);
+}
+
+inline SubPoolSpec spec(const std::string& name, index_t entry_bytes, index_t page_size,
+                        GrowDirection grow) {
+    SubPoolSpec s;
+    s.name = name;
+    s.entry_bytes = entry_bytes;
+    s.page_size = page_size;
+    s.grow = grow;
+    return s;
+}
+
+inline AllocatorOptions options(CompactionMode mode, bool owner = true) {
+    AllocatorOptions o;
+    o.mode = mode;
+    o.is_id_owner = owner;
+    return o;
+}
+
+}  // namespace kvpool::test
