@@ -44,13 +44,31 @@ index_t pages_needed_for_decode(const index_t* seq_lens, index_t batch, index_t 
 
 AllocatorCore::AllocatorCore(const SideGeometry& geometry, index_t total_bytes,
                              AllocatorOptions options)
-    : geometry_(geometry), total_bytes_(total_bytes), options_(options) {
+    : geometry_(geometry),
+      total_bytes_(total_bytes),
+      options_(options),
+      virtual_table_pages_(geometry.num_virtual_pages),
+      min_virtual_page_(geometry.min_page_index) {
     if (options_.max_moves_per_flush <= 0)
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("max_moves_per_flush must be > 0, got {}",
                                 options_.max_moves_per_flush));
     clear();
     plan_.clear();
+}
+
+void AllocatorCore::bind_peer(AllocatorCore* peer) {
+    if (!options_.is_id_owner && peer && peer->options_.is_id_owner &&
+        virtual_table_pages_ != peer->virtual_table_pages_) {
+        if (live_pages_ != 0)
+            throw Error(ErrorCode::invalid_state,
+                        fmt::format("{}: bind_peer on a non-owner that holds pages", geometry_.spec.name));
+        virtual_table_pages_ = peer->virtual_table_pages_;
+        min_virtual_page_ = peer->min_virtual_page_;
+        clear();
+        plan_.clear();
+    }
+    peer_ = peer;
 }
 
 // ---------------------------------------------------------------- sizes
@@ -120,15 +138,15 @@ index_t AllocatorCore::schedulable_available_size() const {
 
 bool AllocatorCore::is_slot_allocated(index_t virtual_token) const {
     const index_t page = virtual_token / page_size();
-    if (virtual_token < 0 || page >= geometry_.num_virtual_pages) return false;
-    return page >= geometry_.min_page_index && v2p_[page] != unbound;
+    if (virtual_token < 0 || page >= virtual_table_pages_) return false;
+    return page >= min_virtual_page_ && v2p_[page] != unbound;
 }
 
 index_t AllocatorCore::physical_page_of(index_t virtual_page) const {
-    if (virtual_page < 0 || virtual_page >= geometry_.num_virtual_pages)
+    if (virtual_page < 0 || virtual_page >= virtual_table_pages_)
         throw Error(ErrorCode::out_of_range,
                     fmt::format("{}: virtual page {} outside [0, {})", geometry_.spec.name,
-                                virtual_page, geometry_.num_virtual_pages));
+                                virtual_page, virtual_table_pages_));
     return v2p_[virtual_page];
 }
 
@@ -231,7 +249,7 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     std::unordered_set<index_t> seen;
     for (index_t i = 0; i < count; ++i) {
         const index_t v = virtual_pages[i];
-        if (v < geometry_.min_page_index || v >= geometry_.num_virtual_pages ||
+        if (v < min_virtual_page_ || v >= virtual_table_pages_ ||
             v2p_[v] != unbound || !seen.insert(v).second)
             bad.push_back(v);
     }
@@ -239,8 +257,8 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{}: cannot bind virtual pages {}: outside [{}, {}), already "
                                 "bound, or repeated. State: {}",
-                                geometry_.spec.name, first_ids(bad), geometry_.min_page_index,
-                                geometry_.num_virtual_pages, state_string()));
+                                geometry_.spec.name, first_ids(bad), min_virtual_page_,
+                                virtual_table_pages_, state_string()));
     if (count == 0) return true;
     if (!ensure_room(count)) {
         ++counters_.failed_allocs;
@@ -267,10 +285,10 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
     std::vector<index_t> pages;
     pages.reserve(static_cast<std::size_t>(count));
     std::vector<index_t> outside, unallocated;
-    const index_t token_limit = geometry_.num_virtual_pages * page_size();
+    const index_t token_limit = virtual_table_pages_ * page_size();
     for (index_t i = 0; i < count; ++i) {
         const index_t t = virtual_tokens[i];
-        if (t < 0 || t >= token_limit || t / page_size() < geometry_.min_page_index) {
+        if (t < 0 || t >= token_limit || t / page_size() < min_virtual_page_) {
             outside.push_back(t);
             continue;
         }
@@ -286,7 +304,7 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
                     fmt::format("{}: free of ids {} outside this side's allocatable ids [{}, "
                                 "{}). State: {}",
                                 geometry_.spec.name, first_ids(outside),
-                                geometry_.min_page_index * page_size(), token_limit,
+                                min_virtual_page_ * page_size(), token_limit,
                                 state_string()));
     if (!unallocated.empty())
         throw Error(ErrorCode::not_allocated,
@@ -506,7 +524,7 @@ index_t AllocatorCore::flush(bool urgent) {
         inflight_virtual_pages_.clear();
     } else if (inflight_forward_done_ && !inflight_forward_done_->is_complete()) {
         for (index_t v : inflight_virtual_pages_)
-            if (v < geometry_.num_virtual_pages && v2p_[v] != unbound) write_set.push_back(v2p_[v]);
+            if (v < virtual_table_pages_ && v2p_[v] != unbound) write_set.push_back(v2p_[v]);
         std::sort(write_set.begin(), write_set.end());
     } else {
         inflight_forward_done_.reset();
@@ -617,11 +635,11 @@ void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
 void AllocatorCore::clear() {
     // Device entries still bound are reset through the plan.
     for (index_t v = 0; v < static_cast<index_t>(v2p_.size()); ++v)
-        if (v2p_[v] != unbound && v >= geometry_.min_page_index) {
+        if (v2p_[v] != unbound && v >= min_virtual_page_) {
             plan_.set_p2v(v2p_[v], unbound);
             plan_.set_v2p(v, unbound);
         }
-    const index_t vpages = geometry_.num_virtual_pages;
+    const index_t vpages = virtual_table_pages_;
     const index_t ppages = geometry_.num_physical_pages;
     // Row 0 is the padding anchor: virtual page 0 <-> physical page 0 for ever.
     v2p_.assign(static_cast<std::size_t>(vpages), unbound);
@@ -633,7 +651,7 @@ void AllocatorCore::clear() {
                                                        : geometry_.num_physical_pages - 1;
     free_virtual_pages_.clear();
     if (options_.is_id_owner)
-        for (index_t v = geometry_.min_page_index; v < vpages; ++v) free_virtual_pages_.push_back(v);
+        for (index_t v = min_virtual_page_; v < vpages; ++v) free_virtual_pages_.push_back(v);
     holes_.clear();
     pending_.clear();
     pending_pages_ = 0;
@@ -656,9 +674,10 @@ void AllocatorCore::fail(const std::string& what) const {
 }
 
 void AllocatorCore::check_invariants() const {
-    const index_t vpages = geometry_.num_virtual_pages;
+    const index_t vpages = virtual_table_pages_;
     const index_t ppages = geometry_.num_physical_pages;
     const index_t min_page = geometry_.min_page_index;
+    const index_t min_virtual = min_virtual_page_;
     const bool up = geometry_.grow() == GrowDirection::up;
     if (v2p_[0] != 0 || p2v_[0] != 0) fail("the padding anchor 0 <-> 0 is gone");
     const index_t band_lo = up ? min_page : watermark_ + 1;
@@ -677,7 +696,7 @@ void AllocatorCore::check_invariants() const {
         if (s == PageState::live) {
             ++live;
             const index_t v = p2v_[p];
-            if (v < min_page || v >= vpages || v2p_[v] != p)
+            if (v < min_virtual || v >= vpages || v2p_[v] != p)
                 fail(fmt::format("p2v[{}] = {} is not the inverse of v2p", p, v));
         } else if (p2v_[p] != unbound) {
             fail(fmt::format("page {} is not live but p2v = {}", p, p2v_[p]));
@@ -701,7 +720,7 @@ void AllocatorCore::check_invariants() const {
     if (!is_lazy() && (holes != 0 || pending != 0)) fail("eager mode holds holes");
 
     index_t bound = 0;
-    for (index_t v = min_page; v < vpages; ++v) {
+    for (index_t v = min_virtual; v < vpages; ++v) {
         if (v2p_[v] == unbound) continue;
         ++bound;
         const index_t p = v2p_[v];
@@ -713,7 +732,7 @@ void AllocatorCore::check_invariants() const {
     if (options_.is_id_owner) {
         std::vector<char> seen(static_cast<std::size_t>(vpages), 0);
         for (index_t v : free_virtual_pages_) {
-            if (v < min_page || v >= vpages || v2p_[v] != unbound || seen[v])
+            if (v < min_virtual || v >= vpages || v2p_[v] != unbound || seen[v])
                 fail(fmt::format("free virtual id {} is bound, repeated or out of range", v));
             seen[v] = 1;
         }
@@ -734,7 +753,7 @@ std::string AllocatorCore::state_string() const {
         "min_page={} watermark={} band={} live={} holes={} pending={} free_ids={} gap_bytes={}",
         geometry_.spec.name, to_string(geometry_.grow()), to_string(options_.mode),
         options_.is_id_owner, page_size(), geometry_.num_physical_pages,
-        geometry_.num_virtual_pages, geometry_.min_page_index, watermark_, band_pages(),
+        virtual_table_pages_, geometry_.min_page_index, watermark_, band_pages(),
         live_pages_, hole_pages(), pending_pages_, free_virtual_page_count(), gap_bytes());
 }
 

@@ -1,0 +1,135 @@
+// Misuse gets a clear error and changes nothing; running out of room is a
+// normal "no allocation". Each case ends with the invariants and the data check.
+#include "test_support.hpp"
+
+#include <functional>
+
+using namespace kvpool;
+using namespace kvpool::test;
+
+namespace {
+
+struct Fixture {
+    Pool pool;
+    Allocator up;
+    Allocator down;
+    std::vector<index_t> up_live;
+    std::vector<index_t> down_live;
+    Fixture(CompactionMode mode, index_t page_size)
+        : pool(PoolLayout(32 * 1024, {spec("full", 16, page_size, GrowDirection::up),
+                                      spec("swa", 8, page_size, GrowDirection::down)})),
+          up(pool, "full", options(mode)),
+          down(pool, "swa", options(mode)) {
+        up.bind_peer(down);
+        up_live = to_host(*up.alloc(Space(), 8 * page_size));
+        // More pages than the up side holds, so some down ids are not up ids.
+        down_live = to_host(*down.alloc(Space(), 12 * page_size));
+        stamp_tokens(pool, up, 0, up_live);
+        stamp_tokens(pool, down, 1, down_live);
+    }
+    // The call must throw an Error with this code and leave both sides as they were.
+    void expect_rejected(ErrorCode code, const std::function<void()>& call, const std::string& named = "") {
+        const std::string up_before = up.state_string(), down_before = down.state_string();
+        try {
+            call();
+            FAIL("accepted");
+        } catch (const Error& e) {
+            CHECK(e.code() == code);
+            if (!named.empty()) CHECK(std::string(e.what()).find(named) != std::string::npos);
+        }
+        CHECK(up.state_string() == up_before);
+        CHECK(down.state_string() == down_before);
+        check_all(pool, up, 0, up_live);
+        check_all(pool, down, 1, down_live);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("bad input: frees of ids that are not live on this side", "[bad-input]") {
+    for (auto mode : {CompactionMode::eager, CompactionMode::lazy})
+        for (index_t ps : {index_t(1), index_t(16)}) {
+            Fixture f(mode, ps);
+            const index_t never = f.up_live.back() + 5 * ps;
+            f.expect_rejected(ErrorCode::not_allocated, [&] { f.up.free(Space(), {never}); },
+                              std::to_string(never));
+            // The other side's ids: the down side's pages are not bound up here.
+            f.expect_rejected(ErrorCode::not_allocated, [&] { f.up.free(Space(), {f.down_live.back()}); });
+            // Outside the id space, negative, or in the padding sink.
+            f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {1 << 30}); });
+            f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {-3}); });
+            f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {0}); });
+            // One bad id spoils the whole call: the good ones stay allocated.
+            f.expect_rejected(ErrorCode::not_allocated,
+                              [&] { f.up.free(Space(), {f.up_live[0], never}); });
+            const index_t freed = f.up_live[0];
+            f.up.free(Space(), {freed});
+            f.up_live.erase(f.up_live.begin(), f.up_live.begin() + ps);
+            f.expect_rejected(ErrorCode::not_allocated, [&] { f.up.free(Space(), {freed}); });
+            check_all(f.pool, f.up, 0, f.up_live);
+        }
+}
+
+TEST_CASE("bad input: sizes that are not page multiples or negative", "[bad-input]") {
+    Fixture f(CompactionMode::eager, 16);
+    f.expect_rejected(ErrorCode::misaligned, [&] { f.up.alloc(Space(), 17); }, "17");
+    f.expect_rejected(ErrorCode::misaligned, [&] { f.up.alloc(Space(), -16); });
+    IndexView out("out", 3);
+    f.expect_rejected(ErrorCode::invalid_argument, [&] {
+        f.up.alloc_extend(Space(), {0}, {3}, to_device({-1, -1}), out);  // last_loc of length 2
+    });
+    f.expect_rejected(ErrorCode::invalid_argument,
+                      [&] { f.up.alloc_extend(Space(), {5}, {3}, to_device({-1}), out); }, "prefix_len 5");
+    f.expect_rejected(ErrorCode::invalid_argument,
+                      [&] { f.up.alloc_extend(Space(), {0}, {4}, to_device({-1}), out); }, "expected length 4");
+    IndexView one("one", 1);
+    f.expect_rejected(ErrorCode::invalid_argument,
+                      [&] { f.up.alloc_decode(Space(), {0}, to_device({f.up_live.back()}), one); });
+}
+
+TEST_CASE("bad input: calls that do not fit the side's role", "[bad-input]") {
+    Pool pool(PoolLayout(32 * 1024, {spec("full", 16, 1, GrowDirection::up),
+                                     spec("swa", 8, 1, GrowDirection::down)}));
+    Allocator full(pool, "full");
+    Allocator swa(pool, "swa", options(CompactionMode::eager, false));
+    full.bind_peer(swa);
+    auto ids = to_host(*full.alloc(Space(), 8));
+    std::vector<index_t> pages(ids.begin(), ids.end());
+    CHECK_THROWS_AS(swa.alloc(Space(), 4), Error);
+    CHECK_THROWS_AS(full.alloc_with_virtual(Space(), pages), Error);
+    REQUIRE(swa.alloc_with_virtual(Space(), pages));
+    // Binding the same virtual pages twice is refused.
+    CHECK_THROWS_AS(swa.alloc_with_virtual(Space(), {pages[0]}), Error);
+    CHECK_THROWS_AS(swa.alloc_with_virtual(Space(), {0}), Error);  // the padding anchor
+    // The non-owner's table spans the owner's id space.
+    CHECK(swa.virtual_to_physical().extent(0) == full.virtual_to_physical().extent(0));
+    CHECK_THROWS_AS(full.bind_peer(full), Error);
+    stamp_tokens(pool, full, 0, ids);
+    stamp_tokens(pool, swa, 1, ids);
+    check_all(pool, full, 0, ids);
+    check_all(pool, swa, 1, ids);
+}
+
+TEST_CASE("bad input: requests beyond capacity are a clean no-allocation", "[bad-input]") {
+    for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
+        Fixture f(mode, 16);
+        const std::string up_before = f.up.state_string();
+        const index_t down_live = f.down.allocated_count();
+        CHECK_FALSE(f.up.alloc(Space(), f.up.available_size() + 16).has_value());
+        CHECK_FALSE(f.up.alloc(Space(), index_t(1) << 40).has_value());
+        CHECK(f.up.state_string() == up_before);
+        // Fill the side, then a decode step that needs a new page has no room.
+        auto rest = to_host(*f.up.alloc(Space(), f.up.available_size()));
+        stamp_tokens(f.pool, f.up, 0, rest);
+        f.up_live.insert(f.up_live.end(), rest.begin(), rest.end());
+        const std::string full_state = f.up.state_string();
+        IndexView out("out", 1);
+        // The first request holds 128 tokens (8 whole pages): token 129 needs a page.
+        CHECK_FALSE(f.up.alloc_decode(Space(), {129}, to_device({f.up_live[127]}), out));
+        CHECK(f.up.state_string() == full_state);
+        CHECK(f.down.allocated_count() == down_live);
+        CHECK(f.up.counters().failed_allocs == 3);
+        check_all(f.pool, f.up, 0, f.up_live);
+        check_all(f.pool, f.down, 1, f.down_live);
+    }
+}

@@ -44,13 +44,11 @@ public:
                         AllocatorOptions options = {})
         : pool_(&pool),
           core_(pool.layout().side(side_name), pool.total_bytes(), options),
-          v2p_("kvpool::v2p", static_cast<std::size_t>(core_.geometry().num_virtual_pages)),
           p2v_("kvpool::p2v", static_cast<std::size_t>(core_.geometry().num_physical_pages)) {
-        Kokkos::deep_copy(space, v2p_, unbound);
         Kokkos::deep_copy(space, p2v_, unbound);
         // Page 0 <-> page 0: the padding anchor.
-        Kokkos::deep_copy(space, Kokkos::subview(v2p_, 0), index_t(0));
         Kokkos::deep_copy(space, Kokkos::subview(p2v_, 0), index_t(0));
+        resize_virtual_table(space);
     }
 
     MultiEndedAllocator(const MultiEndedAllocator&) = delete;
@@ -65,6 +63,8 @@ public:
         peer.core_.bind_peer(&core_);
         peer_ = &peer;
         peer.peer_ = this;
+        resize_virtual_table();
+        peer.resize_virtual_table();
     }
 
     void set_move_callback(move_callback callback) { move_ = std::move(callback); }
@@ -88,25 +88,20 @@ public:
     // need_size virtual token ids (a multiple of the page size) into out, or
     // false when there is no room (nothing changed).
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
-        if (need_size < 0 || need_size % page_size() != 0)
-            throw Error(ErrorCode::misaligned,
-                        fmt_misaligned("alloc", need_size));
+        require_page_multiple("alloc", need_size);
         require_length("alloc", out, need_size);
         if (!core_.alloc_pages(need_size / page_size(), binding_)) return fail_alloc(space);
-        submit_peer(space);
-        const std::size_t v = staging_.add(binding_.virtual_pages);
-        const std::size_t p = staging_.add(binding_.physical_pages);
-        staging_.upload(space);
-        const auto n = binding_.virtual_pages.size();
-        kernels::bind_pages_emit_tokens(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
-                                        page_size(), out);
+        emit_allocated_tokens(space, out);
         return true;
     }
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
-        if (need_size < 0 || need_size % page_size() != 0)
-            throw Error(ErrorCode::misaligned, fmt_misaligned("alloc", need_size));
+        require_page_multiple("alloc", need_size);
+        if (!core_.alloc_pages(need_size / page_size(), binding_)) {
+            fail_alloc(space);
+            return std::nullopt;
+        }
         index_view out = kk::uninitialized<index_view>("kvpool::alloc_out", static_cast<std::size_t>(need_size));
-        if (!alloc(space, need_size, out)) return std::nullopt;
+        emit_allocated_tokens(space, out);
         return out;
     }
     std::optional<index_view> alloc(index_t need_size) { return alloc(ExecutionSpace(), need_size); }
@@ -278,9 +273,32 @@ private:
                                                          std::to_string(length) + ", got " +
                                                          std::to_string(view.extent(0)));
     }
-    std::string fmt_misaligned(const char* what, index_t size) const {
-        return state_string() + ": " + what + " of " + std::to_string(size) +
-               " tokens, which is not a non-negative multiple of page_size " + std::to_string(page_size());
+    void require_page_multiple(const char* what, index_t size) const {
+        if (size < 0 || size % page_size() != 0)
+            throw Error(ErrorCode::misaligned, std::string(what) + " of " + std::to_string(size) +
+                                                   " tokens, which is not a non-negative multiple of "
+                                                   "page_size " +
+                                                   std::to_string(page_size()) + ". " + state_string());
+    }
+
+    // out(t) = the t-th token of the pages just bound, binding them on the device.
+    void emit_allocated_tokens(const ExecutionSpace& space, const index_view& out) {
+        submit_peer(space);
+        const std::size_t v = staging_.add(binding_.virtual_pages);
+        const std::size_t p = staging_.add(binding_.physical_pages);
+        staging_.upload(space);
+        const auto n = binding_.virtual_pages.size();
+        kernels::bind_pages_emit_tokens(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
+                                        page_size(), out);
+    }
+
+    // (Re)creates the device v2p table at the size of the id owner's space.
+    void resize_virtual_table(const ExecutionSpace& space = ExecutionSpace()) {
+        const auto rows = static_cast<std::size_t>(core_.virtual_table_pages());
+        if (v2p_.extent(0) == rows) return;
+        v2p_ = index_view("kvpool::v2p", rows);
+        Kokkos::deep_copy(space, v2p_, unbound);
+        Kokkos::deep_copy(space, Kokkos::subview(v2p_, 0), index_t(0));
     }
 
     // A failed allocation may still have compacted the peer.

@@ -37,8 +37,9 @@ class AllocatorCore {
 public:
     AllocatorCore(const SideGeometry& geometry, index_t total_bytes, AllocatorOptions options);
 
-    // Peers share the gap between their frontiers; bind both directions.
-    void bind_peer(AllocatorCore* peer) { peer_ = peer; }
+    // Peers share the gap between their frontiers; bind both directions. A
+    // non-owner takes over its peer's virtual id space (only while empty).
+    void bind_peer(AllocatorCore* peer);
     AllocatorCore* peer() const { return peer_; }
 
     const SideGeometry& geometry() const { return geometry_; }
@@ -58,6 +59,8 @@ public:
     index_t pending_reuse_pages() const { return pending_pages_; }
     index_t free_virtual_page_count() const;
     index_t watermark() const { return watermark_; }
+    // Rows of the v2p table: the id owner's virtual page space.
+    index_t virtual_table_pages() const { return static_cast<index_t>(v2p_.size()); }
     index_t band_pages() const;
     index_t byte_low_frontier() const;
     index_t byte_high_frontier() const;
@@ -146,6 +149,8 @@ private:
     AllocatorOptions options_;
     AllocatorCore* peer_ = nullptr;
 
+    index_t virtual_table_pages_ = 0;  // the owner's virtual page space
+    index_t min_virtual_page_ = 0;     // below this, virtual pages are never minted
     index_t watermark_ = 0;  // up: first page past the band; down: last page below it
     std::deque<index_t> free_virtual_pages_;  // id owner only
     std::vector<index_t> v2p_;
