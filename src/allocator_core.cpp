@@ -98,11 +98,9 @@ index_t AllocatorCore::gap_bytes() const {
     return std::max<index_t>(0, byte_low_frontier() - limit);
 }
 
-index_t AllocatorCore::extend_headroom_pages() const {
-    const index_t index_headroom = geometry_.grow() == GrowDirection::up
-                                       ? geometry_.num_physical_pages - watermark_
-                                       : watermark_ + 1 - geometry_.min_page_index;
-    return std::min(index_headroom, gap_bytes() / geometry_.page_bytes);
+index_t AllocatorCore::index_headroom_pages() const {
+    return geometry_.grow() == GrowDirection::up ? geometry_.num_physical_pages - watermark_
+                                                 : watermark_ + 1 - geometry_.min_page_index;
 }
 
 index_t AllocatorCore::free_virtual_page_count() const {
@@ -113,20 +111,16 @@ index_t AllocatorCore::free_virtual_page_count() const {
 index_t AllocatorCore::virtual_headroom_pages() const { return free_virtual_page_count(); }
 
 index_t AllocatorCore::available_pages(index_t extra_gap_bytes) const {
-    index_t extend = extend_headroom_pages();
-    if (extra_gap_bytes > 0) {
-        const index_t index_headroom = geometry_.grow() == GrowDirection::up
-                                           ? geometry_.num_physical_pages - watermark_
-                                           : watermark_ + 1 - geometry_.min_page_index;
-        extend = std::min(index_headroom, (gap_bytes() + extra_gap_bytes) / geometry_.page_bytes);
-    }
+    const index_t extend =
+        std::min(index_headroom_pages(), (gap_bytes() + extra_gap_bytes) / geometry_.page_bytes);
     return std::min(virtual_headroom_pages(), extend + hole_pages());
 }
 
 index_t AllocatorCore::available_size() const { return available_pages(0) * page_size(); }
 
 index_t AllocatorCore::peer_drainable_hole_bytes() const {
-    if (!peer_ || !peer_->is_lazy()) return 0;
+    // A peer inside a backup window skips its flushes: its holes stay put.
+    if (!peer_ || !peer_->is_lazy() || peer_->open_window_id_ != 0) return 0;
     return peer_->hole_pages() * peer_->geometry_.page_bytes;
 }
 
@@ -595,20 +589,34 @@ index_t AllocatorCore::flush(bool urgent) {
 // ---------------------------------------------------------------- backup / restore
 
 AllocatorSnapshot AllocatorCore::backup_state() {
-    if (open_window_id_ == 0) {
+    const bool opens = open_window_id_ == 0;
+    if (opens) {
         open_window_id_ = next_window_id_++;
         undo_log_.clear();
     }
-    return {open_window_id_, undo_log_.size()};
+    return {open_window_id_, undo_log_.size(), opens};
 }
 
-void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
+void AllocatorCore::require_open_window(const AllocatorSnapshot& snapshot, const char* call) const {
     if (snapshot.window_id == 0 || snapshot.window_id != open_window_id_ ||
         snapshot.undo_depth > undo_log_.size())
         throw Error(ErrorCode::invalid_state,
-                    fmt::format("{}: restore_state with a snapshot that is not of the open "
-                                "backup window. State: {}",
-                                geometry_.spec.name, state_string()));
+                    fmt::format("{}: {} with a snapshot that is not of the open backup window. "
+                                "State: {}",
+                                geometry_.spec.name, call, state_string()));
+}
+
+void AllocatorCore::commit_state(const AllocatorSnapshot& snapshot) {
+    require_open_window(snapshot, "commit_state");
+    // An enclosing window still needs the records to undo.
+    if (snapshot.opened_window) {
+        open_window_id_ = 0;
+        undo_log_.clear();
+    }
+}
+
+void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
+    require_open_window(snapshot, "restore_state");
     while (undo_log_.size() > snapshot.undo_depth) {
         const UndoRecord r = std::move(undo_log_.back());
         undo_log_.pop_back();
@@ -627,7 +635,7 @@ void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
         watermark_ = r.watermark_before;
         live_pages_ -= static_cast<index_t>(r.virtual_pages.size());
     }
-    if (snapshot.undo_depth == 0) open_window_id_ = 0;
+    if (snapshot.opened_window) open_window_id_ = 0;
 }
 
 // ---------------------------------------------------------------- clear

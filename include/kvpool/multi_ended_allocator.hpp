@@ -79,6 +79,9 @@ public:
     std::string state_string() const { return core_.state_string(); }
     bool is_slot_allocated(index_t virtual_token) const { return core_.is_slot_allocated(virtual_token); }
     const detail::AllocatorCore& core() const { return core_; }
+    // Virtual pages the last successful allocation bound (the ids a non-owner
+    // peer binds next).
+    const std::vector<index_t>& last_allocated_virtual_pages() const { return binding_.virtual_pages; }
 
     // Device tables, one row per virtual (resp. physical) page; -1 is unbound.
     const index_view& virtual_to_physical() const { return v2p_; }
@@ -221,9 +224,11 @@ public:
 
     // ---------------------------------------------------------------- translate
     // Virtual token ids -> physical token ids into a caller-owned View of the
-    // same length (may be in itself): no allocation, safe under graph capture.
+    // same length (may be in itself; int32 Views for the SWA read path): no
+    // allocation, safe under graph capture.
+    template <class OutView>
     void translate(const ExecutionSpace& space, const const_index_view& virtual_tokens,
-                   const index_view& out) const {
+                   const OutView& out) const {
         require_length("translate: out", out, static_cast<index_t>(virtual_tokens.extent(0)));
         kernels::translate_tokens(space, v2p_, page_size(), virtual_tokens, out);
     }
@@ -239,6 +244,8 @@ public:
         core_.restore_state(snapshot);
         submit(space);
     }
+    // Keeps the allocations since the snapshot and closes the window it opened.
+    void commit_state(const AllocatorSnapshot& snapshot) { core_.commit_state(snapshot); }
     void clear(const ExecutionSpace& space) {
         core_.clear();
         submit(space);

@@ -29,6 +29,7 @@ struct AllocatorOptions {
 struct AllocatorSnapshot {
     std::uint64_t window_id = 0;
     std::size_t undo_depth = 0;
+    bool opened_window = false;  // false inside an enclosing window
 };
 
 namespace detail {
@@ -58,6 +59,8 @@ public:
     index_t hole_pages() const { return static_cast<index_t>(holes_.size()); }
     index_t pending_reuse_pages() const { return pending_pages_; }
     index_t free_virtual_page_count() const;
+    // Pages the band may still grow by, by index space alone (bytes aside).
+    index_t index_headroom_pages() const;
     index_t watermark() const { return watermark_; }
     // Rows of the v2p table: the id owner's virtual page space.
     index_t virtual_table_pages() const { return static_cast<index_t>(v2p_.size()); }
@@ -102,6 +105,8 @@ public:
     // ---- speculative decoding ----
     AllocatorSnapshot backup_state();
     void restore_state(const AllocatorSnapshot& snapshot);
+    // Keeps what was allocated since the snapshot; closes the window it opened.
+    void commit_state(const AllocatorSnapshot& snapshot);
 
     void clear();
 
@@ -127,7 +132,6 @@ private:
         bool virtual_pages_from_free_list;
     };
 
-    index_t extend_headroom_pages() const;
     index_t virtual_headroom_pages() const;
     index_t available_pages(index_t extra_gap_bytes) const;
     index_t peer_drainable_hole_bytes() const;
@@ -142,6 +146,7 @@ private:
     void drain_pending(bool urgent);
     void move_page(index_t src, index_t dst);
     void note_holes_peak();
+    void require_open_window(const AllocatorSnapshot& snapshot, const char* call) const;
     [[noreturn]] void fail(const std::string& what) const;
 
     SideGeometry geometry_;

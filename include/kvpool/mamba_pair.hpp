@@ -1,0 +1,123 @@
+// The Mamba pair: full-attention KV (paged) and per-request recurrent state
+// slots (page size 1) in one unified buffer, each side owning its own ids.
+#pragma once
+
+#include <kvpool/multi_ended_allocator.hpp>
+
+namespace kvpool {
+
+template <class ExecutionSpace>
+class UnifiedMambaAllocator {
+public:
+    using side_type = MultiEndedAllocator<ExecutionSpace>;
+    using pool_type = typename side_type::pool_type;
+    using index_view = typename side_type::index_view;
+    using const_index_view = typename side_type::const_index_view;
+
+    // The layout must hold full_name (any page size) and state_name (page size 1).
+    UnifiedMambaAllocator(pool_type& pool, CompactionMode mode, const std::string& full_name = "full",
+                          const std::string& state_name = "mamba")
+        : full_(pool, full_name, owner_options(mode)), state_(pool, state_name, owner_options(mode)) {
+        if (state_.page_size() != 1)
+            throw Error(ErrorCode::invalid_argument,
+                        "Mamba pair: the state side '" + state_name + "' must have page size 1, not " +
+                            std::to_string(state_.page_size()));
+        full_.bind_peer(state_);
+    }
+
+    side_type& full() { return full_; }
+    side_type& state() { return state_; }
+    const side_type& full() const { return full_; }
+    const side_type& state() const { return state_; }
+
+    // Full-token equivalents of gap one state slot costs, rounded up: what an
+    // admission planner reserves per new request.
+    index_t state_slot_full_token_cost() const {
+        const index_t state_bytes = state_.geometry().page_bytes;
+        const index_t token_bytes = full_.geometry().spec.entry_bytes;
+        return (state_bytes + token_bytes - 1) / token_bytes;
+    }
+
+    // Full tokens admissible once the state side's holes are compacted.
+    index_t available_size() const { return full_.schedulable_available_size(); }
+    index_t state_slots_available() const { return state_.available_size(); }
+    // The known starvation case: the full side still has room but the gap is
+    // narrower than one state slot, so no new request can get its state.
+    bool state_slot_starved() const {
+        return state_.available_size() == 0 && state_.schedulable_available_size() == 0 &&
+               full_.available_size() > 0;
+    }
+
+    // ---- full KV: forwarded to the full side
+    std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
+        return full_.alloc(space, need_size);
+    }
+    bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
+                      const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
+                      const index_view& out) {
+        return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+    }
+    bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
+                      const const_index_view& last_loc, const index_view& out) {
+        return full_.alloc_decode(space, seq_lens, last_loc, out);
+    }
+    void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
+        full_.free(space, virtual_tokens);
+    }
+    void translate(const ExecutionSpace& space, const const_index_view& virtual_tokens,
+                   const index_view& out) const {
+        full_.translate(space, virtual_tokens, out);
+    }
+
+    // ---- state slots: one per running request
+    std::optional<index_view> alloc_state_slots(const ExecutionSpace& space, index_t count) {
+        return state_.alloc(space, count);
+    }
+    void free_state_slots(const ExecutionSpace& space, const std::vector<index_t>& slots) {
+        state_.free(space, slots);
+    }
+    void translate_state_slots(const ExecutionSpace& space, const const_index_view& virtual_slots,
+                               const index_view& out) const {
+        state_.translate(space, virtual_slots, out);
+    }
+
+    // ---- lazy compaction and state, forwarded to both sides
+    index_t flush_opportunistic(const ExecutionSpace& space) {
+        return full_.flush_opportunistic(space) + state_.flush_opportunistic(space);
+    }
+    void set_latest_forward_done(const CompletionTokenPtr& token) {
+        full_.set_latest_forward_done(token);
+        state_.set_latest_forward_done(token);
+    }
+    // Only the full side gets a write set: state slots are not written through
+    // the forward's KV locations (the reference passes none for them either).
+    void set_inflight_forward(const CompletionTokenPtr& token, const std::vector<index_t>& virtual_tokens) {
+        full_.set_inflight_forward(token, virtual_tokens);
+    }
+    void drain_pending_reuse() {
+        full_.drain_pending_reuse();
+        state_.drain_pending_reuse();
+    }
+    void free_group_begin() { full_.free_group_begin(); }
+    void free_group_end(const ExecutionSpace& space) { full_.free_group_end(space); }
+    void clear(const ExecutionSpace& space) {
+        full_.clear(space);
+        state_.clear(space);
+    }
+    void check_invariants(const ExecutionSpace& space = ExecutionSpace()) const {
+        full_.check_invariants(space);
+        state_.check_invariants(space);
+    }
+
+private:
+    static AllocatorOptions owner_options(CompactionMode mode) {
+        AllocatorOptions o;
+        o.mode = mode;
+        return o;
+    }
+
+    side_type full_;
+    side_type state_;
+};
+
+}  // namespace kvpool

@@ -1,0 +1,205 @@
+// The sliding-window pair: the full side mints virtual ids, the SWA side binds
+// the same ids to pages of its own, both in one unified buffer. Every
+// allocation binds both sides or neither.
+#pragma once
+
+#include <kvpool/detail/swa_pair_capacity.hpp>
+#include <kvpool/multi_ended_allocator.hpp>
+
+#include <cstdint>
+
+namespace kvpool {
+
+template <class ExecutionSpace>
+class UnifiedSWAAllocator {
+public:
+    using side_type = MultiEndedAllocator<ExecutionSpace>;
+    using pool_type = typename side_type::pool_type;
+    using index_view = typename side_type::index_view;
+    using const_index_view = typename side_type::const_index_view;
+
+    // The pool's layout must hold sub-pools named full_name and swa_name with
+    // the same page size.
+    UnifiedSWAAllocator(pool_type& pool, CompactionMode mode, const std::string& full_name = "full",
+                        const std::string& swa_name = "swa")
+        : full_(pool, full_name, side_options(mode, true)), swa_(pool, swa_name, side_options(mode, false)) {
+        if (full_.page_size() != swa_.page_size())
+            throw Error(ErrorCode::invalid_argument,
+                        "SWA pair: page sizes differ (full " + std::to_string(full_.page_size()) + ", swa " +
+                            std::to_string(swa_.page_size()) + ")");
+        full_.bind_peer(swa_);
+    }
+
+    side_type& full() { return full_; }
+    side_type& swa() { return swa_; }
+    const side_type& full() const { return full_; }
+    const side_type& swa() const { return swa_; }
+    index_t page_size() const { return full_.page_size(); }
+
+    // ---- capacity views, in tokens
+    // Joint: what one alloc/alloc_extend can take now. The only safe pre-check.
+    index_t available_size() const {
+        return detail::swa_pair_available_pages(full_.core(), swa_.core()) * page_size();
+    }
+    // Slot conservation against each side's static cap (for leak checks).
+    index_t conserve_full_available_size() const {
+        return full_.geometry().page_capacity() * page_size() - full_.allocated_count();
+    }
+    index_t conserve_swa_available_size() const {
+        return swa_.geometry().page_capacity() * page_size() - swa_.allocated_count();
+    }
+    // Realizable once the peer's holes are compacted (for admission).
+    index_t schedulable_full_available_size() const { return full_.schedulable_available_size(); }
+    index_t schedulable_swa_available_size() const { return swa_.schedulable_available_size(); }
+    // What the scheduler reads per side: the tighter of the two.
+    index_t full_available_size() const {
+        return std::min(conserve_full_available_size(), schedulable_full_available_size());
+    }
+    index_t swa_available_size() const {
+        return std::min(conserve_swa_available_size(), schedulable_swa_available_size());
+    }
+
+    // ---- allocation: both sides or neither
+    std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
+        if (need_size < 0 || need_size % page_size() != 0)
+            return full_.alloc(space, need_size);  // raises the misalignment error
+        if (!make_room(space, need_size / page_size())) return std::nullopt;
+        const AllocatorSnapshot undo = full_.backup_state();
+        auto ids = full_.alloc(space, need_size);
+        if (!finish(space, undo, ids && bind_swa(space))) return std::nullopt;
+        return ids;
+    }
+
+    bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
+                      const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
+                      const index_view& out) {
+        if (prefix_lens.size() == seq_lens.size() &&
+            !make_room(space, detail::pages_needed_for_extend(prefix_lens.data(), seq_lens.data(),
+                                                              static_cast<index_t>(seq_lens.size()),
+                                                              page_size())))
+            return false;
+        const AllocatorSnapshot undo = full_.backup_state();
+        bool ok = false;
+        try {
+            ok = full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out) && bind_swa(space);
+        } catch (...) {
+            full_.restore_state(space, undo);
+            throw;
+        }
+        return finish(space, undo, ok);
+    }
+
+    bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
+                      const const_index_view& last_loc, const index_view& out) {
+        const bool lengths_ok = std::all_of(seq_lens.begin(), seq_lens.end(), [](index_t s) { return s >= 1; });
+        if (lengths_ok && !make_room(space, detail::pages_needed_for_decode(
+                                                seq_lens.data(), static_cast<index_t>(seq_lens.size()),
+                                                page_size())))
+            return false;
+        const AllocatorSnapshot undo = full_.backup_state();
+        bool ok = false;
+        try {
+            ok = full_.alloc_decode(space, seq_lens, last_loc, out) && bind_swa(space);
+        } catch (...) {
+            full_.restore_state(space, undo);
+            throw;
+        }
+        return finish(space, undo, ok);
+    }
+
+    // ---- free
+    // Releases both sides; SWA pages already released by free_swa are skipped.
+    void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
+        full_.free(space, virtual_tokens);  // validates first: the full side owns the ids
+        swa_.free_if_bound(space, virtual_tokens);
+    }
+    // Tokens that left the window: the SWA side only; the virtual ids stay live.
+    void free_swa(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
+        for (index_t t : virtual_tokens)
+            if (!full_.is_slot_allocated(t))
+                throw Error(ErrorCode::not_allocated,
+                            "free_swa of id " + std::to_string(t) + ", which is not allocated. " +
+                                full_.state_string());
+        swa_.free_if_bound(space, virtual_tokens);
+    }
+    void free_group_begin() {
+        full_.free_group_begin();
+        swa_.free_group_begin();
+    }
+    void free_group_end(const ExecutionSpace& space) {
+        full_.free_group_end(space);
+        swa_.free_group_end(space);
+    }
+
+    // ---- translate
+    void translate_full(const ExecutionSpace& space, const const_index_view& virtual_tokens,
+                        const index_view& out) const {
+        full_.translate(space, virtual_tokens, out);
+    }
+    // The SWA layers' read path: physical SWA token ids as int32.
+    void translate_swa(const ExecutionSpace& space, const const_index_view& virtual_tokens,
+                       const kk::View<std::int32_t*, typename side_type::memory_space>& out) const {
+        swa_.translate(space, virtual_tokens, out);
+    }
+
+    // ---- lazy compaction, forwarded to both sides
+    index_t flush_opportunistic(const ExecutionSpace& space) {
+        return full_.flush_opportunistic(space) + swa_.flush_opportunistic(space);
+    }
+    void set_latest_forward_done(const CompletionTokenPtr& token) {
+        full_.set_latest_forward_done(token);
+        swa_.set_latest_forward_done(token);
+    }
+    // The forward writes the same virtual ids on both sides.
+    void set_inflight_forward(const CompletionTokenPtr& token, const std::vector<index_t>& virtual_tokens) {
+        full_.set_inflight_forward(token, virtual_tokens);
+        swa_.set_inflight_forward(token, virtual_tokens);
+    }
+    void drain_pending_reuse() {
+        full_.drain_pending_reuse();
+        swa_.drain_pending_reuse();
+    }
+
+    void clear(const ExecutionSpace& space) {
+        full_.clear(space);
+        swa_.clear(space);
+    }
+    void check_invariants(const ExecutionSpace& space = ExecutionSpace()) const {
+        full_.check_invariants(space);
+        swa_.check_invariants(space);
+    }
+
+private:
+    static AllocatorOptions side_options(CompactionMode mode, bool owner) {
+        AllocatorOptions o;
+        o.mode = mode;
+        o.is_id_owner = owner;
+        return o;
+    }
+
+    // Either side's compaction opens gap for the other: flush both when short.
+    bool make_room(const ExecutionSpace& space, index_t pages) {
+        if (pages * page_size() <= available_size()) return true;
+        full_.flush(space, true);
+        swa_.flush(space, true);
+        return pages * page_size() <= available_size();
+    }
+
+    bool bind_swa(const ExecutionSpace& space) {
+        const auto& pages = full_.last_allocated_virtual_pages();
+        return pages.empty() || swa_.alloc_with_virtual(space, pages);
+    }
+
+    bool finish(const ExecutionSpace& space, const AllocatorSnapshot& undo, bool ok) {
+        if (ok)
+            full_.commit_state(undo);
+        else
+            full_.restore_state(space, undo);
+        return ok;
+    }
+
+    side_type full_;
+    side_type swa_;
+};
+
+}  // namespace kvpool
