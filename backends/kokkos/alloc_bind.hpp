@@ -1,5 +1,6 @@
 // Portable fused alloc-bind kernels: one launch writes the new v2p/p2v entries
 // and the virtual token ids handed to the engine, from a host-prepared page list.
+// kernels::dispatch.hpp picks these or a native version per execution space.
 // The token arithmetic is SGLang's alloc_extend/alloc_decode kernels', run in
 // virtual space: a request first fills the free tail of its last page, then
 // takes whole new pages in order.
@@ -12,7 +13,7 @@ namespace kvpool::kernels {
 
 // alloc(n): out(t) = virtual_pages(t / ps) * ps + t % ps, binding each page.
 template <class ExecutionSpace, class TableView, class IndexView, class OutView>
-void bind_pages_emit_tokens(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
+void bind_pages_emit_tokens_portable(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
                             const IndexView& virtual_pages, const IndexView& physical_pages,
                             index_t page_size, const OutView& out) {
     const index_t n = static_cast<index_t>(virtual_pages.extent(0)) * page_size;
@@ -32,7 +33,7 @@ void bind_pages_emit_tokens(const ExecutionSpace& space, const TableView& v2p, c
 // alloc_extend: request r owns out[out_start(r), out_start(r) + seq - prefix)
 // and the new pages [page_start(r), page_start(r) + its new page count).
 template <class ExecutionSpace, class TableView, class IndexView, class LastLocView, class OutView>
-void alloc_extend_bind(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
+void alloc_extend_bind_portable(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
                        const IndexView& virtual_pages, const IndexView& physical_pages,
                        const IndexView& prefix_lens, const IndexView& seq_lens,
                        const IndexView& out_start, const IndexView& page_start,
@@ -63,7 +64,7 @@ void alloc_extend_bind(const ExecutionSpace& space, const TableView& v2p, const 
 
 // alloc_decode: one token per request; a new page only when the token starts one.
 template <class ExecutionSpace, class TableView, class IndexView, class LastLocView, class OutView>
-void alloc_decode_bind(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
+void alloc_decode_bind_portable(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
                        const IndexView& virtual_pages, const IndexView& physical_pages,
                        const IndexView& seq_lens, const IndexView& page_start,
                        const LastLocView& last_loc, index_t page_size, const OutView& out) {

@@ -35,6 +35,36 @@ ViewType uninitialized(const std::string& label, std::size_t n) {
     return ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
 }
 
+#if defined(KOKKOS_ENABLE_HIP)
+// HIP left Kokkos::Experimental in Kokkos 4.0.
+#if KOKKOS_VERSION >= 40000
+using HIP = Kokkos::HIP;
+using HIPHostPinnedSpace = Kokkos::HIPHostPinnedSpace;
+#else
+using HIP = Kokkos::Experimental::HIP;
+using HIPHostPinnedSpace = Kokkos::Experimental::HIPHostPinnedSpace;
+#endif
+#endif
+
+// Host memory a kernel of ExecutionSpace can read directly: page-locked host
+// memory for the GPU backends, ordinary memory for the host ones.
+template <class ExecutionSpace>
+struct pinned_host_space {
+    using type = Kokkos::HostSpace;
+};
+#if defined(KOKKOS_ENABLE_CUDA)
+template <>
+struct pinned_host_space<Kokkos::Cuda> {
+    using type = Kokkos::CudaHostPinnedSpace;
+};
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+template <>
+struct pinned_host_space<HIP> {
+    using type = HIPHostPinnedSpace;
+};
+#endif
+
 template <class MemorySpace>
 constexpr bool host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
 

@@ -13,8 +13,7 @@
 #include <kvpool/stream_wait.hpp>
 #include <kvpool/unified_kv_pool.hpp>
 
-#include <kokkos/alloc_bind.hpp>
-#include <kokkos/move_pages.hpp>
+#include <kokkos/dispatch.hpp>
 #include <kokkos/table_kernels.hpp>
 
 #include <functional>
@@ -344,7 +343,7 @@ private:
             if (move_)
                 move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
             else
-                kernels::move_pages_portable(space, pool_->bytes(), geometry().page_bytes,
+                kernels::move_pages(space, pool_->bytes(), geometry().page_bytes,
                                              staging_.slice(src, moves), staging_.slice(dst, moves));
         }
         kernels::apply_table_writes(space, v2p_, staging_.slice(vi, plan.v2p_index.size()),

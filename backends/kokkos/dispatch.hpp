@@ -1,0 +1,50 @@
+// The hot kernels as the allocator calls them: the portable Kokkos version for
+// every execution space, overloaded by the native CUDA and HIP versions for
+// Kokkos::Cuda and Kokkos::HIP (launched on the instance's stream).
+#pragma once
+
+#include <kokkos/alloc_bind.hpp>
+#include <kokkos/move_pages.hpp>
+
+namespace kvpool::kernels {
+
+template <class ExecutionSpace, class BytesView, class IndexView>
+void move_pages(const ExecutionSpace& space, const BytesView& bytes, index_t page_bytes, const IndexView& src,
+                const IndexView& dst) {
+    move_pages_portable(space, bytes, page_bytes, src, dst);
+}
+
+template <class ExecutionSpace, class TableView, class IndexView, class OutView>
+void bind_pages_emit_tokens(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
+                            const IndexView& virtual_pages, const IndexView& physical_pages, index_t page_size,
+                            const OutView& out) {
+    bind_pages_emit_tokens_portable(space, v2p, p2v, virtual_pages, physical_pages, page_size, out);
+}
+
+template <class ExecutionSpace, class TableView, class IndexView, class LastLocView, class OutView>
+void alloc_extend_bind(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
+                       const IndexView& virtual_pages, const IndexView& physical_pages,
+                       const IndexView& prefix_lens, const IndexView& seq_lens, const IndexView& out_start,
+                       const IndexView& page_start, const LastLocView& last_loc, index_t page_size,
+                       const OutView& out) {
+    alloc_extend_bind_portable(space, v2p, p2v, virtual_pages, physical_pages, prefix_lens, seq_lens, out_start,
+                               page_start, last_loc, page_size, out);
+}
+
+template <class ExecutionSpace, class TableView, class IndexView, class LastLocView, class OutView>
+void alloc_decode_bind(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
+                       const IndexView& virtual_pages, const IndexView& physical_pages, const IndexView& seq_lens,
+                       const IndexView& page_start, const LastLocView& last_loc, index_t page_size,
+                       const OutView& out) {
+    alloc_decode_bind_portable(space, v2p, p2v, virtual_pages, physical_pages, seq_lens, page_start, last_loc,
+                               page_size, out);
+}
+
+}  // namespace kvpool::kernels
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda/kokkos_overloads.hpp>
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+#include <hip/kokkos_overloads.hpp>
+#endif
