@@ -5,7 +5,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <unordered_set>
 
 namespace kvpool::detail {
 
@@ -240,12 +239,20 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{}: negative page count {}", geometry_.spec.name, count));
     std::vector<index_t> bad;
-    std::unordered_set<index_t> seen;
-    for (index_t i = 0; i < count; ++i) {
-        const index_t v = virtual_pages[i];
-        if (v < min_virtual_page_ || v >= virtual_table_pages_ ||
-            v2p_[v] != unbound || !seen.insert(v).second)
+    // Repeats are found by marking each page in v2p as it is checked; the marks
+    // are undone before anything else reads the table.
+    constexpr index_t seen = unbound - 1;
+    index_t checked = 0;
+    for (; checked < count; ++checked) {
+        const index_t v = virtual_pages[checked];
+        if (v < min_virtual_page_ || v >= virtual_table_pages_ || v2p_[v] != unbound)
             bad.push_back(v);
+        else
+            v2p_[v] = seen;
+    }
+    for (index_t i = 0; i < checked; ++i) {
+        const index_t v = virtual_pages[i];
+        if (v >= min_virtual_page_ && v < virtual_table_pages_ && v2p_[v] == seen) v2p_[v] = unbound;
     }
     if (!bad.empty())
         throw Error(ErrorCode::invalid_argument,

@@ -71,10 +71,11 @@ void launch(const char* label, const ExecutionSpace& space, const Params& params
     }
 }
 
-template <class IdView>
+template <class DstView, class SrcView>
 struct MoveParams {
     RowMap a, b;
-    IdView dst, src;
+    DstView dst;
+    SrcView src;
     index_t unit;
 };
 
@@ -147,12 +148,12 @@ inline index_t packed_word_bytes(const RowMap& a, const RowMap& b, const std::ui
 // copied onto token dst(i) * unit + j (unit = 1: token ids; unit = page_size:
 // page ids). No location is both a source and a destination and destinations
 // are distinct (callers check), so every copy runs in parallel, in any order.
-template <class ExecutionSpace, class IdView>
+template <class ExecutionSpace, class DstView, class SrcView>
 void move_rows_portable(const ExecutionSpace& space, const RowMap& a, const RowMap& b,
-                        const IdView& dst, const IdView& src, index_t unit) {
-    rows_detail::launch<rows_detail::MoveRows>("kvpool::move_rows", space,
-                                               rows_detail::MoveParams<IdView>{a, b, dst, src, unit},
-                                               rows_detail::common_word_bytes(a, b));
+                        const DstView& dst, const SrcView& src, index_t unit) {
+    rows_detail::launch<rows_detail::MoveRows>(
+        "kvpool::move_rows", space, rows_detail::MoveParams<DstView, SrcView>{a, b, dst, src, unit},
+        rows_detail::common_word_bytes(a, b));
 }
 
 // packed[i] = all layers' rows of tokens(i), token after token.

@@ -1,6 +1,7 @@
-// Portable Mamba state slot kernels: zero slots (a new request starts from an
-// empty state) and copy slots (copy-on-write of a cached prefix state), both
-// over every layer's conv and temporal state in one launch.
+// Portable Mamba state slot kernel: zero slots (a new request starts from an
+// empty state), every layer's conv and temporal state in one launch. Copying
+// slots (copy-on-write of a cached prefix state) is move_rows_portable with
+// unit 1.
 #pragma once
 
 #include <kokkos/kv_row_move.hpp>
@@ -38,14 +39,6 @@ void clear_rows_portable(const ExecutionSpace& space, const RowMap& a, const Row
     rows_detail::launch<rows_detail::ClearRows>("kvpool::clear_slots", space,
                                                 rows_detail::ClearParams<IdView>{a, b, slots},
                                                 rows_detail::common_word_bytes(a, b));
-}
-
-// Slot src(i) is copied onto slot dst(i), every layer; the same contract as
-// move_rows_portable (disjoint sets, distinct destinations).
-template <class ExecutionSpace, class IdView>
-void copy_slots_portable(const ExecutionSpace& space, const RowMap& a, const RowMap& b,
-                         const IdView& src, const IdView& dst) {
-    move_rows_portable(space, a, b, dst, src, 1);
 }
 
 }  // namespace kvpool::kernels

@@ -68,4 +68,19 @@ struct pinned_host_space<HIP> {
 template <class MemorySpace>
 constexpr bool host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
 
+// Explicit LayoutRight: a View's default layout is LayoutLeft on CUDA, and the
+// per-layer KV pools promise token-major rows on every backend.
+template <class T, class MemorySpace>
+using RightView = Kokkos::View<T, Kokkos::LayoutRight, MemorySpace>;
+
+// Strided windows onto bytes another View owns (the page-major per-layer views).
+template <class T, class MemorySpace>
+using UnmanagedStridedView =
+    Kokkos::View<T, Kokkos::LayoutStride, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// Execution spaces that run on the host: their launches have finished when the
+// call returns, so the host may read the memory they use without a fence.
+template <class ExecutionSpace>
+constexpr bool host_execution = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+
 }  // namespace kvpool::kk

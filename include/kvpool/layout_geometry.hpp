@@ -48,7 +48,7 @@ struct storage_word<4> {
 template <KVDtype D>
 using storage_t = typename storage_word<dtype_size(D)>::type;
 
-namespace detail {
+namespace kv_detail {
 
 inline void require_positive(const char* layout, const char* field, index_t value) {
     if (value <= 0)
@@ -68,7 +68,7 @@ void require_storage(const char* layout, const char* field, KVDtype dtype) {
 
 inline index_t round_up(index_t x, index_t to) { return (x + to - 1) / to * to; }
 
-}  // namespace detail
+}  // namespace kv_detail
 
 // Multi-head attention: per layer a K row [heads][head_dim] and a V row
 // [heads][v_head_dim] per token.
@@ -87,9 +87,9 @@ struct MHAGeometry {
         return layers * (k_row_elements() + v_row_elements()) * dtype_size(dtype);
     }
     void validate() const {
-        detail::require_positive("MHA", "layers", layers);
-        detail::require_positive("MHA", "heads", heads);
-        detail::require_positive("MHA", "head_dim", head_dim);
+        kv_detail::require_positive("MHA", "layers", layers);
+        kv_detail::require_positive("MHA", "heads", heads);
+        kv_detail::require_positive("MHA", "head_dim", head_dim);
         if (v_head_dim < 0)
             throw Error(ErrorCode::invalid_argument,
                         "MHA geometry: v_head_dim must be >= 0 (0: head_dim), got " +
@@ -108,8 +108,8 @@ struct MLAGeometry {
     index_t row_elements() const { return kv_lora_rank + qk_rope_head_dim; }
     index_t entry_bytes() const { return layers * row_elements() * dtype_size(dtype); }
     void validate() const {
-        detail::require_positive("MLA", "layers", layers);
-        detail::require_positive("MLA", "kv_lora_rank", kv_lora_rank);
+        kv_detail::require_positive("MLA", "layers", layers);
+        kv_detail::require_positive("MLA", "kv_lora_rank", kv_lora_rank);
         if (qk_rope_head_dim < 0)
             throw Error(ErrorCode::invalid_argument,
                         "MLA geometry: qk_rope_head_dim must be >= 0, got " +
@@ -140,20 +140,20 @@ struct MambaStateGeometry {
         const index_t c = dtype_size(conv_dtype), t = dtype_size(temporal_dtype);
         return c > t ? c : t;
     }
-    index_t conv_block_bytes() const { return detail::round_up(conv_row_bytes(), block_alignment()); }
+    index_t conv_block_bytes() const { return kv_detail::round_up(conv_row_bytes(), block_alignment()); }
     index_t temporal_block_bytes() const {
-        return detail::round_up(temporal_row_bytes(), block_alignment());
+        return kv_detail::round_up(temporal_row_bytes(), block_alignment());
     }
     index_t layer_bytes() const { return conv_block_bytes() + temporal_block_bytes(); }
     // Bytes of one slot across all layers in the page-major layout.
     index_t entry_bytes() const { return layers * layer_bytes(); }
     void validate() const {
-        detail::require_positive("Mamba state", "layers", layers);
-        detail::require_positive("Mamba state", "conv_dim", conv_dim);
-        detail::require_positive("Mamba state", "conv_width", conv_width);
-        detail::require_positive("Mamba state", "heads", heads);
-        detail::require_positive("Mamba state", "head_dim", head_dim);
-        detail::require_positive("Mamba state", "state_dim", state_dim);
+        kv_detail::require_positive("Mamba state", "layers", layers);
+        kv_detail::require_positive("Mamba state", "conv_dim", conv_dim);
+        kv_detail::require_positive("Mamba state", "conv_width", conv_width);
+        kv_detail::require_positive("Mamba state", "heads", heads);
+        kv_detail::require_positive("Mamba state", "head_dim", head_dim);
+        kv_detail::require_positive("Mamba state", "state_dim", state_dim);
     }
 };
 

@@ -31,10 +31,14 @@ public:
     using pool_type = UnifiedKVPool<memory_space>;
     using index_view = kk::View<index_t*, memory_space>;
     using const_index_view = kk::View<const index_t*, memory_space>;
-    // Moves KV data of whole pages, src[i] -> dst[i] (physical page ids). The
-    // default moves the pages' bytes inside the unified buffer.
+    // Page lists handed to a move callback: host-pinned memory the kernels of
+    // ExecutionSpace read directly (see detail::Staging).
+    using page_list_view = kk::View<const index_t*, typename detail::Staging<ExecutionSpace>::memory_space>;
+    // Moves KV data of whole pages, src[i] -> dst[i] (physical page ids), as one
+    // batch on the instance. The default moves the pages' bytes inside the
+    // unified buffer; per-layer pools install their own.
     using move_callback =
-        std::function<void(const ExecutionSpace&, const index_view& src_pages, const index_view& dst_pages)>;
+        std::function<void(const ExecutionSpace&, const page_list_view& src_pages, const page_list_view& dst_pages)>;
 
     MultiEndedAllocator(pool_type& pool, const std::string& side_name, AllocatorOptions options = {})
         : MultiEndedAllocator(ExecutionSpace(), pool, side_name, options) {}

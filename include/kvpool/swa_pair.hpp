@@ -60,14 +60,18 @@ public:
     }
 
     // ---- allocation: both sides or neither
+    // need_size virtual token ids into out (a caller-owned View), or false.
+    bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
+        if (need_size >= 0 && need_size % page_size() == 0 && !make_room(space, need_size / page_size()))
+            return false;
+        return both_or_neither(space, [&] { return full_.alloc(space, need_size, out); });
+    }
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
         if (need_size < 0 || need_size % page_size() != 0)
             return full_.alloc(space, need_size);  // raises the misalignment error
-        if (!make_room(space, need_size / page_size())) return std::nullopt;
-        const AllocatorSnapshot undo = full_.backup_state();
-        auto ids = full_.alloc(space, need_size);
-        if (!finish(space, undo, ids && bind_swa(space))) return std::nullopt;
-        return ids;
+        index_view out = kk::uninitialized<index_view>("kvpool::alloc_out", static_cast<std::size_t>(need_size));
+        if (!alloc(space, need_size, out)) return std::nullopt;
+        return out;
     }
 
     bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
@@ -78,15 +82,7 @@ public:
                                                               static_cast<index_t>(seq_lens.size()),
                                                               page_size())))
             return false;
-        const AllocatorSnapshot undo = full_.backup_state();
-        bool ok = false;
-        try {
-            ok = full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out) && bind_swa(space);
-        } catch (...) {
-            full_.restore_state(space, undo);
-            throw;
-        }
-        return finish(space, undo, ok);
+        return both_or_neither(space, [&] { return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out); });
     }
 
     bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
@@ -96,15 +92,7 @@ public:
                                                 seq_lens.data(), static_cast<index_t>(seq_lens.size()),
                                                 page_size())))
             return false;
-        const AllocatorSnapshot undo = full_.backup_state();
-        bool ok = false;
-        try {
-            ok = full_.alloc_decode(space, seq_lens, last_loc, out) && bind_swa(space);
-        } catch (...) {
-            full_.restore_state(space, undo);
-            throw;
-        }
-        return finish(space, undo, ok);
+        return both_or_neither(space, [&] { return full_.alloc_decode(space, seq_lens, last_loc, out); });
     }
 
     // ---- free
@@ -190,7 +178,18 @@ private:
         return pages.empty() || swa_.alloc_with_virtual(space, pages);
     }
 
-    bool finish(const ExecutionSpace& space, const AllocatorSnapshot& undo, bool ok) {
+    // Runs the full side's allocation, then binds its pages on the SWA side;
+    // if either fails (or throws), the full side's allocation is undone.
+    template <class AllocateFull>
+    bool both_or_neither(const ExecutionSpace& space, AllocateFull&& allocate_full) {
+        const AllocatorSnapshot undo = full_.backup_state();
+        bool ok = false;
+        try {
+            ok = allocate_full() && bind_swa(space);
+        } catch (...) {
+            full_.restore_state(space, undo);
+            throw;
+        }
         if (ok)
             full_.commit_state(undo);
         else

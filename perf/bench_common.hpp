@@ -1,0 +1,63 @@
+// Shared set-up of the benchmarks: the peer's geometry and timing helpers.
+#pragma once
+
+#include <kvpool/swa_pair.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+namespace kvpool::bench {
+
+using Space = Kokkos::DefaultExecutionSpace;
+using Pool = UnifiedKVPool<Space::memory_space>;
+using SwaPair = UnifiedSWAAllocator<Space>;
+using IndexView = MultiEndedAllocator<Space>::index_view;
+
+// The peer's SWA geometry (peer-baseline.md): 32 layers x 8 KV heads x
+// head_dim 128, bf16, K and V: 128 KiB per token per side.
+constexpr index_t bytes_per_token = 32 * 8 * 128 * 2 * 2;
+
+// Tokens per side; 262,144 as in the baseline unless KVPOOL_BENCH_TOKENS says
+// otherwise (a host smoke run needs far less memory than 64 GiB).
+inline index_t tokens_per_side() {
+    const char* env = std::getenv("KVPOOL_BENCH_TOKENS");
+    return env ? std::atoll(env) : 262144;
+}
+
+inline PoolLayout swa_layout(index_t page_size) {
+    // Both sides' tokens plus one page of sink for each.
+    const index_t bytes = 2 * (tokens_per_side() + page_size) * bytes_per_token;
+    return PoolLayout(bytes, {{"full", bytes_per_token, page_size, GrowDirection::up, 0},
+                              {"swa", bytes_per_token, page_size, GrowDirection::down, 0}});
+}
+
+inline CompactionMode mode_of(const benchmark::State& state) {
+    return state.range(1) != 0 ? CompactionMode::lazy : CompactionMode::eager;
+}
+
+using clock = std::chrono::steady_clock;
+inline double seconds_since(clock::time_point start) {
+    return std::chrono::duration<double>(clock::now() - start).count();
+}
+
+// Times one call: host time until it returns, and (the benchmark's manual
+// time) until its device work has finished. Fences before and after.
+template <class Call>
+void time_call(benchmark::State& state, double& host_seconds, Call&& call) {
+    Space().fence();
+    const auto start = clock::now();
+    call();
+    host_seconds += seconds_since(start);
+    Space().fence();
+    state.SetIterationTime(seconds_since(start));
+}
+
+inline void report_host_time(benchmark::State& state, double host_seconds) {
+    state.counters["host_us"] =
+        benchmark::Counter(host_seconds * 1e6 / static_cast<double>(state.iterations()));
+}
+
+}  // namespace kvpool::bench

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Runs kvpool-bench and prints one table: our median, the peer's figure from
+perf/peer_baseline.json, the speed-up, and for the KV move the fraction of the
+device-to-device copy bandwidth measured in the same run.
+
+usage: perf/run_benchmarks.py BENCH_BINARY [--out results.json] [--repetitions N] [extra benchmark args]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(binary, out, repetitions, extra):
+    cmd = [binary, "--benchmark_format=console", f"--benchmark_out={out}", "--benchmark_out_format=json",
+           f"--benchmark_repetitions={repetitions}"] + extra
+    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    with open(out) as f:
+        return json.load(f)
+
+
+def medians(results):
+    """Median real time (us) and host time per benchmark name, over repetitions."""
+    runs = {}
+    for b in results["benchmarks"]:
+        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+            continue
+        entry = runs.setdefault(b["run_name"], {"time": [], "host": [], "bps": []})
+        scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[b["time_unit"]]
+        entry["time"].append(b["real_time"] * scale)
+        if "host_us" in b:
+            entry["host"].append(b["host_us"])
+        if "bytes_per_second" in b:
+            entry["bps"].append(b["bytes_per_second"])
+    return {name: {k: statistics.median(v) if v else None for k, v in e.items()} for name, e in runs.items()}
+
+
+def peer_key(name):
+    """('decode_alloc', '16/1') from 'decode_alloc/page:16/lazy:1/manual_time'."""
+    parts = name.split("/")
+    args = [p.split(":")[1] for p in parts[1:] if ":" in p]
+    return parts[0], "/".join(args)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("binary")
+    parser.add_argument("--out", default="kvpool-bench.json")
+    parser.add_argument("--repetitions", type=int, default=5)
+    args, extra = parser.parse_known_args()
+    results = run(args.binary, args.out, args.repetitions, extra)
+    with open(os.path.join(HERE, "peer_baseline.json")) as f:
+        peer = json.load(f)["swa_pair"]
+    table = medians(results)
+    context = results["context"]
+    print(f"device: {context.get('device')}; {context.get('kokkos')}; {context.get('date')}")
+    copy = {n: m["bps"] for n, m in table.items() if n.startswith("kv_move/device_copy")}
+    copy_bps = max(copy.values()) if copy else None
+    print(f"{'benchmark':58} {'median us':>10} {'host us':>9} {'peer us':>9} {'speed-up':>9} {'of copy bw':>10}")
+    for name in sorted(table):
+        m = table[name]
+        op, key = peer_key(name)
+        peer_us = peer.get(op, {}).get(key)
+        speedup = f"{peer_us / m['time']:.1f}x" if peer_us and m["time"] else ""
+        bw = f"{m['bps'] / copy_bps:.0%}" if m["bps"] and copy_bps and name.startswith("kv_move") else ""
+        host = f"{m['host']:.1f}" if m["host"] is not None else ""
+        print(f"{name:58} {m['time']:10.1f} {host:>9} {peer_us if peer_us else '':>9} {speedup:>9} {bw:>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
