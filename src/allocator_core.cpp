@@ -162,7 +162,7 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
     if (num_pages <= available_pages(0)) return true;
     // Only the peer's compaction releases gap bytes: packing our own band trades
     // a hole for a gap page one for one.
-    if (is_lazy() && peer_ && peer_->is_lazy()) {
+    if (peer_ && peer_->is_lazy()) {
         peer_->flush(true);
         return num_pages <= available_pages(0);
     }

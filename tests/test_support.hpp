@@ -18,7 +18,9 @@ using Pool = UnifiedKVPool<Space::memory_space>;
 using IndexView = Allocator::index_view;
 
 inline IndexView to_device(const std::vector<index_t>& host) {
-    IndexView view("test::ids", host.size());
+    // Uninitialised: every element is written below, and a zero-fill launch per
+    // call is most of a randomised test's time on an oversubscribed OpenMP host.
+    IndexView view = kk::uninitialized<IndexView>("test::ids", host.size());
     auto mirror = Kokkos::create_mirror_view(view);
     for (std::size_t i = 0; i < host.size(); ++i) mirror(i) = host[i];
     Kokkos::deep_copy(view, mirror);

@@ -5,6 +5,8 @@
 #include <kvpool/kokkos_compat.hpp>
 #include <kvpool/pool_layout.hpp>
 
+#include <kokkos/fill_bytes.hpp>
+
 #include <cstdint>
 
 namespace kvpool {
@@ -15,10 +17,16 @@ public:
     using memory_space = MemorySpace;
     using bytes_view = kk::View<std::uint8_t*, MemorySpace>;
 
-    // Allocates layout.total_bytes() zeroed bytes.
-    explicit UnifiedKVPool(PoolLayout layout)
+    // Allocates layout.total_bytes() bytes and zeroes them on the instance.
+    template <class ExecutionSpace>
+    UnifiedKVPool(const ExecutionSpace& space, PoolLayout layout)
         : layout_(std::move(layout)),
-          bytes_("kvpool::unified_buffer", static_cast<std::size_t>(layout_.total_bytes())) {}
+          bytes_(kk::uninitialized<bytes_view>("kvpool::unified_buffer",
+                                               static_cast<std::size_t>(layout_.total_bytes()))) {
+        kernels::fill_bytes(space, bytes_, 0);
+    }
+    explicit UnifiedKVPool(PoolLayout layout)
+        : UnifiedKVPool(typename MemorySpace::execution_space(), std::move(layout)) {}
 
     const PoolLayout& layout() const { return layout_; }
     const bytes_view& bytes() const { return bytes_; }
