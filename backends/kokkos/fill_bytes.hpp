@@ -1,6 +1,7 @@
-// Portable byte fill in 8-byte words. Creating a multi-GiB View of bytes with
-// Kokkos' own initialisation runs one work item per byte (and on Kokkos 3.4
-// with CUDA did not finish for a 16 GiB buffer); this is one per word.
+// Portable byte fill in 8-byte words, in launches of at most 2^30 words: with
+// Kokkos 3.4 a range of 2^31 or more work items (Kokkos' own initialisation of
+// a 16 GiB View of bytes, or a fill of it in words) did not finish, on OpenMP
+// and on CUDA alike.
 #pragma once
 
 #include <kvpool/kokkos_compat.hpp>
@@ -18,11 +19,13 @@ void fill_bytes(const ExecutionSpace& space, const BytesView& bytes, std::uint8_
     const index_t words = (size - head) / 8;
     const index_t tail_start = head + words * 8;
     const std::uint64_t pattern = 0x0101010101010101ull * value;
-    if (words > 0)
+    constexpr index_t max_words_per_launch = index_t(1) << 30;
+    for (index_t first = 0; first < words; first += max_words_per_launch) {
+        std::uint64_t* const chunk = reinterpret_cast<std::uint64_t*>(base + head) + first;
+        const index_t n = std::min(max_words_per_launch, words - first);
         Kokkos::parallel_for(
-            "kvpool::fill_bytes", kk::range(space, words), KOKKOS_LAMBDA(const index_t i) {
-                reinterpret_cast<std::uint64_t*>(base + head)[i] = pattern;
-            });
+            "kvpool::fill_bytes", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) { chunk[i] = pattern; });
+    }
     const index_t edges = head + (size - tail_start);
     if (edges > 0)
         Kokkos::parallel_for(

@@ -1,0 +1,231 @@
+#include "cli_options.hpp"
+
+#include "input_error.hpp"
+#include "model_config.hpp"
+#include "model_presets.hpp"
+#include "text_lines.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace kvpool::sim {
+
+namespace {
+
+double parse_real(const std::string& option, const std::string& text, double min, double max) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < min ||
+        v > max)
+        throw InputError(fmt::format("{}: expected a number from {:g} to {:g}, got '{}'", option,
+                                     min, max, text));
+    return v;
+}
+
+std::uint64_t parse_whole(const std::string& option, const std::string& text, std::uint64_t min,
+                          std::uint64_t max) {
+    bool ok = !text.empty() && text.size() <= 19;
+    std::uint64_t v = 0;
+    for (char c : text) {
+        ok = ok && c >= '0' && c <= '9';
+        if (ok)
+            v = v * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (!ok || v < min || v > max)
+        throw InputError(fmt::format("{}: expected a whole number from {} to {}, got '{}'", option,
+                                     min, max, text));
+    return v;
+}
+
+StepTimeModel parse_step_time(const std::string& option, const std::string& text) {
+    const auto fields = split_commas(text);
+    if (fields.size() != 3)
+        throw InputError(fmt::format(
+            "{}: expected MS,US,US (three numbers, e.g. 12,40,60), got '{}'", option, text));
+    StepTimeModel m;
+    m.overhead_s = parse_real(option + " (step overhead, ms)", fields[0], 0, 1e6) * 1e-3;
+    m.per_prefill_token_s =
+        parse_real(option + " (per prefilled token, us)", fields[1], 0, 1e6) * 1e-6;
+    m.per_decode_token_s =
+        parse_real(option + " (per decoded token, us)", fields[2], 0, 1e6) * 1e-6;
+    if (m.step_seconds(1, 1) <= 0)
+        throw InputError(fmt::format("{}: a step must take some time, got '{}'", option, text));
+    return m;
+}
+
+} // namespace
+
+CliOptions parse_cli(const std::vector<std::string>& args) {
+    CliOptions o;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string option = args[i];
+        std::optional<std::string> attached; // --option=value
+        if (const auto eq = option.find('=');
+            option.rfind("--", 0) == 0 && eq != std::string::npos) {
+            attached = option.substr(eq + 1);
+            option = option.substr(0, eq);
+        }
+        const auto value = [&]() -> std::string {
+            if (attached)
+                return *attached;
+            if (i + 1 >= args.size())
+                throw InputError(fmt::format("{} needs a value (see --help)", option));
+            return args[++i];
+        };
+        const auto flag = [&] {
+            if (attached)
+                throw InputError(fmt::format("{} takes no value, got '{}'", option, *attached));
+        };
+        if (option == "-h" || option == "--help") {
+            flag();
+            o.help = true;
+        } else if (option.rfind("--kokkos-", 0) == 0) {
+            o.kokkos_args.push_back(args[i]);
+            o.kokkos_threads_given |=
+                option == "--kokkos-threads" || option == "--kokkos-num-threads";
+        } else if (option == "--model") {
+            o.model = value();
+        } else if (option == "--memory") {
+            o.memory = value();
+        } else if (option == "--page-size") {
+            o.page_size = static_cast<index_t>(parse_whole(option, value(), 1, 4096));
+        } else if (option == "--workload") {
+            o.workload = value();
+        } else if (option == "--requests") {
+            o.requests = parse_whole(option, value(), 1, 10'000'000);
+        } else if (option == "--rate") {
+            o.rate = parse_real(option, value(), 1e-6, 1e9);
+        } else if (option == "--seed") {
+            o.seed =
+                parse_whole(option, value(), 0, std::numeric_limits<std::uint64_t>::max() / 10);
+        } else if (option == "--decode-reserve") {
+            o.scheduler.decode_reserve = parse_real(option, value(), 0, 1);
+        } else if (option == "--max-prefill-tokens") {
+            o.scheduler.max_prefill_tokens =
+                static_cast<index_t>(parse_whole(option, value(), 1, 1u << 30));
+        } else if (option == "--max-running") {
+            o.scheduler.max_running =
+                static_cast<std::size_t>(parse_whole(option, value(), 1, 1u << 30));
+        } else if (option == "--step-time") {
+            o.step_time = parse_step_time(option, value());
+        } else if (option == "--sweep") {
+            o.sweep_points = parse_whole(option, value(), 1, 999);
+        } else if (option == "--device") {
+            flag();
+            o.backend = Backend::device;
+        } else if (option == "--full-size-buffer") {
+            flag();
+            o.full_size_buffer = true;
+        } else if (option == "--json") {
+            o.json_path = value();
+        } else if (option == "--csv") {
+            o.csv_path = value();
+        } else if (option == "--plot") {
+            o.plot_path = value();
+        } else if (option == "--no-progress") {
+            flag();
+            o.progress = false;
+        } else {
+            throw InputError(fmt::format("unknown option '{}' (see --help)", args[i]));
+        }
+    }
+    if (o.json_path && o.csv_path && *o.json_path == "-" && *o.csv_path == "-")
+        throw InputError("--json - and --csv - both ask for stdout: send one of them to a file");
+    if (o.plot_path && *o.plot_path == "-")
+        throw InputError("--plot needs a file name, not '-'");
+    return o;
+}
+
+std::string help_text() {
+    return fmt::format(
+        R"(kvpool-sim: how many more requests fit when a hybrid model's two kinds of GPU state
+share one unified pool instead of a fixed split?
+
+Replays a workload through a continuous-batching scheduler model on the real kvpool
+allocators and compares, in one run:
+  unified pool, eager compaction   one buffer, the two sides grow toward each other
+  unified pool, lazy compaction    the same, but frees leave holes that later allocations
+                                   reuse; pages move only when a side runs short
+  fixed split, engine default      each side capped at a fixed share (SGLang's default ratio)
+  fixed split, oracle              the best fixed share found by a sweep (the most a user
+                                   could get by tuning the ratio by hand for this workload)
+
+Usage: kvpool-sim [options]
+
+Examples:
+  kvpool-sim                                      the built-in default (Gemma-3-27B-like, 64 GiB)
+  kvpool-sim --model qwen3-next-80b --workload long-context
+  kvpool-sim --workload trace.csv --memory 40GiB --json out.json --plot running.png
+
+Model and memory:
+  --model NAME|FILE       a preset ({presets}; default gemma3-27b)
+                          or a model file (format below)
+  --memory SIZE           KV memory, e.g. 64GiB or 80GB (default: the model's kv_memory)
+  --page-size N           tokens per KV page (default 16)
+
+Workload:
+  --workload default|long-context|FILE
+                          default: synthetic chat mix, log-normal prompt and output lengths,
+                            Poisson arrivals fast enough that memory is the limit
+                          long-context: the same with one request in six a long document
+                          FILE: a trace, .csv or .jsonl (format below)
+  --requests N            requests of a built-in workload (default 1500; long-context 600)
+  --rate R                their arrivals per simulated second (default 50; long-context 10)
+  --seed S                their random seed (default 1: every run sees the same requests)
+
+Scheduler model:
+  --decode-reserve F      share of the running requests' future tokens admission keeps free
+                          (default 0.1, the floor of SGLang's new_token_ratio;
+                          0 admits while the prompt fits)
+  --max-prefill-tokens N  prefill tokens per step (default 16384, as SGLang)
+  --max-running N         requests running at once at most (default: as many as memory allows)
+  --step-time MS,US,US    simulated step time: overhead per step (ms), per prefilled token (us),
+                          per decoded token (us) (default: the model file's estimates for one
+                          H200, or 12,40,60)
+
+Comparison:
+  --sweep N               fixed shares swept for the oracle, besides the default (default 19)
+  --device                run the allocators on Kokkos' default execution space (the GPU of
+                          a CUDA build) instead of the host
+  --kokkos-threads=N      host threads for the allocators' kernels (default 1: they are small);
+                          other --kokkos-* options are passed on to Kokkos
+  --full-size-buffer      allocate the real KV bytes. By default every size is divided by the
+                          greatest common divisor of the two entry sizes: the same pages fit and
+                          every allocator decision is the same, but page copies are smaller
+
+Output (written only when every run has finished):
+  --json FILE             all results as JSON ("-": to stdout instead of the table)
+  --csv FILE              one row per run, the sweep included ("-": to stdout)
+  --plot FILE.png         running requests over time per policy (needs gnuplot:
+                          apt-get install gnuplot-nox)
+  --no-progress           no progress bar (it is only drawn when stderr is a terminal)
+  -h, --help              this text
+
+Columns of the table:
+  running avg, peak       requests holding KV, averaged over simulated time, and at most
+  completed requests      requests finished (of all, when some could not run at all)
+  completed per s         completed requests per simulated second (step-time model above)
+  vs default              completed per s relative to the fixed split at the engine default
+  retractions             requests retracted because decode ran out of memory
+  moved per step          pages, and MiB in the model's real bytes, moved by compaction
+  alloc us per step       wall time spent inside allocator calls per step, measured
+
+Trace files (one request per line; blank lines and lines starting with # are skipped):
+  CSV:   arrival_s,prompt_tokens,output_tokens     (header optional, columns in any order,
+                                                   other columns ignored)
+         0.00,812,64
+  JSONL: {{"arrival_s": 0.0, "prompt_tokens": 812, "output_tokens": 64}}
+
+Model files (key = value, # comments; see sim/models/*.conf):
+{keys}
+Exit status: 0 done, 2 bad input (message names the option, file line or value), 1 internal error.
+)",
+        fmt::arg("presets", fmt::join(model_preset_names(), ", ")),
+        fmt::arg("keys", model_file_keys_help()));
+}
+
+} // namespace kvpool::sim

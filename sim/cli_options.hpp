@@ -1,0 +1,40 @@
+// The command line of kvpool-sim.
+#pragma once
+
+#include "scheduler.hpp"
+#include "sim_backend.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvpool::sim {
+
+struct CliOptions {
+    std::string model = "gemma3-27b";
+    std::optional<std::string> memory; // as given; the model's kv_memory otherwise
+    index_t page_size = 16;
+    std::string workload = "default"; // default, long-context, or a trace file
+    std::optional<std::size_t> requests;
+    std::optional<double> rate;
+    std::optional<std::uint64_t> seed;
+    SchedulerConfig scheduler; // its step time is the model's unless --step-time
+    std::optional<StepTimeModel> step_time;
+    std::size_t sweep_points = 19;
+    Backend backend = Backend::host;
+    bool full_size_buffer = false;
+    std::optional<std::string> json_path; // "-": stdout
+    std::optional<std::string> csv_path;
+    std::optional<std::string> plot_path;
+    bool progress = true;
+    bool help = false;
+    std::vector<std::string> kokkos_args; // --kokkos-*, passed on to Kokkos
+    bool kokkos_threads_given = false;    // --kokkos-threads or --kokkos-num-threads among them
+};
+
+// Throws InputError naming the option and the value.
+CliOptions parse_cli(const std::vector<std::string>& args);
+
+std::string help_text();
+
+} // namespace kvpool::sim

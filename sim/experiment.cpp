@@ -1,0 +1,109 @@
+#include "experiment.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <tuple>
+
+namespace kvpool::sim {
+
+std::vector<const PolicyRun*> ExperimentResult::compared() const {
+    return {&unified_eager, &unified_lazy, &sweep[engine_default], &sweep[oracle]};
+}
+
+SchedulerConfig scheduler_config_for(const ModelConfig& model, SchedulerConfig base) {
+    base.sliding_window = model.kind == HybridKind::sliding_window ? model.sliding_window : 0;
+    base.state_slot_per_request = model.kind == HybridKind::mamba;
+    return base;
+}
+
+bool better_run(const RunResult& a, const RunResult& b) {
+    return std::make_tuple(a.completed, a.completed_per_second(), a.mean_running()) >
+           std::make_tuple(b.completed, b.completed_per_second(), b.mean_running());
+}
+
+std::vector<double> sweep_fractions(const ModelConfig& model, std::size_t points) {
+    const double engine_default =
+        full_fraction_from_engine_ratio(model, engine_ratio(model).default_value);
+    std::vector<double> fractions{engine_default};
+    for (std::size_t k = 1; k <= points; ++k) {
+        const double f = static_cast<double>(k) / static_cast<double>(points + 1);
+        // A grid point indistinguishable from the default would run the same split twice.
+        if (std::abs(f - engine_default) > 1e-3)
+            fractions.push_back(f);
+    }
+    std::sort(fractions.begin(), fractions.end());
+    return fractions;
+}
+
+std::string policy_name(const ModelConfig& model, const Policy& policy) {
+    switch (policy.kind) {
+    case PolicyKind::unified_eager:
+        return "unified pool, eager compaction";
+    case PolicyKind::unified_lazy:
+        return "unified pool, lazy compaction";
+    case PolicyKind::fixed_split:
+        break;
+    }
+    return fmt::format("fixed split, {} {:.2f}", engine_ratio(model).flag,
+                       engine_ratio_from_full_fraction(model, policy.full_fraction));
+}
+
+RunResult run_policy(const ExperimentConfig& config, const Workload& workload, const Policy& policy,
+                     const PoolFactory& make_pool, RunObserver& observer) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto pool = make_pool(plan_pool(config.model, config.geometry, policy));
+    Scheduler scheduler(*pool, workload.requests,
+                        scheduler_config_for(config.model, config.scheduler));
+    RunResult result =
+        run_to_completion(scheduler, [&](double done) { observer.run_progress(done); });
+    result.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+}
+
+ExperimentResult run_experiment(const ExperimentConfig& config, const Workload& workload,
+                                const PoolFactory& make_pool, RunObserver& observer) {
+    const auto fractions = sweep_fractions(config.model, config.sweep_points);
+    const std::size_t runs = 2 + fractions.size();
+    std::size_t index = 0;
+    const auto run = [&](const Policy& policy) {
+        PolicyRun r{policy_name(config.model, policy), policy, {}};
+        observer.run_started(r.name, index++, runs);
+        r.result = run_policy(config, workload, policy, make_pool, observer);
+        return r;
+    };
+
+    ExperimentResult out;
+    out.byte_scale = byte_scale(config.model, config.geometry);
+    out.unified_eager = run({PolicyKind::unified_eager, 0.0});
+    out.unified_lazy = run({PolicyKind::unified_lazy, 0.0});
+    const double engine_default =
+        full_fraction_from_engine_ratio(config.model, engine_ratio(config.model).default_value);
+    // Only the compared rows are plotted: other sweep points drop their timelines
+    // as soon as they cannot be the oracle, which keeps long traces small.
+    const auto drop_timeline = [&](std::size_t i) {
+        if (i != out.engine_default)
+            std::vector<TimelinePoint>().swap(out.sweep[i].result.timeline);
+    };
+    for (double f : fractions) {
+        const std::size_t i = out.sweep.size();
+        if (f == engine_default)
+            out.engine_default = i;
+        out.sweep.push_back(run({PolicyKind::fixed_split, f}));
+        if (i == 0)
+            continue;
+        if (better_run(out.sweep[i].result, out.sweep[out.oracle].result)) {
+            drop_timeline(out.oracle);
+            out.oracle = i;
+        } else {
+            drop_timeline(i);
+        }
+    }
+    observer.all_done();
+    return out;
+}
+
+} // namespace kvpool::sim

@@ -1,0 +1,75 @@
+// One comparison: the workload replayed under every policy on the same model
+// and memory. The fixed splits are swept over the full side's share of the
+// bytes; the engine's default ratio is one of the points, and the oracle is
+// the best point (what a user could at best have tuned by hand).
+#pragma once
+
+#include "pool_plan.hpp"
+#include "run_result.hpp"
+#include "scheduler.hpp"
+#include "workload.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvpool::sim {
+
+struct ExperimentConfig {
+    ModelConfig model;
+    PoolGeometry geometry;
+    SchedulerConfig scheduler;     // sliding window and state slots follow the model
+    std::size_t sweep_points = 19; // evenly spaced shares of the bytes, besides the engine default
+};
+
+struct PolicyRun {
+    std::string name;
+    Policy policy;
+    RunResult result;
+};
+
+struct ExperimentResult {
+    PolicyRun unified_eager;
+    PolicyRun unified_lazy;
+    std::vector<PolicyRun> sweep;   // fixed splits, by increasing full share
+    std::size_t engine_default = 0; // index into sweep
+    std::size_t oracle = 0;         // index into sweep
+    index_t byte_scale = 1;
+
+    // The four rows of the comparison: unified eager, unified lazy, fixed at the
+    // engine default, fixed at the oracle's share.
+    std::vector<const PolicyRun*> compared() const;
+};
+
+using PoolFactory = std::function<std::unique_ptr<SimPool>(const PoolPlan&)>;
+
+// Told about each run as it goes (the progress bar).
+class RunObserver {
+public:
+    virtual ~RunObserver() = default;
+    virtual void run_started(const std::string& name, std::size_t index, std::size_t count) = 0;
+    virtual void run_progress(double fraction_done) = 0;
+    virtual void all_done() = 0;
+};
+
+// The sliding window and state slots of the model, on top of the given config.
+SchedulerConfig scheduler_config_for(const ModelConfig& model, SchedulerConfig base);
+
+// The oracle's order: more requests completed, then more per simulated
+// second, then more running on average.
+bool better_run(const RunResult& a, const RunResult& b);
+
+// The full-side shares of the bytes the sweep runs: `points` evenly spaced
+// ones and the engine default's, ascending.
+std::vector<double> sweep_fractions(const ModelConfig& model, std::size_t points);
+
+std::string policy_name(const ModelConfig& model, const Policy& policy);
+
+RunResult run_policy(const ExperimentConfig& config, const Workload& workload, const Policy& policy,
+                     const PoolFactory& make_pool, RunObserver& observer);
+
+ExperimentResult run_experiment(const ExperimentConfig& config, const Workload& workload,
+                                const PoolFactory& make_pool, RunObserver& observer);
+
+} // namespace kvpool::sim

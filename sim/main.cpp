@@ -1,0 +1,139 @@
+// kvpool-sim: replays a workload through a scheduler model on the real kvpool
+// allocators and compares the unified pool with fixed splits. See --help.
+#include "byte_size.hpp"
+#include "cli_options.hpp"
+#include "input_error.hpp"
+#include "model_config.hpp"
+#include "progress_bar.hpp"
+#include "report.hpp"
+#include "report_plot.hpp"
+#include "sim_backend.hpp"
+#include "staged_outputs.hpp"
+#include "trace_reader.hpp"
+
+#include <kvpool/error.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace kvpool::sim;
+
+Workload make_workload(const CliOptions& options) {
+    const bool built_in = options.workload == "default" || options.workload == "long-context";
+    if (built_in) {
+        SyntheticOptions synthetic = default_synthetic_options(
+            options.workload == "default" ? SyntheticKind::chat : SyntheticKind::long_context);
+        if (options.requests)
+            synthetic.requests = *options.requests;
+        if (options.rate)
+            synthetic.arrival_rate = *options.rate;
+        if (options.seed)
+            synthetic.seed = *options.seed;
+        return synthetic_workload(synthetic);
+    }
+    if (options.requests || options.rate || options.seed)
+        throw InputError(fmt::format(
+            "--requests, --rate and --seed shape the built-in workloads; '{}' is a trace "
+            "file and gives its own requests",
+            options.workload));
+    return read_trace(options.workload);
+}
+
+bool to_file(const std::optional<std::string>& path) {
+    return path && *path != "-";
+}
+
+int run(int argc, char* argv[]) {
+    const CliOptions options = parse_cli(std::vector<std::string>(argv + 1, argv + argc));
+    if (options.help) {
+        fmt::print("{}", help_text());
+        return 0;
+    }
+
+    // Every input is checked before the first run, so bad input writes nothing.
+    const ModelConfig model = load_model(options.model);
+    const PoolGeometry geometry{options.memory ? parse_byte_size(*options.memory, "--memory")
+                                               : model.kv_memory_bytes,
+                                options.page_size, options.full_size_buffer};
+    const Workload workload = make_workload(options);
+    check_memory_holds(model, geometry, workload.requests);
+    if (options.plot_path)
+        require_gnuplot();
+    for (const auto& path : {options.json_path, options.csv_path, options.plot_path})
+        if (to_file(path))
+            check_writable(*path);
+    if (options.backend == Backend::device && !has_distinct_device())
+        throw InputError("--device: this build's Kokkos has no device backend (its default "
+                         "execution space is the host's); leave out --device");
+
+    // The allocators' kernels touch a few hundred ids per call: more host
+    // threads only add fork-join cost, and on a shared machine a descheduled
+    // thread stalls every launch. One thread unless the user says otherwise
+    // (KOKKOS_NUM_THREADS or --kokkos-threads). Kokkos' OpenMP backend warns at
+    // start-up unless thread binding is set.
+    if (!options.kokkos_threads_given)
+        setenv("KOKKOS_NUM_THREADS", "1", 0);
+    setenv("OMP_PROC_BIND", "false", 0);
+    std::vector<char*> kokkos_argv{argv[0]};
+    for (const auto& arg : options.kokkos_args)
+        kokkos_argv.push_back(const_cast<char*>(arg.c_str()));
+    int kokkos_argc = static_cast<int>(kokkos_argv.size());
+    Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_argv.data());
+
+    SchedulerConfig scheduler = options.scheduler;
+    scheduler.step_time = options.step_time.value_or(model.step_time.value_or(StepTimeModel{}));
+    const ExperimentConfig config{model, geometry, scheduler, options.sweep_points};
+    ProgressBar progress(options.progress);
+    const auto start = std::chrono::steady_clock::now();
+    const ExperimentResult result =
+        run_experiment(config, workload, pool_factory(options.backend), progress);
+    const ReportContext context{
+        model,
+        geometry,
+        workload,
+        config.scheduler,
+        backend_name(options.backend),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+
+    StagedOutputs outputs;
+    if (to_file(options.json_path))
+        outputs.write(*options.json_path, json_report(context, result));
+    if (to_file(options.csv_path))
+        outputs.write(*options.csv_path, csv_report(context, result));
+    if (options.plot_path)
+        render_plot(context, result, outputs.stage(*options.plot_path));
+    outputs.commit();
+
+    if (options.json_path == "-")
+        fmt::print("{}", json_report(context, result));
+    else if (options.csv_path == "-")
+        fmt::print("{}", csv_report(context, result));
+    else
+        fmt::print("{}", summary_table(context, result));
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char* argv[]) {
+    try {
+        return run(argc, argv);
+    } catch (const kvpool::sim::InputError& e) {
+        fmt::print(stderr, "kvpool-sim: {}\n", e.what());
+        return 2;
+    } catch (const kvpool::Error& e) {
+        fmt::print(stderr, "kvpool-sim: allocator error ({}): {}\n", kvpool::to_string(e.code()),
+                   e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "kvpool-sim: {}\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,125 @@
+#include "byte_size.hpp"
+#include "report.hpp"
+#include "text_table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvpool::sim {
+
+namespace {
+
+constexpr double mib = 1024.0 * 1024.0;
+
+std::string relative(double value, double base) {
+    if (base <= 0.0)
+        return "n/a";
+    const double percent = (value / base - 1.0) * 100.0;
+    // "+0%", not "-0%", for a difference that rounds away.
+    return std::abs(percent) < 0.5 ? "+0%" : fmt::format("{:+.0f}%", percent);
+}
+
+std::string split_cell(const ModelConfig& model, const Policy& policy) {
+    if (policy.kind != PolicyKind::fixed_split)
+        return "adaptive";
+    return fmt::format("{:.2f} ({:.0f}% full)",
+                       engine_ratio_from_full_fraction(model, policy.full_fraction),
+                       policy.full_fraction * 100.0);
+}
+
+std::string row_label(std::size_t row, const ExperimentResult& result) {
+    switch (row) {
+    case 2:
+        return "fixed split, engine default";
+    case 3:
+        return fmt::format("fixed split, oracle (best of {})", result.sweep.size());
+    default:
+        return result.compared()[row]->name;
+    }
+}
+
+std::string model_line(const ModelConfig& model, const PoolGeometry& geometry) {
+    const auto bytes = [](index_t b) { return format_bytes(static_cast<double>(b)); };
+    const std::string second =
+        model.kind == HybridKind::sliding_window
+            ? fmt::format(", {} on the sliding-window layers", bytes(model.window_token_bytes()))
+            : fmt::format("; Mamba state: {} per request", bytes(model.state_slot_bytes()));
+    return fmt::format("  KV per token: {} on the full-attention layers{}; pages of {} tokens\n",
+                       bytes(model.full_token_bytes()), second, geometry.page_size);
+}
+
+} // namespace
+
+std::string summary_table(const ReportContext& context, const ExperimentResult& result) {
+    const ModelConfig& model = context.model;
+    std::string out = fmt::format("kvpool-sim: {}, {} of KV memory\n", model.description,
+                                  format_bytes(static_cast<double>(context.geometry.memory_bytes)));
+    out += model_line(model, context.geometry);
+    out +=
+        fmt::format("  workload {}: {}\n\n", context.workload.name, context.workload.description);
+
+    using A = TextTable::Align;
+    TextTable table({A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right,
+                     A::right, A::right, A::right});
+    table.add_row({"", "", "running", "", "completed", "", "vs", "retrac-", "moved per step", "",
+                   "alloc us"});
+    table.add_row({"policy", "split", "avg", "peak", "requests", "per s", "default", "tions",
+                   "pages", "MiB", "per step"});
+    const auto rows = result.compared();
+    const double default_rate = rows[2]->result.completed_per_second();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const RunResult& r = rows[i]->result;
+        table.add_row({row_label(i, result), split_cell(model, rows[i]->policy),
+                       fmt::format("{:.1f}", r.mean_running()), fmt::format("{}", r.peak_running),
+                       r.aborted == 0 ? fmt::format("{}", r.completed)
+                                      : fmt::format("{}/{}", r.completed, r.requests),
+                       fmt::format("{:.2f}", r.completed_per_second()),
+                       relative(r.completed_per_second(), default_rate),
+                       fmt::format("{}", r.retractions),
+                       fmt::format("{:.2f}", r.per_step(static_cast<double>(r.pool.pages_moved))),
+                       fmt::format("{:.2f}", r.per_step(r.pool.bytes_moved) / mib),
+                       fmt::format("{:.1f}", r.per_step(r.pool.allocator_seconds) * 1e6)});
+    }
+    out += table.render();
+
+    const EngineRatio ratio = engine_ratio(model);
+    out += fmt::format(
+        "\nsplit: SGLang's {} ({}) and the full side's share of the bytes.\n", ratio.flag,
+        model.kind == HybridKind::sliding_window ? "sliding-window tokens per full token"
+                                                 : "state bytes per full KV byte");
+    const RunResult& lazy = rows[1]->result;
+    const RunResult& oracle = rows[3]->result;
+    out += fmt::format(
+        "unified (lazy) vs the engine default: {} completed requests per second, {} running "
+        "requests on average.\n",
+        relative(lazy.completed_per_second(), default_rate),
+        relative(lazy.mean_running(), rows[2]->result.mean_running()));
+    out += fmt::format(
+        "unified (lazy) vs the best fixed split a sweep of {} found: {} completed requests per "
+        "second, {} running requests on average.\n",
+        result.sweep.size(), relative(lazy.completed_per_second(), oracle.completed_per_second()),
+        relative(lazy.mean_running(), oracle.mean_running()));
+    const auto incomplete =
+        std::count_if(result.sweep.begin(), result.sweep.end(),
+                      [](const PolicyRun& run) { return run.result.aborted > 0; });
+    if (incomplete > 0)
+        out += fmt::format(
+            "{} of the swept fixed splits could not run every request (a side too small for the "
+            "longest).\n",
+            incomplete);
+    const StepTimeModel& st = context.scheduler.step_time;
+    out += fmt::format(
+        "step time: {:g} ms + {:g} us per prefilled token + {:g} us per decoded token.\n",
+        st.overhead_s * 1e3, st.per_prefill_token_s * 1e6, st.per_decode_token_s * 1e6);
+    out += fmt::format("allocators on {}, {}; {} runs in {:.1f} s.\n", context.backend,
+                       result.byte_scale == 1
+                           ? std::string("full-size buffer")
+                           : fmt::format("buffer scaled 1:{} (exact: same pages, same decisions)",
+                                         result.byte_scale),
+                       2 + result.sweep.size(), context.wall_seconds);
+    return out;
+}
+
+} // namespace kvpool::sim

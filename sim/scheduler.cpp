@@ -1,0 +1,185 @@
+#include "scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvpool::sim {
+
+Scheduler::Scheduler(SimPool& pool, const std::vector<RequestSpec>& requests,
+                     SchedulerConfig config)
+    : pool_(pool), requests_(requests), config_(config), generated_(requests.size(), 0),
+      recompute_(requests.size(), false) {
+    result_.requests = requests.size();
+}
+
+double Scheduler::progress() const {
+    return requests_.empty()
+               ? 1.0
+               : static_cast<double>(finished_) / static_cast<double>(requests_.size());
+}
+
+void Scheduler::step() {
+    admit_arrivals();
+    if (running_.empty() && waiting_.empty()) {
+        result_.timeline.push_back({now_, 0});
+        pool_.idle_point();
+        now_ = requests_[next_arrival_].arrival_s;
+        return;
+    }
+    const std::size_t decoding = running_.size(); // admitted in earlier steps
+    const index_t prefilled = admit();
+    const index_t decoded = decode(decoding);
+    const auto active = static_cast<index_t>(running_.size());
+
+    const double dt = config_.step_time.step_seconds(prefilled, decoded);
+    result_.timeline.push_back({now_, active});
+    result_.running_request_seconds += static_cast<double>(active) * dt;
+    result_.peak_running = std::max(result_.peak_running, active);
+    ++result_.steps;
+    now_ += dt;
+
+    release_finished_and_old_window_pages();
+    if (config_.check_invariants_every_step)
+        pool_.check_invariants();
+    if (done()) {
+        result_.sim_seconds = now_;
+        result_.pool = pool_.stats();
+    }
+}
+
+void Scheduler::admit_arrivals() {
+    while (next_arrival_ < requests_.size() && requests_[next_arrival_].arrival_s <= now_)
+        waiting_.push_back(next_arrival_++);
+}
+
+index_t Scheduler::admit() {
+    index_t prefilled = 0;
+    while (!waiting_.empty() &&
+           (config_.max_running == 0 || running_.size() < config_.max_running)) {
+        const std::size_t r = waiting_.front();
+        const index_t tokens = requests_[r].prompt_tokens + generated_[r];
+        if (prefilled > 0 && prefilled + tokens > config_.max_prefill_tokens)
+            break;
+        // Alone in the pool, the reserve is moot: run if the request fits at all.
+        const bool alone = running_.empty();
+        RequestKv kv;
+        if ((!alone && !pool_.fits(demand_of(r, tokens))) || !pool_.prefill(kv, tokens)) {
+            if (!alone)
+                break;
+            waiting_.pop_front();
+            abort(kv);
+            continue;
+        }
+        waiting_.pop_front();
+        prefilled += tokens;
+        result_.prefill_tokens += tokens;
+        if (recompute_[r])
+            result_.recomputed_tokens += tokens;
+        running_.push_back({r, std::move(kv)});
+    }
+    return prefilled;
+}
+
+// What admitting request r now should leave room for: its prefill, and a share
+// of every running request's (and its own) tokens still to come.
+PoolDemand Scheduler::demand_of(std::size_t request, index_t prefill_tokens) const {
+    const auto remaining = [&](std::size_t r) {
+        return requests_[r].output_tokens - generated_[r];
+    };
+    double full_future = static_cast<double>(remaining(request));
+    double window_future = static_cast<double>(window_growth(request, prefill_tokens));
+    for (const Running& run : running_) {
+        full_future += static_cast<double>(remaining(run.request));
+        window_future += static_cast<double>(window_growth(run.request, run.kv.tokens));
+    }
+    PoolDemand d;
+    d.full_tokens =
+        prefill_tokens + static_cast<index_t>(std::ceil(config_.decode_reserve * full_future));
+    if (config_.sliding_window > 0)
+        d.window_tokens = prefill_tokens +
+                          static_cast<index_t>(std::ceil(config_.decode_reserve * window_future));
+    d.state_slots = config_.state_slot_per_request ? 1 : 0;
+    return d;
+}
+
+// Tokens the sliding-window copy of a request holding `tokens` will still grow
+// by: it holds at most the window plus the partly used pages at its two ends.
+index_t Scheduler::window_growth(std::size_t request, index_t tokens) const {
+    if (config_.sliding_window == 0)
+        return 0;
+    const index_t cap = config_.sliding_window + 2 * pool_.page_size();
+    const index_t final_tokens =
+        requests_[request].prompt_tokens + requests_[request].output_tokens;
+    return std::max<index_t>(0, std::min(final_tokens, cap) - std::min(tokens, cap));
+}
+
+index_t Scheduler::decode(std::size_t decoding) {
+    while (decoding > 0) {
+        std::vector<RequestKv*> batch;
+        for (std::size_t i = 0; i < decoding; ++i)
+            batch.push_back(&running_[i].kv);
+        if (pool_.decode(batch)) {
+            for (std::size_t i = 0; i < decoding; ++i)
+                ++generated_[running_[i].request];
+            result_.decode_tokens += static_cast<index_t>(decoding);
+            return static_cast<index_t>(decoding);
+        }
+        if (running_.size() == 1) {
+            // Nothing else holds memory: this request can never finish here.
+            Running last = std::move(running_.back());
+            running_.pop_back();
+            abort(last.kv);
+            return 0;
+        }
+        retract_newest();
+        decoding = std::min(decoding, running_.size());
+    }
+    return 0;
+}
+
+void Scheduler::retract_newest() {
+    Running newest = std::move(running_.back());
+    running_.pop_back();
+    result_.retracted_tokens += newest.kv.tokens;
+    ++result_.retractions;
+    pool_.release(newest.kv);
+    requeue(newest.request);
+}
+
+void Scheduler::requeue(std::size_t request) {
+    recompute_[request] = true;
+    waiting_.insert(std::lower_bound(waiting_.begin(), waiting_.end(), request), request);
+}
+
+void Scheduler::abort(RequestKv& kv) {
+    result_.aborted_tokens += kv.tokens;
+    if (kv.tokens > 0)
+        pool_.release(kv);
+    ++result_.aborted;
+    ++finished_;
+}
+
+void Scheduler::release_finished_and_old_window_pages() {
+    pool_.begin_releases();
+    std::vector<Running> still_running;
+    still_running.reserve(running_.size());
+    for (Running& run : running_) {
+        const RequestSpec& spec = requests_[run.request];
+        if (generated_[run.request] == spec.output_tokens) {
+            result_.completed_tokens += run.kv.tokens;
+            pool_.release(run.kv);
+            ++result_.completed;
+            ++finished_;
+            continue;
+        }
+        if (config_.sliding_window > 0) {
+            const index_t old_tokens = std::max<index_t>(0, run.kv.tokens - config_.sliding_window);
+            pool_.release_window(run.kv, old_tokens / pool_.page_size());
+        }
+        still_running.push_back(std::move(run));
+    }
+    running_.swap(still_running);
+    pool_.end_releases();
+}
+
+} // namespace kvpool::sim

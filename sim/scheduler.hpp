@@ -1,0 +1,91 @@
+// The scheduler model: continuous batching over a SimPool, one forward step at
+// a time.
+//  - Requests queue in arrival order. Each step admits from the head of the
+//    queue while the pool has room for the prompt plus a reserve for the
+//    running requests' future tokens, up to a prefill token budget (a request
+//    larger than the budget runs alone in its step).
+//  - Every request admitted in an earlier step decodes one token per step.
+//    When the pool cannot give the batch its tokens, the newest request is
+//    retracted (its KV released, the request re-queued; on re-admission it
+//    prefills its prompt and the tokens it had generated again).
+//  - A request that cannot run even alone in the pool is aborted.
+//  - Finished requests are released; for sliding-window models, the
+//    sliding-window copy of pages that left the window is released.
+// Simulated time advances by the step-time model.
+#pragma once
+
+#include "run_result.hpp"
+#include "sim_pool.hpp"
+#include "step_time_model.hpp"
+#include "workload.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace kvpool::sim {
+
+struct SchedulerConfig {
+    index_t sliding_window = 0; // tokens; 0: the model has no sliding-window layers
+    bool state_slot_per_request = false;
+    // Share of the running requests' remaining tokens that admission keeps free
+    // (SGLang's new_token_ratio, held constant): 0 admits while the prompt fits.
+    double decode_reserve = 0.1;
+    index_t max_prefill_tokens = 16384; // SGLang's default --max-prefill-tokens
+    std::size_t max_running = 0;        // 0: as many as memory allows
+    StepTimeModel step_time;
+    bool check_invariants_every_step = false;
+};
+
+class Scheduler {
+public:
+    // requests must be in arrival order and outlive the scheduler.
+    Scheduler(SimPool& pool, const std::vector<RequestSpec>& requests, SchedulerConfig config);
+
+    bool done() const { return finished_ == requests_.size(); }
+    double progress() const;
+    // One forward step, or a jump to the next arrival when nothing can run.
+    void step();
+    const RunResult& result() const { return result_; }
+    std::size_t running_count() const { return running_.size(); }
+
+private:
+    struct Running {
+        std::size_t request;
+        RequestKv kv;
+    };
+
+    void admit_arrivals();
+    index_t admit();
+    PoolDemand demand_of(std::size_t request, index_t prefill_tokens) const;
+    index_t decode(std::size_t decoding);
+    void retract_newest();
+    void abort(RequestKv& kv);
+    void requeue(std::size_t request);
+    void release_finished_and_old_window_pages();
+    index_t window_growth(std::size_t request, index_t tokens) const;
+
+    SimPool& pool_;
+    const std::vector<RequestSpec>& requests_;
+    SchedulerConfig config_;
+    std::vector<index_t> generated_;  // output tokens so far, per request
+    std::vector<bool> recompute_;     // the next prefill recomputes released tokens
+    std::deque<std::size_t> waiting_; // sorted by request index (arrival order)
+    std::vector<Running> running_;    // in admission order: the newest last
+    std::size_t next_arrival_ = 0;
+    std::size_t finished_ = 0;
+    double now_ = 0.0;
+    RunResult result_;
+};
+
+// Runs a scheduler to the end; calls progress(fraction done) now and then.
+template <class Progress> RunResult run_to_completion(Scheduler& scheduler, Progress&& progress) {
+    for (std::uint64_t n = 0; !scheduler.done(); ++n) {
+        scheduler.step();
+        if (n % 64 == 0)
+            progress(scheduler.progress());
+    }
+    return scheduler.result();
+}
+
+} // namespace kvpool::sim

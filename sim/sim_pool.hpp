@@ -1,0 +1,65 @@
+// What the scheduler model needs from a pool, as a host-side interface: the
+// scheduler stays free of Kokkos, and the implementations (swa_sim_pool.hpp,
+// mamba_sim_pool.hpp) drive the real kvpool allocators.
+#pragma once
+
+#include "request_kv.hpp"
+
+#include <kvpool/types.hpp>
+
+#include <vector>
+
+namespace kvpool::sim {
+
+// Room asked for at once: tokens on the full side, tokens on the sliding-window
+// side, state slots.
+struct PoolDemand {
+    index_t full_tokens = 0;
+    index_t window_tokens = 0;
+    index_t state_slots = 0;
+};
+
+struct PoolStats {
+    index_t pages_moved = 0;        // by compaction, both sides
+    double bytes_moved = 0.0;       // those pages' size in the model's real bytes
+    double allocator_seconds = 0.0; // wall time inside allocator calls, device work included
+    index_t live_full_tokens = 0;
+    index_t live_second_entries = 0; // sliding-window tokens or state slots
+    index_t pages_allocated = 0;     // both sides, cumulative
+    index_t pages_freed = 0;
+};
+
+// The real (unscaled) page sizes of the pool's two sides, for bytes-moved reports.
+struct RealPageBytes {
+    double first = 0.0;
+    double second = 0.0;
+};
+
+class SimPool {
+public:
+    virtual ~SimPool() = default;
+    virtual index_t page_size() const = 0;
+    // Could all of this be allocated now, on top of what is live?
+    virtual bool fits(const PoolDemand& demand) const = 0;
+    // A new request's KV of `tokens` tokens, and its state slot when the model
+    // has Mamba layers. False: no room, nothing changed.
+    virtual bool prefill(RequestKv& kv, index_t tokens) = 0;
+    // One token for every request of the batch. False: no room, nothing changed.
+    virtual bool decode(const std::vector<RequestKv*>& batch) = 0;
+    // Everything the request holds; kv is empty afterwards.
+    virtual void release(RequestKv& kv) = 0;
+    // Sliding-window copies of the request's pages [window_released_pages, pages).
+    virtual void release_window(RequestKv& kv, index_t pages) = 0;
+    // Releases between these two calls are applied together (one compaction).
+    virtual void begin_releases() = 0;
+    virtual void end_releases() = 0;
+    // The engine has nothing to run until the next arrival: the lazy pool's
+    // bounded flush packs holes there (otherwise only an allocation that falls
+    // short packs them).
+    virtual void idle_point() = 0;
+    virtual PoolStats stats() const = 0;
+    // Throws kvpool::Error when an allocator invariant is broken.
+    virtual void check_invariants() const = 0;
+};
+
+} // namespace kvpool::sim

@@ -1,0 +1,210 @@
+#include "trace_reader.hpp"
+
+#include "input_error.hpp"
+#include "json_line.hpp"
+#include "text_lines.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace kvpool::sim {
+
+namespace {
+
+// Longer prompts or outputs than this are typos, not requests.
+constexpr double max_tokens = 1 << 24;
+
+enum Column { arrival = 0, prompt = 1, output = 2 };
+
+struct ColumnName {
+    const char* name;
+    std::array<const char*, 4> aliases;
+};
+
+const ColumnName column_names[3] = {
+    {"arrival_s", {"arrival", "arrival_time", "timestamp", "time_s"}},
+    {"prompt_tokens", {"prompt_len", "input_tokens", "input_len", "input_length"}},
+    {"output_tokens", {"output_len", "output_length", "completion_tokens", "generated_tokens"}},
+};
+
+std::optional<int> column_of(const std::string& name) {
+    for (int c = 0; c < 3; ++c) {
+        if (name == column_names[c].name)
+            return c;
+        for (const char* alias : column_names[c].aliases)
+            if (name == alias)
+                return c;
+    }
+    return std::nullopt;
+}
+
+std::optional<double> parse_number(const std::string& text) {
+    if (text.empty())
+        return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !std::isfinite(v))
+        return std::nullopt;
+    return v;
+}
+
+class LineContext {
+public:
+    LineContext(const std::string& source, std::size_t line) : source_(source), line_(line) {}
+    [[noreturn]] void fail(const std::string& what) const {
+        throw InputError(fmt::format("{}:{}: {}", source_, line_, what));
+    }
+
+    RequestSpec request(const std::array<std::string, 3>& values) const {
+        RequestSpec r;
+        const auto at = parse_number(values[arrival]);
+        if (!at || *at < 0)
+            fail(fmt::format("arrival_s must be a number of seconds >= 0, got '{}'",
+                             values[arrival]));
+        r.arrival_s = *at;
+        r.prompt_tokens = tokens(column_names[prompt].name, values[prompt]);
+        r.output_tokens = tokens(column_names[output].name, values[output]);
+        return r;
+    }
+
+private:
+    index_t tokens(const char* column, const std::string& text) const {
+        const auto v = parse_number(text);
+        if (!v || *v < 1 || *v > max_tokens || std::floor(*v) != *v)
+            fail(fmt::format("{} must be a whole number from 1 to {:.0f}, got '{}'", column,
+                             max_tokens, text));
+        return static_cast<index_t>(*v);
+    }
+
+    const std::string& source_;
+    std::size_t line_;
+};
+
+bool skipped(const std::string& line) {
+    return line.empty() || line[0] == '#';
+}
+
+std::vector<RequestSpec> parse_csv(const std::vector<std::string>& lines,
+                                   const std::string& source) {
+    std::vector<RequestSpec> requests;
+    std::array<std::size_t, 3> index{0, 1, 2}; // field of each column
+    std::size_t fields_needed = 3;
+    bool first = true;
+    for (std::size_t n = 0; n < lines.size(); ++n) {
+        const std::string line = trim(lines[n]);
+        if (skipped(line))
+            continue;
+        const LineContext at(source, n + 1);
+        const auto fields = split_commas(line);
+        if (first) {
+            first = false;
+            if (!parse_number(fields[0])) { // a header
+                std::array<std::optional<std::size_t>, 3> found;
+                for (std::size_t f = 0; f < fields.size(); ++f)
+                    if (const auto c = column_of(fields[f])) {
+                        if (found[*c])
+                            at.fail(fmt::format("column '{}' named twice", column_names[*c].name));
+                        found[*c] = f;
+                    }
+                for (int c = 0; c < 3; ++c) {
+                    if (!found[c])
+                        at.fail(
+                            fmt::format("the header '{}' has no column '{}' (expected arrival_s, "
+                                        "prompt_tokens, output_tokens)",
+                                        line, column_names[c].name));
+                    index[c] = *found[c];
+                }
+                fields_needed = fields.size();
+                continue;
+            }
+        }
+        if (fields.size() != fields_needed)
+            at.fail(fmt::format("expected {} comma-separated fields, found {} in '{}'",
+                                fields_needed, fields.size(), line));
+        requests.push_back(at.request({fields[index[0]], fields[index[1]], fields[index[2]]}));
+    }
+    return requests;
+}
+
+std::vector<RequestSpec> parse_jsonl(const std::vector<std::string>& lines,
+                                     const std::string& source) {
+    std::vector<RequestSpec> requests;
+    for (std::size_t n = 0; n < lines.size(); ++n) {
+        const std::string line = trim(lines[n]);
+        if (skipped(line))
+            continue;
+        const LineContext at(source, n + 1);
+        std::map<std::string, JsonMember> members;
+        try {
+            members = parse_json_object(line);
+        } catch (const JsonSyntaxError& e) {
+            at.fail(fmt::format("not a JSON object: {}", e.what()));
+        }
+        std::array<std::optional<std::string>, 3> values;
+        for (const auto& [key, member] : members) {
+            const auto c = column_of(key);
+            if (!c)
+                continue;
+            if (values[*c])
+                at.fail(fmt::format("'{}' given twice (as '{}')", column_names[*c].name, key));
+            if (!member.is_number)
+                at.fail(fmt::format("'{}' must be a number, got {}", key, member.text));
+            values[*c] = member.text;
+        }
+        for (int c = 0; c < 3; ++c)
+            if (!values[c])
+                at.fail(fmt::format("missing '{}'", column_names[c].name));
+        requests.push_back(at.request({*values[0], *values[1], *values[2]}));
+    }
+    return requests;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+} // namespace
+
+TraceFormat detect_trace_format(const std::string& path, const std::string& text) {
+    if (ends_with(path, ".csv"))
+        return TraceFormat::csv;
+    if (ends_with(path, ".jsonl") || ends_with(path, ".ndjson"))
+        return TraceFormat::jsonl;
+    const auto first = text.find_first_not_of(" \t\r\n");
+    return first != std::string::npos && text[first] == '{' ? TraceFormat::jsonl : TraceFormat::csv;
+}
+
+Workload parse_trace(const std::string& text, const std::string& source, TraceFormat format) {
+    const auto lines = split_lines(text);
+    Workload w;
+    w.name = source;
+    w.requests = format == TraceFormat::csv ? parse_csv(lines, source) : parse_jsonl(lines, source);
+    if (w.requests.empty())
+        throw InputError(fmt::format("{}: the trace holds no requests", source));
+    std::stable_sort(
+        w.requests.begin(), w.requests.end(),
+        [](const RequestSpec& a, const RequestSpec& b) { return a.arrival_s < b.arrival_s; });
+    w.description =
+        fmt::format("{} requests from {} ({}), arrivals over {:.1f} s", w.requests.size(), source,
+                    format == TraceFormat::csv ? "CSV" : "JSONL", w.requests.back().arrival_s);
+    return w;
+}
+
+Workload read_trace(const std::string& path) {
+    std::ifstream file(path, std::ios::binary);
+    if (!file)
+        throw InputError(fmt::format("cannot open the trace file '{}'", path));
+    std::ostringstream text;
+    text << file.rdbuf();
+    return parse_trace(text.str(), path, detect_trace_format(path, text.str()));
+}
+
+} // namespace kvpool::sim

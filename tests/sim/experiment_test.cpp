@@ -1,0 +1,115 @@
+// End-to-end comparisons: the built-in default run's invariants, and a
+// hand-built case where one side of a fixed split idles.
+#include "experiment.hpp"
+#include "model_config.hpp"
+#include "sim_backend.hpp"
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+
+using namespace kvpool;
+using namespace kvpool::sim;
+
+namespace {
+
+class QuietObserver final : public RunObserver {
+public:
+    void run_started(const std::string&, std::size_t, std::size_t) override {}
+    void run_progress(double) override {}
+    void all_done() override {}
+};
+
+void check_run(const RunResult& r, const Workload& workload, bool every_request_completes) {
+    // Every token allocated was released exactly once, and the pool is empty.
+    CHECK(r.tokens_allocated() == r.tokens_released());
+    CHECK(r.pool.live_full_tokens == 0);
+    CHECK(r.pool.live_second_entries == 0);
+    CHECK(r.pool.pages_allocated == r.pool.pages_freed);
+    CHECK(r.completed + r.aborted == workload.requests.size());
+    CHECK(r.decode_tokens + r.prefill_tokens - r.recomputed_tokens >=
+          r.completed_tokens - r.retracted_tokens); // recomputation only repeats released tokens
+    if (every_request_completes) {
+        CHECK(r.completed == workload.requests.size());
+        CHECK(r.completed_tokens == total_tokens(workload.requests));
+    }
+    CHECK(r.mean_running() <= static_cast<double>(r.peak_running));
+}
+
+} // namespace
+
+TEST_CASE("the built-in default run keeps the table's invariants", "[sim][end-to-end]") {
+    ExperimentConfig config;
+    config.model = load_model("gemma3-27b");
+    config.geometry = PoolGeometry{config.model.kv_memory_bytes, 16, false};
+    config.scheduler.step_time = *config.model.step_time;
+    const Workload workload = synthetic_workload(default_synthetic_options(SyntheticKind::chat));
+    QuietObserver quiet;
+    const ExperimentResult result =
+        run_experiment(config, workload, pool_factory(Backend::host), quiet);
+
+    const auto rows = result.compared();
+    for (const PolicyRun* row : rows)
+        check_run(row->result, workload, true);
+    for (const PolicyRun& run : result.sweep)
+        check_run(run.result, workload, false);
+
+    // The engine default is one of the sweep's points.
+    const auto& engine_default = result.sweep[result.engine_default].policy;
+    CHECK(std::abs(engine_ratio_from_full_fraction(config.model, engine_default.full_fraction) -
+                   0.8) < 1e-9);
+    // The oracle is the best of the ratios it swept.
+    const auto best = std::max_element(
+        result.sweep.begin(), result.sweep.end(),
+        [](const auto& a, const auto& b) { return better_run(b.result, a.result); });
+    CHECK(&*best == &result.sweep[result.oracle]);
+    double best_rate = 0.0;
+    for (const auto& run : result.sweep)
+        if (run.result.aborted == 0)
+            best_rate = std::max(best_rate, run.result.completed_per_second());
+    CHECK(result.sweep[result.oracle].result.completed_per_second() == best_rate);
+    CHECK(result.sweep.size() == 20);
+    // Eager and lazy compaction make the same scheduling decisions; lazy moves less.
+    CHECK(rows[0]->result.steps == rows[1]->result.steps);
+    CHECK(rows[1]->result.pool.pages_moved < rows[0]->result.pool.pages_moved);
+    // The unified pool runs more requests at once than the engine's default split.
+    CHECK(rows[1]->result.mean_running() > rows[2]->result.mean_running());
+    CHECK(rows[1]->result.completed_per_second() >= rows[2]->result.completed_per_second());
+}
+
+TEST_CASE("unified is never below a fixed split whose window side idles", "[sim][end-to-end]") {
+    // Equal bytes per token on both sides, a window of 32 tokens and requests of
+    // thousands: at the default ratio 0.8 the window side gets 44% of the bytes
+    // and uses a few percent of them, while the full side runs out.
+    ExperimentConfig config;
+    config.model = parse_model_config(R"(
+name = idle-window
+kind = sliding_window
+kv_dtype_bytes = 2
+kv_heads = 1
+head_dim = 64
+full_attention_layers = 4
+sliding_window_layers = 4
+sliding_window = 32
+kv_memory = 64MiB
+)",
+                                      "adversarial");
+    config.geometry = PoolGeometry{config.model.kv_memory_bytes, 16, false};
+    config.scheduler.step_time = StepTimeModel{0.01, 10e-6, 50e-6};
+    config.sweep_points = 4;
+    Workload workload;
+    for (int i = 0; i < 200; ++i)
+        workload.requests.push_back({0.001 * i, 2000 + 37 * (i % 11), 300 + 13 * (i % 7)});
+    QuietObserver quiet;
+    const ExperimentResult result =
+        run_experiment(config, workload, pool_factory(Backend::host), quiet);
+    const auto rows = result.compared();
+    const RunResult& fixed = rows[2]->result;
+    for (const PolicyRun* unified : {rows[0], rows[1]}) {
+        check_run(unified->result, workload, true);
+        CHECK(unified->result.completed_per_second() >= fixed.completed_per_second());
+        CHECK(unified->result.mean_running() > 1.5 * fixed.mean_running());
+        CHECK(unified->result.retractions <= fixed.retractions);
+    }
+    check_run(fixed, workload, true);
+}

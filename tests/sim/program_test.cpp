@@ -1,0 +1,134 @@
+// The kvpool-sim program itself: exit codes, messages, and that bad input
+// writes nothing.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using Catch::Matchers::ContainsSubstring;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Outcome {
+    int status;
+    std::string out;
+    std::string err;
+};
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+// A scratch directory per test case, removed at the end.
+class Scratch {
+public:
+    Scratch() : dir_(fs::temp_directory_path() / ("kvpool_sim_test_" + std::to_string(getpid()))) {
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    ~Scratch() { fs::remove_all(dir_); }
+    fs::path operator/(const std::string& name) const { return dir_ / name; }
+    std::size_t entries() const {
+        return static_cast<std::size_t>(
+            std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
+    }
+
+    Outcome run(const std::string& args) const {
+        const std::string command = std::string(KVPOOL_SIM_PROGRAM) + " --no-progress " + args +
+                                    " >" + (dir_ / "stdout.txt").string() + " 2>" +
+                                    (dir_ / "stderr.txt").string();
+        const int status = std::system(command.c_str());
+        Outcome o{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir_ / "stdout.txt"),
+                  read_file(dir_ / "stderr.txt")};
+        fs::remove(dir_ / "stdout.txt");
+        fs::remove(dir_ / "stderr.txt");
+        return o;
+    }
+    void write(const std::string& name, const std::string& text) const {
+        std::ofstream(dir_ / name) << text;
+    }
+
+private:
+    fs::path dir_;
+};
+
+} // namespace
+
+TEST_CASE("program: --help", "[sim][program]") {
+    Scratch scratch;
+    const Outcome o = scratch.run("--help");
+    CHECK(o.status == 0);
+    CHECK_THAT(o.out, ContainsSubstring("Usage: kvpool-sim [options]"));
+    CHECK(o.err.empty());
+}
+
+TEST_CASE("program: a malformed trace exits 2 naming the line, and writes nothing",
+          "[sim][program]") {
+    Scratch scratch;
+    scratch.write("trace.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,100,-3\n");
+    const auto json = (scratch / "out.json").string();
+    const auto csv = (scratch / "out.csv").string();
+    const Outcome o = scratch.run("--workload " + (scratch / "trace.csv").string() + " --json " +
+                                  json + " --csv " + csv);
+    CHECK(o.status == 2);
+    CHECK_THAT(
+        o.err,
+        ContainsSubstring(
+            "trace.csv:3: output_tokens must be a whole number from 1 to 16777216, got '-3'"));
+    CHECK(o.out.empty());
+    CHECK(scratch.entries() == 1); // the trace alone
+}
+
+TEST_CASE("program: other bad input exits 2 with a clear message", "[sim][program]") {
+    Scratch scratch;
+    Outcome o = scratch.run("--model gemma4-1t");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("unknown model 'gemma4-1t': not a preset"));
+    o = scratch.run("--memory 1MiB");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("--memory 1.0 MiB is too small"));
+    o = scratch.run("--memory huge");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("--memory: 'huge' is not a byte size"));
+    o = scratch.run("--sweep");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("--sweep needs a value"));
+    o = scratch.run("--json " + (scratch / "no-such-dir" / "out.json").string());
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("cannot write"));
+    CHECK(scratch.entries() == 0);
+}
+
+TEST_CASE("program: a small run writes the table, JSON and CSV", "[sim][program]") {
+    Scratch scratch;
+    scratch.write("trace.jsonl",
+                  "{\"arrival_s\": 0, \"prompt_tokens\": 3000, \"output_tokens\": 200}\n"
+                  "{\"arrival_s\": 0.1, \"prompt_tokens\": 500, \"output_tokens\": 900}\n"
+                  "{\"arrival_s\": 0.2, \"prompt_tokens\": 9000, \"output_tokens\": 50}\n");
+    const auto json = scratch / "out.json";
+    const auto csv = scratch / "out.csv";
+    const Outcome o = scratch.run("--model gpt-oss-120b --memory 2GiB --sweep 3 --workload " +
+                                  (scratch / "trace.jsonl").string() + " --json " + json.string() +
+                                  " --csv " + csv.string());
+    CHECK(o.status == 0);
+    CHECK(o.err.empty());
+    CHECK_THAT(o.out, ContainsSubstring("fixed split, oracle (best of 4)"));
+    CHECK_THAT(read_file(json), ContainsSubstring("\"oracle_index\": "));
+    CHECK_THAT(read_file(json), ContainsSubstring("\"role\": \"unified_lazy\""));
+    const std::string table = read_file(csv);
+    CHECK(std::count(table.begin(), table.end(), '\n') ==
+          1 + 4 + 4);              // header, compared rows, sweep
+    CHECK(scratch.entries() == 3); // no temporary file left behind
+}

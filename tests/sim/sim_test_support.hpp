@@ -1,0 +1,46 @@
+// Helpers of the simulator tests: tiny real pools on the host execution space
+// and a step-time model where every step takes one simulated second.
+#pragma once
+
+#include "mamba_sim_pool.hpp"
+#include "swa_sim_pool.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <memory>
+
+namespace kvpool::sim::test {
+
+using HostSpace = Kokkos::DefaultHostExecutionSpace;
+
+// Sides of entry_bytes per token (full, sliding-window), page size page_size.
+inline std::unique_ptr<SimPool> swa_pool(index_t total_bytes, index_t full_entry,
+                                         index_t window_entry, index_t page_size,
+                                         CompactionMode mode) {
+    PoolLayout layout(total_bytes, {{"full", full_entry, page_size, GrowDirection::up, 0},
+                                    {"swa", window_entry, page_size, GrowDirection::down, 0}});
+    return std::make_unique<SwaSimPool<HostSpace>>(layout, mode, RealPageBytes{1.0, 1.0});
+}
+
+inline std::unique_ptr<SimPool> mamba_pool(index_t total_bytes, index_t full_entry,
+                                           index_t state_bytes, CompactionMode mode) {
+    PoolLayout layout(total_bytes, {{"full", full_entry, 1, GrowDirection::up, 0},
+                                    {"mamba", state_bytes, 1, GrowDirection::down, 0}});
+    return std::make_unique<MambaSimPool<HostSpace>>(layout, mode, RealPageBytes{1.0, 1.0});
+}
+
+inline SchedulerConfig one_second_steps(index_t window, bool state_slots, double reserve = 0.0) {
+    SchedulerConfig c;
+    c.sliding_window = window;
+    c.state_slot_per_request = state_slots;
+    c.decode_reserve = reserve;
+    c.step_time = StepTimeModel{1.0, 0.0, 0.0};
+    c.check_invariants_every_step = true;
+    return c;
+}
+
+inline RunResult run_all(Scheduler& scheduler) {
+    return run_to_completion(scheduler, [](double) {});
+}
+
+} // namespace kvpool::sim::test
