@@ -8,6 +8,7 @@
 // (--kvpool-ops N changes the operations per seed, --kvpool-seeds K the count).
 #include "reference_model.hpp"
 #include "test_config.hpp"
+#include "test_random.hpp"
 #include "test_support.hpp"
 
 #include <fmt/format.h>
@@ -33,45 +34,12 @@ namespace {
 #define KVPOOL_TEST_BACKEND_NAME "backend"
 #endif
 
-// Like to_device, without the initialising kernel: in a host build every View
-// initialisation is an OpenMP launch, and those dominate the run time when
-// the cores are shared.
-IndexView upload(const std::vector<index_t>& host) {
-    auto view = kk::uninitialized<IndexView>("test::upload", host.size());
-    auto mirror = Kokkos::create_mirror_view(view);
-    for (std::size_t i = 0; i < host.size(); ++i)
-        mirror(i) = host[i];
-    Kokkos::deep_copy(view, mirror);
-    return view;
-}
 
 // A failed comparison; carries the full context.
 struct Mismatch : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// splitmix64: portable, so a seed means the same run everywhere.
-class Rng {
-public:
-    explicit Rng(std::uint64_t seed) : state_(seed) {}
-    std::uint64_t next() {
-        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    // Uniform in [lo, hi] (hi >= lo).
-    index_t uniform(index_t lo, index_t hi) {
-        return lo + static_cast<index_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
-    }
-    bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
-    template <class T> const T& pick(const std::vector<T>& v) {
-        return v[static_cast<std::size_t>(uniform(0, static_cast<index_t>(v.size()) - 1))];
-    }
-
-private:
-    std::uint64_t state_;
-};
 
 struct Config {
     CompactionMode mode;
@@ -550,7 +518,7 @@ private:
         auto out =
             kk::uninitialized<IndexView>("test::extend_out", static_cast<std::size_t>(tokens));
         const std::string before = r.state_string();
-        const bool ok = r.alloc_extend(Space(), prefix, seq, upload(last_loc), out);
+        const bool ok = r.alloc_extend(Space(), prefix, seq, to_device(last_loc), out);
         auto expected = m.alloc_extend(prefix, seq, last_loc);
         std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_alloc_outcome(ok, expected.has_value(), ids, expected ? *expected : ids, s);
@@ -606,7 +574,7 @@ private:
                            seq, last_loc, m.available_size(), m.schedulable_available_size()));
         auto out = kk::uninitialized<IndexView>("test::decode_out", seq.size());
         const std::string before = r.state_string();
-        const bool ok = r.alloc_decode(Space(), seq, upload(last_loc), out);
+        const bool ok = r.alloc_decode(Space(), seq, to_device(last_loc), out);
         auto expected = m.alloc_decode(seq, last_loc);
         std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_alloc_outcome(ok, expected.has_value(), ids, expected ? *expected : ids, s);

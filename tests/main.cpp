@@ -4,6 +4,8 @@
 #include <Kokkos_Core.hpp>
 #include <catch2/catch_session.hpp>
 
+#include <cstdlib>
+
 namespace kvpool::test {
 RandomisedTestConfig& randomised_config() {
     static RandomisedTestConfig config;
@@ -12,6 +14,10 @@ RandomisedTestConfig& randomised_config() {
 }  // namespace kvpool::test
 
 int main(int argc, char* argv[]) {
+    // Without OMP_PROC_BIND, Kokkos' OpenMP backend prints a warning on stdout,
+    // which ctest's test discovery would read as test names. Thread binding
+    // does not matter to the tests; a value the caller set is kept.
+    setenv("OMP_PROC_BIND", "false", 0);
     Kokkos::ScopeGuard kokkos(argc, argv);
     Catch::Session session;
     auto& config = kvpool::test::randomised_config();

@@ -5,6 +5,7 @@
 //
 // Reproduce one seed: kvpool_tests_<backend> "[req-table][randomised]" --kvpool-seed N
 #include "test_config.hpp"
+#include "test_random.hpp"
 #include "test_support.hpp"
 
 #include <kvpool/hybrid_req_to_token_pool.hpp>
@@ -590,30 +591,6 @@ TEST_CASE("hybrid req table: clear resets slots, state allocator and device maps
 
 namespace {
 
-// splitmix64: portable, so a seed means the same run everywhere.
-class Rng {
-public:
-    explicit Rng(std::uint64_t seed) : state_(seed) {}
-    std::uint64_t next() {
-        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    index_t uniform(index_t lo, index_t hi) {
-        return lo + static_cast<index_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
-    }
-    bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
-    template <class T>
-    T pick(const std::set<T>& s) {
-        auto it = s.begin();
-        std::advance(it, uniform(0, static_cast<index_t>(s.size()) - 1));
-        return *it;
-    }
-
-private:
-    std::uint64_t state_;
-};
 
 struct Mismatch : std::runtime_error {
     using std::runtime_error::runtime_error;
