@@ -4,7 +4,7 @@
 // containers, linear scans, no cleverness. Only the geometry (SideGeometry) is
 // shared with the library.
 //
-// What it models (id-owner sides, everything complete: no completion tokens):
+// What it models (everything complete: no completion tokens):
 //   * a per-physical-page owner array and an explicit band [lo, hi) of pages;
 //     the "up" side's band starts at min_page_index and grows upward, the
 //     "down" side's band ends at num_physical_pages and grows downward;
@@ -23,7 +23,12 @@
 //   * available_size / schedulable_available_size;
 //   * alloc / alloc_extend / alloc_decode token ids, tail-page reuse included;
 //   * backup_state / restore_state / commit_state, windows nested (a stack of
-//     whole-state copies; no flush moves anything while a window is open).
+//     whole-state copies; no flush moves anything while a window is open);
+//   * a non-owner side (the SWA side of an SWA pair): it binds the virtual
+//     pages its owner minted, in the owner's id space, and keeps no free list;
+//   * the two pairs' composite rules (ReferenceSwaPair, ReferenceMambaPair),
+//     from SGLang's UnifiedSWATokenToKVPoolAllocator and
+//     UnifiedMambaTokenToKVPoolAllocator.
 #pragma once
 
 #include <kvpool/pool_layout.hpp>
@@ -68,6 +73,16 @@ public:
         peer.peer_ = this;
     }
 
+    // Makes this (still empty) side a non-owner of owner's ids: its virtual
+    // page space becomes the owner's, and its id headroom is its own page
+    // capacity less its live pages.
+    void bind_ids_of(const ReferenceSide& owner) {
+        id_owner_ = false;
+        min_virtual_page_ = owner.g_.min_page_index;
+        virtual_pages_ = owner.g_.num_virtual_pages;
+        s_.free_ids.clear();
+    }
+
     // ------------------------------------------------------------ observation
     bool up() const { return g_.grow() == GrowDirection::up; }
     bool lazy() const { return mode_ == CompactionMode::lazy; }
@@ -75,7 +90,14 @@ public:
     const SideGeometry& geometry() const { return g_; }
     index_t band_pages() const { return s_.hi - s_.lo; }
     index_t hole_count() const { return static_cast<index_t>(s_.holes.size()); }
-    index_t free_id_count() const { return static_cast<index_t>(s_.free_ids.size()); }
+    index_t free_id_count() const {
+        return id_owner_ ? static_cast<index_t>(s_.free_ids.size())
+                         : g_.page_capacity() - live_pages();
+    }
+    // Rows of the virtual page table: the id owner's virtual page space.
+    index_t virtual_table_pages() const { return virtual_pages_; }
+    // Virtual pages the last successful allocation or binding took, in order.
+    const std::vector<index_t>& last_allocated_virtual_pages() const { return last_pages_; }
     index_t live_pages() const { return static_cast<index_t>(s_.v2p.size()); }
     index_t allocated_count() const { return live_pages() * page_size(); }
     bool window_open() const { return s_.window_open; }
@@ -198,6 +220,14 @@ public:
         return tokens;
     }
 
+    // Non-owner: binds the owner's virtual pages, in order, to pages of this
+    // side; false when there is no room (after one urgent peer flush, lazy).
+    bool bind_virtual(const std::vector<index_t>& virtual_pages) {
+        if (id_owner_)
+            throw std::logic_error("model bind_virtual: on the id owner");
+        return take(static_cast<index_t>(virtual_pages.size()), &virtual_pages).has_value();
+    }
+
     // ------------------------------------------------------------ free
     // Frees every page holding one of the tokens. The caller (the test) never
     // frees an unallocated id; the model treats that as a test bug.
@@ -205,7 +235,7 @@ public:
         std::set<index_t> pages;
         for (index_t t : tokens) {
             const index_t v = t / page_size();
-            if (t < 0 || v < g_.min_page_index || s_.v2p.count(v) == 0)
+            if (t < 0 || v < min_virtual_page_ || s_.v2p.count(v) == 0)
                 throw std::logic_error("model free: token " + std::to_string(t) +
                                        " is not allocated");
             pages.insert(v);
@@ -227,8 +257,19 @@ public:
         } else {
             free_eager(physical);
         }
-        for (index_t v : pages)
-            s_.free_ids.push_back(v);
+        if (id_owner_)
+            for (index_t v : pages)
+                s_.free_ids.push_back(v);
+    }
+
+    // Like free, but tokens whose page is not bound here are skipped (the SWA
+    // side's pages already released by free_swa).
+    void free_if_bound(const std::vector<index_t>& tokens) {
+        std::vector<index_t> bound;
+        for (index_t t : tokens)
+            if (t >= 0 && s_.v2p.count(t / page_size()) != 0)
+                bound.push_back(t);
+        free(bound);
     }
 
     // ------------------------------------------------------------ flush
@@ -339,10 +380,13 @@ private:
             s_.lo += k;
     }
 
-    // Takes num_pages fresh virtual pages and binds them; nullopt when there is
-    // no room (after one urgent peer flush in lazy mode).
-    std::optional<std::vector<index_t>> take(index_t num_pages) {
+    // Takes num_pages fresh virtual pages (or, on a non-owner, the given ones)
+    // and binds them; nullopt when there is no room (after one urgent peer
+    // flush in lazy mode).
+    std::optional<std::vector<index_t>> take(index_t num_pages,
+                                             const std::vector<index_t>* given = nullptr) {
         last_alloc_flushed_peer_ = false;
+        last_pages_.clear();
         if (num_pages == 0)
             return std::vector<index_t>{};
         if (num_pages > pages_allocatable(0)) {
@@ -370,8 +414,9 @@ private:
         }
         std::vector<index_t> virtual_pages;
         for (index_t i = 0; i < num_pages; ++i) {
-            const index_t v = s_.free_ids.front();
-            s_.free_ids.pop_front();
+            const index_t v = given ? (*given)[static_cast<std::size_t>(i)] : s_.free_ids.front();
+            if (!given)
+                s_.free_ids.pop_front();
             const index_t p = physical[static_cast<std::size_t>(i)];
             if (s_.owner[static_cast<std::size_t>(p)] >= 0)
                 throw std::logic_error("model take: physical page " + std::to_string(p) +
@@ -380,6 +425,7 @@ private:
             s_.v2p[v] = p;
             virtual_pages.push_back(v);
         }
+        last_pages_ = virtual_pages;
         return virtual_pages;
     }
 
@@ -419,6 +465,204 @@ private:
     State s_;
     std::vector<State> snapshots_;
     bool last_alloc_flushed_peer_ = false;
+    bool id_owner_ = true;
+    index_t min_virtual_page_ = g_.min_page_index;
+    index_t virtual_pages_ = g_.num_virtual_pages;
+    std::vector<index_t> last_pages_;
+};
+
+// The SWA pair: the full side mints the virtual ids, the SWA side (a
+// non-owner) binds the same virtual pages; every allocation binds both sides
+// or neither. free releases both sides (SWA pages already released skipped),
+// free_swa the SWA side only. From SGLang's UnifiedSWATokenToKVPoolAllocator.
+class ReferenceSwaPair {
+public:
+    ReferenceSwaPair(const SideGeometry& full, const SideGeometry& swa, index_t total_bytes,
+                     CompactionMode mode, index_t max_moves_per_flush)
+        : full_(full, total_bytes, mode, max_moves_per_flush),
+          swa_(swa, total_bytes, mode, max_moves_per_flush) {
+        full_.bind_peer(swa_);
+        swa_.bind_ids_of(full_);
+    }
+    // The sides point at each other.
+    ReferenceSwaPair(const ReferenceSwaPair&) = delete;
+    ReferenceSwaPair& operator=(const ReferenceSwaPair&) = delete;
+
+    const ReferenceSide& full() const { return full_; }
+    const ReferenceSide& swa() const { return swa_; }
+    index_t page_size() const { return full_.page_size(); }
+
+    // Joint pages one allocation can take now, each costing a page on both
+    // sides. Phase 1: both sides drain holes; phase 2: the side with fewer
+    // holes extends into the gap while the other still drains; phase 3: both
+    // extend. Capped by each side's index range and ids (eager: no holes, so
+    // the gap divided by both page sizes).
+    index_t available_pages() const {
+        const index_t e_full = full_.geometry().page_bytes, e_swa = swa_.geometry().page_bytes;
+        const index_t h_full = full_.hole_count(), h_swa = swa_.hole_count();
+        index_t gap = full_.gap_bytes();
+        const index_t both_drain = std::min(h_full, h_swa);
+        const index_t e_extends = h_full <= h_swa ? e_full : e_swa;
+        const index_t one_extends = std::min(std::max(h_full, h_swa) - both_drain, gap / e_extends);
+        gap -= one_extends * e_extends;
+        const index_t both_extend = gap / (e_full + e_swa);
+        return std::min({both_drain + one_extends + both_extend, h_full + full_.index_headroom(),
+                         h_swa + swa_.index_headroom(), full_.free_id_count(),
+                         swa_.free_id_count()});
+    }
+    index_t available_size() const { return available_pages() * page_size(); }
+    // What one allocation can take once a shortfall's urgent flushes have packed
+    // both sides: every hole is gap again.
+    index_t available_after_flush_size() const {
+        const index_t e_full = full_.geometry().page_bytes, e_swa = swa_.geometry().page_bytes;
+        const index_t h_full = full_.hole_count(), h_swa = swa_.hole_count();
+        const index_t gap = full_.gap_bytes() + h_full * e_full + h_swa * e_swa;
+        return std::min({gap / (e_full + e_swa), h_full + full_.index_headroom(),
+                         h_swa + swa_.index_headroom(), full_.free_id_count(),
+                         swa_.free_id_count()}) *
+               page_size();
+    }
+    // Slot conservation against each side's static capacity.
+    index_t conserve_full_available_size() const {
+        return full_.geometry().page_capacity() * page_size() - full_.allocated_count();
+    }
+    index_t conserve_swa_available_size() const {
+        return swa_.geometry().page_capacity() * page_size() - swa_.allocated_count();
+    }
+    // The per-side scheduler views: the tighter of conservation and what the
+    // side could take once its peer's holes are compacted.
+    index_t full_available_size() const {
+        return std::min(conserve_full_available_size(), full_.schedulable_available_size());
+    }
+    index_t swa_available_size() const {
+        return std::min(conserve_swa_available_size(), swa_.schedulable_available_size());
+    }
+
+    std::optional<std::vector<index_t>> alloc(index_t need_tokens) {
+        return both_or_neither(need_tokens / page_size(), [&] { return full_.alloc(need_tokens); });
+    }
+    std::optional<std::vector<index_t>> alloc_extend(const std::vector<index_t>& prefix,
+                                                     const std::vector<index_t>& seq,
+                                                     const std::vector<index_t>& last_loc) {
+        index_t pages = 0;
+        for (std::size_t r = 0; r < seq.size(); ++r)
+            pages += pages_covering(seq[r]) - pages_covering(prefix[r]);
+        return both_or_neither(pages, [&] { return full_.alloc_extend(prefix, seq, last_loc); });
+    }
+    std::optional<std::vector<index_t>> alloc_decode(const std::vector<index_t>& seq,
+                                                     const std::vector<index_t>& last_loc) {
+        index_t pages = 0;
+        for (index_t s : seq)
+            pages += pages_covering(s) - pages_covering(s - 1);
+        return both_or_neither(pages, [&] { return full_.alloc_decode(seq, last_loc); });
+    }
+    // True when the last allocation ran an urgent flush on a side that had holes.
+    bool last_alloc_flushed() const { return last_alloc_flushed_; }
+
+    void free(const std::vector<index_t>& tokens) {
+        full_.free(tokens);
+        swa_.free_if_bound(tokens);
+    }
+    // Tokens that left the window: the SWA pages only; the ids stay live.
+    void free_swa(const std::vector<index_t>& tokens) {
+        for (index_t t : tokens)
+            if (t < 0 || full_.live().count(t / page_size()) == 0)
+                throw std::logic_error("model free_swa: token " + std::to_string(t) +
+                                       " is not allocated");
+        swa_.free_if_bound(tokens);
+    }
+    index_t flush_opportunistic() { return full_.flush(false) + swa_.flush(false); }
+
+    // Virtual pages live on the full side whose SWA pages were released.
+    std::set<index_t> tombstones() const {
+        std::set<index_t> out;
+        for (const auto& [v, p] : full_.live())
+            if (swa_.live().count(v) == 0)
+                out.insert(v);
+        return out;
+    }
+
+private:
+    index_t pages_covering(index_t tokens) const {
+        return (tokens + page_size() - 1) / page_size();
+    }
+
+    // A shortfall flushes both sides urgently once (either side's compaction
+    // opens gap for the other); then the full side allocates and the SWA side
+    // binds the same virtual pages, or the full side's allocation is undone.
+    template <class AllocateFull>
+    std::optional<std::vector<index_t>> both_or_neither(index_t pages,
+                                                        AllocateFull&& allocate_full) {
+        last_alloc_flushed_ = false;
+        if (pages > available_pages()) {
+            last_alloc_flushed_ = full_.hole_count() + swa_.hole_count() > 0;
+            full_.flush(true);
+            swa_.flush(true);
+            if (pages > available_pages())
+                return std::nullopt;
+        }
+        // The undo window also keeps the SWA side's shortfall from flushing the
+        // full side mid-allocation, as in the library.
+        full_.backup();
+        auto tokens = allocate_full();
+        const bool ok = tokens && swa_.bind_virtual(full_.last_allocated_virtual_pages());
+        last_alloc_flushed_ = last_alloc_flushed_ || full_.last_alloc_flushed_peer();
+        if (ok)
+            full_.commit();
+        else
+            full_.restore();
+        return ok ? tokens : std::nullopt;
+    }
+
+    ReferenceSide full_;
+    ReferenceSide swa_;
+    bool last_alloc_flushed_ = false;
+};
+
+// The Mamba pair: full KV (paged) and per-request state slots (page size 1),
+// each side owning its own ids, sharing one gap. The sides' calls are the
+// plain ReferenceSide ones; this adds the composite views. From SGLang's
+// UnifiedMambaTokenToKVPoolAllocator.
+class ReferenceMambaPair {
+public:
+    ReferenceMambaPair(const SideGeometry& full, const SideGeometry& state, index_t total_bytes,
+                       CompactionMode mode, index_t max_moves_per_flush)
+        : full_(full, total_bytes, mode, max_moves_per_flush),
+          state_(state, total_bytes, mode, max_moves_per_flush) {
+        full_.bind_peer(state_);
+    }
+    ReferenceMambaPair(const ReferenceMambaPair&) = delete;
+    ReferenceMambaPair& operator=(const ReferenceMambaPair&) = delete;
+
+    ReferenceSide& full() { return full_; }
+    ReferenceSide& state() { return state_; }
+    const ReferenceSide& full() const { return full_; }
+    const ReferenceSide& state() const { return state_; }
+
+    // Full-token equivalents of the gap one state slot takes, rounded up.
+    index_t state_slot_full_token_cost() const {
+        const index_t token_bytes = full_.geometry().spec.entry_bytes;
+        return (state_.geometry().page_bytes + token_bytes - 1) / token_bytes;
+    }
+    // Full tokens admissible once the state side's holes are compacted.
+    index_t available_size() const { return full_.schedulable_available_size(); }
+    index_t state_slots_available() const { return state_.available_size(); }
+    // The gap, even with the full side's holes compacted away, is narrower than
+    // one state slot and the state side has no hole to reuse, while the full
+    // side can still allocate.
+    bool state_slot_starved() const {
+        const index_t full_holes_bytes =
+            full_.lazy() ? full_.hole_count() * full_.geometry().page_bytes : 0;
+        return state_.hole_count() == 0 &&
+               state_.gap_bytes() + full_holes_bytes < state_.geometry().page_bytes &&
+               full_.available_size() > 0;
+    }
+
+    index_t flush_opportunistic() { return full_.flush(false) + state_.flush(false); }
+
+private:
+    ReferenceSide full_;
+    ReferenceSide state_;
 };
 
 } // namespace kvpool::test

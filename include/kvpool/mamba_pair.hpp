@@ -41,10 +41,15 @@ public:
     // Full tokens admissible once the state side's holes are compacted.
     index_t available_size() const { return full_.schedulable_available_size(); }
     index_t state_slots_available() const { return state_.available_size(); }
-    // The known starvation case: the full side still has room but the gap is
-    // narrower than one state slot, so no new request can get its state.
+    // The known starvation case: the full side still has room, but the gap,
+    // even with the full side's holes compacted away, is narrower than one
+    // state slot and the state side has no hole to reuse. (A state side that
+    // has used up its own id cap is full, not starved.)
     bool state_slot_starved() const {
-        return state_.available_size() == 0 && state_.schedulable_available_size() == 0 &&
+        const auto& state = state_.core();
+        const auto& full = full_.core();
+        const index_t full_hole_bytes = full.is_lazy() ? full.hole_pages() * full.geometry().page_bytes : 0;
+        return state.hole_pages() == 0 && state.gap_bytes() + full_hole_bytes < state.geometry().page_bytes &&
                full_.available_size() > 0;
     }
 

@@ -100,14 +100,20 @@ public:
         emit_allocated_tokens(space, out);
         return true;
     }
+    // As above into a new View. The View is only made for a request that could
+    // succeed (at most the schedulable size), so an impossible size never
+    // reaches the device allocator; it still fails the way any other does
+    // (flushing the peer first, as the reference does).
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
         require_page_multiple("alloc", need_size);
-        if (!core_.alloc_pages(need_size / page_size(), binding_)) {
+        if (need_size > schedulable_available_size()) {
+            const bool allocated = core_.alloc_pages(need_size / page_size(), binding_);
+            if (allocated) throw Error(ErrorCode::internal, "alloc beyond schedulable_available_size() succeeded. " + state_string());
             fail_alloc(space);
             return std::nullopt;
         }
         index_view out = kk::uninitialized<index_view>("kvpool::alloc_out", static_cast<std::size_t>(need_size));
-        emit_allocated_tokens(space, out);
+        if (!alloc(space, need_size, out)) return std::nullopt;
         return out;
     }
     std::optional<index_view> alloc(index_t need_size) { return alloc(ExecutionSpace(), need_size); }
