@@ -8,6 +8,7 @@
 // (--kvpool-ops N changes the operations per seed, --kvpool-seeds K the count).
 #include "reference_model.hpp"
 #include "test_config.hpp"
+#include "side_comparison.hpp"
 #include "test_random.hpp"
 #include "test_support.hpp"
 
@@ -206,48 +207,8 @@ private:
     }
 
     void compare_side(int s) {
-        const Allocator& r = *real_[s];
-        const ReferenceSide& m = *model_[s];
-        const std::string n = side_name(s);
-        expect_eq(r.available_size(), m.available_size(), n + ".available_size()");
-        expect_eq(r.schedulable_available_size(), m.schedulable_available_size(),
-                  n + ".schedulable_available_size()");
-        expect_eq(r.allocated_count(), m.allocated_count(), n + ".allocated_count()");
-        const auto& core = r.core();
-        expect_eq(core.band_pages(), m.band_pages(), n + " band pages");
-        expect_eq(core.hole_pages(), m.hole_count(), n + " hole pages");
-        expect_eq(core.pending_reuse_pages(), index_t(0), n + " pending-reuse pages");
-        expect_eq(core.free_virtual_page_count(), m.free_id_count(), n + " free virtual ids");
-        expect_eq(core.gap_bytes(), m.gap_bytes(), n + " gap bytes");
-        // Live virtual ids and their physical pages, both directions.
-        const index_t vpages = r.geometry().num_virtual_pages;
-        auto it = m.live().begin();
-        for (index_t v = 0; v < vpages; ++v) {
-            index_t expected = v == 0 ? 0 : unbound;
-            if (it != m.live().end() && it->first == v)
-                expected = (it++)->second;
-            const index_t got = core.physical_page_of(v);
-            if (got != expected)
-                fail(fmt::format(
-                    "{}: virtual page {} -> physical {} (real) vs {} (model; -1 = not live)", n, v,
-                    got, expected));
-        }
-        if (it != m.live().end())
-            fail(fmt::format("{}: model has live virtual page {} beyond the id space", n,
-                             it->first));
-        const index_t ppages = r.geometry().num_physical_pages;
-        for (index_t p = 0; p < ppages; ++p) {
-            const index_t got = core.virtual_page_of(p);
-            const index_t expected = m.virtual_of_physical(p);
-            if (got != expected)
-                fail(fmt::format("{}: physical page {} -> virtual {} (real) vs {} (model)", n, p,
-                                 got, expected));
-        }
-        try {
-            r.check_invariants();
-        } catch (const std::exception& e) {
-            fail(fmt::format("{}.check_invariants() threw: {}", n, e.what()));
-        }
+        if (const std::string difference = side_mismatch(side_name(s), *real_[s], *model_[s]); !difference.empty())
+            fail(difference);
     }
 
     // Every request's tokens are live and no live page is unaccounted for; the

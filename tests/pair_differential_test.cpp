@@ -11,6 +11,7 @@
 // (--kvpool-ops N changes the operations per seed, --kvpool-seeds K the count).
 #include "reference_model.hpp"
 #include "test_config.hpp"
+#include "side_comparison.hpp"
 #include "test_random.hpp"
 #include "test_support.hpp"
 
@@ -158,46 +159,8 @@ protected:
             fail(fmt::format("{}: real {} != model {}", what, real, model));
     }
 
-    // One side against its model: sizes, band, holes, ids, gap, virtual <->
-    // physical pages both ways, then the library's own invariants.
     void compare_side(const std::string& n, const Allocator& r, const ReferenceSide& m) const {
-        expect_eq(r.available_size(), m.available_size(), n + ".available_size()");
-        expect_eq(r.schedulable_available_size(), m.schedulable_available_size(),
-                  n + ".schedulable_available_size()");
-        expect_eq(r.allocated_count(), m.allocated_count(), n + ".allocated_count()");
-        const auto& core = r.core();
-        expect_eq(core.band_pages(), m.band_pages(), n + " band pages");
-        expect_eq(core.hole_pages(), m.hole_count(), n + " hole pages");
-        expect_eq(core.pending_reuse_pages(), index_t(0), n + " pending-reuse pages");
-        expect_eq(core.free_virtual_page_count(), m.free_id_count(), n + " free virtual ids");
-        expect_eq(core.gap_bytes(), m.gap_bytes(), n + " gap bytes");
-        expect_eq(core.virtual_table_pages(), m.virtual_table_pages(), n + " virtual table pages");
-        auto it = m.live().begin();
-        for (index_t v = 0; v < core.virtual_table_pages(); ++v) {
-            index_t expected = v == 0 ? 0 : unbound;
-            if (it != m.live().end() && it->first == v)
-                expected = (it++)->second;
-            const index_t got = core.physical_page_of(v);
-            if (got != expected)
-                fail(fmt::format(
-                    "{}: virtual page {} -> physical {} (real) vs {} (model; -1 = not live)", n, v,
-                    got, expected));
-        }
-        if (it != m.live().end())
-            fail(fmt::format("{}: model has live virtual page {} beyond the id space", n,
-                             it->first));
-        for (index_t p = 0; p < r.geometry().num_physical_pages; ++p) {
-            const index_t got = core.virtual_page_of(p);
-            const index_t expected = m.virtual_of_physical(p);
-            if (got != expected)
-                fail(fmt::format("{}: physical page {} -> virtual {} (real) vs {} (model)", n, p,
-                                 got, expected));
-        }
-        try {
-            r.check_invariants();
-        } catch (const std::exception& e) {
-            fail(fmt::format("{}.check_invariants() threw: {}", n, e.what()));
-        }
+        if (const std::string difference = side_mismatch(n, r, m); !difference.empty()) fail(difference);
     }
 
     void expect_alloc_outcome(const std::string& what, bool real_ok,

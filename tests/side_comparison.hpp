@@ -1,0 +1,63 @@
+// Comparing one allocator side with its reference model, shared by the
+// differential tests.
+#pragma once
+
+#include "reference_model.hpp"
+#include "test_support.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+namespace kvpool::test {
+
+// One allocator side against its model: sizes, band, holes, ids, gap,
+// virtual <-> physical pages both ways, then the library's own invariants.
+// Returns the first difference, or an empty string.
+inline std::string side_mismatch(const std::string& n, const Allocator& r, const ReferenceSide& m) {
+    const auto& core = r.core();
+    struct Value {
+        const char* what;
+        index_t real, model;
+    };
+    const std::vector<Value> values = {
+        {".available_size()", r.available_size(), m.available_size()},
+        {".schedulable_available_size()", r.schedulable_available_size(), m.schedulable_available_size()},
+        {".allocated_count()", r.allocated_count(), m.allocated_count()},
+        {" band pages", core.band_pages(), m.band_pages()},
+        {" hole pages", core.hole_pages(), m.hole_count()},
+        {" pending-reuse pages", core.pending_reuse_pages(), 0},
+        {" free virtual ids", core.free_virtual_page_count(), m.free_id_count()},
+        {" gap bytes", core.gap_bytes(), m.gap_bytes()},
+        {" virtual table pages", core.virtual_table_pages(), m.virtual_table_pages()},
+    };
+    for (const Value& v : values)
+        if (v.real != v.model) return fmt::format("{}{}: real {} != model {}", n, v.what, v.real, v.model);
+
+    auto it = m.live().begin();
+    for (index_t v = 0; v < core.virtual_table_pages(); ++v) {
+        index_t expected = v == 0 ? 0 : unbound;
+        if (it != m.live().end() && it->first == v) expected = (it++)->second;
+        const index_t got = core.physical_page_of(v);
+        if (got != expected)
+            return fmt::format("{}: virtual page {} -> physical {} (real) vs {} (model; -1 = not live)", n, v,
+                               got, expected);
+    }
+    if (it != m.live().end())
+        return fmt::format("{}: model has live virtual page {} beyond the id space", n, it->first);
+    for (index_t p = 0; p < r.geometry().num_physical_pages; ++p) {
+        const index_t got = core.virtual_page_of(p);
+        const index_t expected = m.virtual_of_physical(p);
+        if (got != expected)
+            return fmt::format("{}: physical page {} -> virtual {} (real) vs {} (model)", n, p, got, expected);
+    }
+    try {
+        r.check_invariants();
+    } catch (const std::exception& e) {
+        return fmt::format("{}.check_invariants() threw: {}", n, e.what());
+    }
+    return {};
+}
+
+}  // namespace kvpool::test
