@@ -107,12 +107,10 @@ index_t AllocatorCore::free_virtual_page_count() const {
                                 : geometry_.page_capacity() - live_pages_;
 }
 
-index_t AllocatorCore::virtual_headroom_pages() const { return free_virtual_page_count(); }
-
 index_t AllocatorCore::available_pages(index_t extra_gap_bytes) const {
     const index_t extend =
         std::min(index_headroom_pages(), (gap_bytes() + extra_gap_bytes) / geometry_.page_bytes);
-    return std::min(virtual_headroom_pages(), extend + hole_pages());
+    return std::min(free_virtual_page_count(), extend + hole_pages());
 }
 
 index_t AllocatorCore::available_size() const { return available_pages(0) * page_size(); }

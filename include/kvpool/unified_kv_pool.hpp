@@ -32,11 +32,6 @@ public:
     const bytes_view& bytes() const { return bytes_; }
     index_t total_bytes() const { return layout_.total_bytes(); }
 
-    // Bytes [offset, offset + page_bytes) of physical page p of a side.
-    static index_t page_offset(const SideGeometry& side, index_t physical_page) {
-        return physical_page * side.page_bytes;
-    }
-
 private:
     PoolLayout layout_;
     bytes_view bytes_;

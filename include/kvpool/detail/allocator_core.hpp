@@ -132,7 +132,6 @@ private:
         bool virtual_pages_from_free_list;
     };
 
-    index_t virtual_headroom_pages() const;
     index_t available_pages(index_t extra_gap_bytes) const;
     index_t peer_drainable_hole_bytes() const;
     bool ensure_room(index_t num_pages);
