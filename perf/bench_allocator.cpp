@@ -12,19 +12,6 @@ namespace kvpool::bench {
 
 namespace {
 
-std::vector<index_t> host_copy(const IndexView& view) {
-    auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
-    return {mirror.data(), mirror.data() + mirror.extent(0)};
-}
-
-IndexView device_copy_of(const std::vector<index_t>& host) {
-    IndexView view("bench::ids", host.size());
-    auto mirror = Kokkos::create_mirror_view(view);
-    for (std::size_t i = 0; i < host.size(); ++i) mirror(i) = host[i];
-    Kokkos::deep_copy(view, mirror);
-    return view;
-}
-
 // A pool with its pair and the engine-side record of running requests.
 struct Serving {
     index_t page_size;

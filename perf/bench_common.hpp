@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace kvpool::bench {
 
@@ -36,6 +37,19 @@ inline PoolLayout swa_layout(index_t page_size) {
 
 inline CompactionMode mode_of(const benchmark::State& state) {
     return state.range(1) != 0 ? CompactionMode::lazy : CompactionMode::eager;
+}
+
+inline std::vector<index_t> host_copy(const IndexView& view) {
+    auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+    return {mirror.data(), mirror.data() + mirror.extent(0)};
+}
+
+inline IndexView device_copy_of(const std::vector<index_t>& host) {
+    IndexView view("bench::ids", host.size());
+    auto mirror = Kokkos::create_mirror_view(view);
+    for (std::size_t i = 0; i < host.size(); ++i) mirror(i) = host[i];
+    Kokkos::deep_copy(view, mirror);
+    return view;
 }
 
 using clock = std::chrono::steady_clock;

@@ -54,7 +54,8 @@ def main():
     args, extra = parser.parse_known_args()
     results = run(args.binary, args.out, args.repetitions, extra)
     with open(os.path.join(HERE, "peer_baseline.json")) as f:
-        peer = json.load(f)["swa_pair"]
+        baseline = json.load(f)
+    peer = {**baseline["swa_pair"], **baseline["mamba_pair"]}
     table = medians(results)
     context = results["context"]
     print(f"device: {context.get('device')}; {context.get('kokkos')}; {context.get('date')}")

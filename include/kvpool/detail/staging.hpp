@@ -3,14 +3,16 @@
 // kernels read directly (ordinary memory on the host backends). A ring of such
 // slabs lets the host fill the next call's arrays while the GPU still reads the
 // last ones; a slab is reused only after the work that read it has completed,
-// which a stream event tells without a device-wide fence.
+// which a stream event tells without a device-wide fence. When the GPU is so
+// far behind that the next slab is still in use, the ring grows instead of
+// waiting (up to max_slabs), so a call never blocks on queued device work.
 #pragma once
 
 #include <kvpool/detail/stream_event.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
-#include <array>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -33,9 +35,16 @@ public:
     // Makes everything added since the last upload readable by kernels enqueued
     // next on space.
     void upload(const ExecutionSpace& space) {
-        if (in_use_) ring_[current_].done.record(last_space_);
-        current_ = (current_ + 1) % ring_.size();
-        Slab& slab = ring_[current_];
+        if (in_use_) ring_[current_]->done.record(last_space_);
+        const std::size_t next = (current_ + 1) % ring_.size();
+        if (!ring_[next]->done.is_complete() && ring_.size() < max_slabs) {
+            // The oldest slab stays next in line; the new one goes before it.
+            ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(current_ + 1), std::make_unique<Slab>());
+            current_ = current_ + 1;
+        } else {
+            current_ = next;
+        }
+        Slab& slab = *ring_[current_];
         slab.done.wait();
         if (slab.view.extent(0) < host_.size())
             slab.view = kk::uninitialized<slab_view>("kvpool::staging", grow(host_.size()));
@@ -47,8 +56,11 @@ public:
 
     // The n entries at offset of the last upload.
     auto slice(std::size_t offset, std::size_t n) const {
-        return Kokkos::subview(ring_[current_].view, std::make_pair(offset, offset + n));
+        return Kokkos::subview(ring_[current_]->view, std::make_pair(offset, offset + n));
     }
+
+    std::size_t slab_count() const { return ring_.size(); }
+    static constexpr std::size_t max_slabs = 256;
 
 private:
     struct Slab {
@@ -61,8 +73,14 @@ private:
         return size;
     }
 
+    static std::vector<std::unique_ptr<Slab>> initial_ring() {
+        std::vector<std::unique_ptr<Slab>> ring;
+        for (int i = 0; i < 4; ++i) ring.push_back(std::make_unique<Slab>());
+        return ring;
+    }
+
     std::vector<index_t> host_;
-    std::array<Slab, 8> ring_;
+    std::vector<std::unique_ptr<Slab>> ring_ = initial_ring();
     std::size_t current_ = 0;
     bool in_use_ = false;
     ExecutionSpace last_space_;

@@ -15,6 +15,7 @@ template <class ExecutionSpace>
 class StreamEvent {
 public:
     void record(const ExecutionSpace&) {}
+    bool is_complete() const { return true; }
     void wait() {}
 };
 
@@ -30,6 +31,7 @@ public:
         cudaEventRecord(event_, space.cuda_stream());
         recorded_ = true;
     }
+    bool is_complete() const { return !recorded_ || cudaEventQuery(event_) == cudaSuccess; }
     // Blocks only if the GPU has not yet reached the recorded point.
     void wait() {
         if (recorded_) cudaEventSynchronize(event_);
