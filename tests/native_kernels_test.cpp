@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <type_traits>
 
 using namespace kvpool;
@@ -91,7 +92,12 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
     std::iota(vpages.begin(), vpages.end(), 5);
     std::iota(ppages.begin(), ppages.end(), 2000);
     std::shuffle(vpages.begin(), vpages.end(), rng);
+    // The follower (SWA side) binds the same virtual pages to pages of its own.
+    std::vector<index_t> follower_ppages(vpages.size());
+    std::iota(follower_ppages.begin(), follower_ppages.end(), 100);
+    std::shuffle(follower_ppages.begin(), follower_ppages.end(), rng);
     const Space space;
+    using Follower = kernels::FollowerViews<IndexView, IndexView>;
     auto run = [&](bool native) {
         IndexView v2p("v2p", table_rows), p2v("p2v", table_rows), out("out", static_cast<std::size_t>(tokens));
         IndexView decode_out("decode_out", seq.size()), plain_out("plain_out", vpages.size() * page_size);
@@ -99,26 +105,119 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
         Kokkos::deep_copy(p2v, -1);
         const auto vp = to_device(vpages), pp = to_device(ppages);
         const auto dvp = Kokkos::subview(vp, std::make_pair<std::size_t, std::size_t>(0, decode_pages));
+        // Each kernel binds a follower of its own; the plain alloc binds none.
+        std::vector<Follower> followers;
+        for (int k = 0; k < 2; ++k) {
+            followers.push_back({IndexView("follower_v2p", table_rows), IndexView("follower_p2v", table_rows),
+                                 to_device(follower_ppages)});
+            Kokkos::deep_copy(followers.back().v2p, -1);
+            Kokkos::deep_copy(followers.back().p2v, -1);
+        }
         if (native) {
             kernels::alloc_extend_bind(space, v2p, p2v, vp, pp, to_device(prefix), to_device(seq),
-                                       to_device(out_start), to_device(page_start), to_device(last), page_size, out);
+                                       to_device(out_start), to_device(page_start), to_device(last), page_size,
+                                       followers[0], out);
             kernels::alloc_decode_bind(space, v2p, p2v, IndexView(dvp), IndexView(dvp), to_device(decode_seq),
-                                       to_device(decode_page_start), to_device(last), page_size, decode_out);
-            kernels::bind_pages_emit_tokens(space, v2p, p2v, vp, pp, page_size, plain_out);
+                                       to_device(decode_page_start), to_device(last), page_size, followers[1],
+                                       decode_out);
+            kernels::bind_pages_emit_tokens(space, v2p, p2v, vp, pp, page_size, Follower{}, plain_out);
         } else {
             kernels::alloc_extend_bind_portable(space, v2p, p2v, vp, pp, to_device(prefix), to_device(seq),
                                                 to_device(out_start), to_device(page_start), to_device(last),
-                                                page_size, out);
+                                                page_size, followers[0], out);
             kernels::alloc_decode_bind_portable(space, v2p, p2v, IndexView(dvp), IndexView(dvp),
                                                 to_device(decode_seq), to_device(decode_page_start),
-                                                to_device(last), page_size, decode_out);
-            kernels::bind_pages_emit_tokens_portable(space, v2p, p2v, vp, pp, page_size, plain_out);
+                                                to_device(last), page_size, followers[1], decode_out);
+            kernels::bind_pages_emit_tokens_portable(space, v2p, p2v, vp, pp, page_size, Follower{}, plain_out);
         }
         space.fence();
-        return std::vector<std::vector<index_t>>{to_host(v2p), to_host(p2v), to_host(out), to_host(decode_out),
-                                                 to_host(plain_out)};
+        return std::vector<std::vector<index_t>>{to_host(v2p),
+                                                 to_host(p2v),
+                                                 to_host(out),
+                                                 to_host(decode_out),
+                                                 to_host(plain_out),
+                                                 to_host(followers[0].v2p),
+                                                 to_host(followers[0].p2v),
+                                                 to_host(followers[1].v2p),
+                                                 to_host(followers[1].p2v)};
     };
     const auto native = run(true), portable = run(false);
     for (std::size_t i = 0; i < native.size(); ++i) CHECK(native[i] == portable[i]);
     CHECK(tokens > 0);
+    // The followers were bound: every new page of the extend is there.
+    CHECK(std::count_if(native[5].begin(), native[5].end(), [](index_t p) { return p >= 0; }) == pages);
+}
+
+TEST_CASE("native: compaction plan (moves and table writes in one launch) equals the portable kernels",
+          "[native]") {
+    if (!has_native_kernels) SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
+    const std::uint64_t seed = 5151;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const index_t page_bytes = 65536, pages = 64, table_rows = 3000;
+    std::vector<index_t> order(static_cast<std::size_t>(pages));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    const std::vector<index_t> src(order.begin(), order.begin() + 20), dst(order.begin() + 20, order.begin() + 40);
+    // More table writes than page moves, so the table part spans several blocks.
+    std::vector<index_t> rows(static_cast<std::size_t>(table_rows));
+    std::iota(rows.begin(), rows.end(), 0);
+    std::shuffle(rows.begin(), rows.end(), rng);
+    const std::vector<index_t> v2p_index(rows.begin(), rows.begin() + 700), p2v_index(rows.begin() + 700, rows.end());
+    std::vector<index_t> v2p_value, p2v_value;
+    for (std::size_t i = 0; i < v2p_index.size(); ++i) v2p_value.push_back(static_cast<index_t>(rng() % 5000));
+    for (std::size_t i = 0; i < p2v_index.size(); ++i) p2v_value.push_back(static_cast<index_t>(rng() % 5000));
+    const Space space;
+    auto run = [&](bool native) {
+        Bytes bytes = random_bytes(static_cast<std::size_t>(pages * page_bytes), seed);
+        IndexView v2p("v2p", table_rows), p2v("p2v", table_rows);
+        Kokkos::deep_copy(v2p, -1);
+        Kokkos::deep_copy(p2v, -1);
+        if (native)
+            kernels::apply_plan(space, bytes, page_bytes, to_device(src), to_device(dst), v2p, to_device(v2p_index),
+                                to_device(v2p_value), p2v, to_device(p2v_index), to_device(p2v_value));
+        else {
+            kernels::move_pages_portable(space, bytes, page_bytes, to_device(src), to_device(dst));
+            kernels::apply_table_writes_portable(space, v2p, to_device(v2p_index), to_device(v2p_value), p2v,
+                                                 to_device(p2v_index), to_device(p2v_value));
+        }
+        space.fence();
+        auto host_bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bytes);
+        return std::make_tuple(std::vector<std::uint8_t>(host_bytes.data(), host_bytes.data() + host_bytes.extent(0)),
+                               to_host(v2p), to_host(p2v));
+    };
+    const auto native = run(true), portable = run(false);
+    CHECK(std::get<0>(native) == std::get<0>(portable));
+    CHECK(std::get<1>(native) == std::get<1>(portable));
+    CHECK(std::get<2>(native) == std::get<2>(portable));
+    CHECK(std::count(std::get<1>(native).begin(), std::get<1>(native).end(), -1) == table_rows - 700);
+}
+
+TEST_CASE("native: translate equals the portable kernel, int64 and int32 out", "[native]") {
+    if (!has_native_kernels) SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
+    const std::uint64_t seed = 777;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const index_t page_size = 16, virtual_pages = 500;
+    std::vector<index_t> table(static_cast<std::size_t>(virtual_pages));
+    for (auto& p : table) p = rng() % 4 == 0 ? index_t(-1) : static_cast<index_t>(rng() % 10000);
+    // Ids inside the table, past its end, and the -1 padding id.
+    std::vector<index_t> ids;
+    for (int i = 0; i < 20000; ++i) ids.push_back(static_cast<index_t>(rng() % (virtual_pages * page_size + 400)) - 1);
+    const IndexView v2p = to_device(table), in = to_device(ids);
+    using Int32View = Kokkos::View<std::int32_t*, Space::memory_space>;
+    const Space space;
+    IndexView native64("native64", ids.size()), portable64("portable64", ids.size());
+    Int32View native32("native32", ids.size()), portable32("portable32", ids.size());
+    kernels::translate_tokens(space, v2p, page_size, in, native64);
+    kernels::translate_tokens_portable(space, v2p, page_size, in, portable64);
+    kernels::translate_tokens(space, v2p, page_size, in, native32);
+    kernels::translate_tokens_portable(space, v2p, page_size, in, portable32);
+    space.fence();
+    CHECK(to_host(native64) == to_host(portable64));
+    auto n32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), native32);
+    auto p32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), portable32);
+    CHECK(std::equal(n32.data(), n32.data() + n32.extent(0), p32.data()));
+    const auto host = to_host(native64);
+    CHECK(std::count(host.begin(), host.end(), 0) > 0);  // padding and unbound ids reach the sink
 }

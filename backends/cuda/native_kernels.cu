@@ -8,7 +8,6 @@
 namespace kvpool::cuda {
 
 namespace {
-using gpu_stream_t = cudaStream_t;
 using gpu_error_t = cudaError_t;
 constexpr gpu_error_t gpu_success = cudaSuccess;
 gpu_error_t gpu_get_last_error() { return cudaGetLastError(); }

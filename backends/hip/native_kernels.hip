@@ -8,7 +8,6 @@
 namespace kvpool::hip {
 
 namespace {
-using gpu_stream_t = hipStream_t;
 using gpu_error_t = hipError_t;
 constexpr gpu_error_t gpu_success = hipSuccess;
 gpu_error_t gpu_get_last_error() { return hipGetLastError(); }

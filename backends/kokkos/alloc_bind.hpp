@@ -10,12 +10,27 @@
 
 namespace kvpool::kernels {
 
+// The id-following side of a pair (the SWA side), bound in the same launch as
+// the owner's pages: v2p(v) = physical_pages(k), p2v(physical_pages(k)) = v for
+// the owner's k-th new virtual page v. Default-constructed: there is none.
+template <class TableView, class IndexView>
+struct FollowerViews {
+    TableView v2p;
+    TableView p2v;
+    IndexView physical_pages;
+
+    KOKKOS_INLINE_FUNCTION void bind(index_t k, index_t v) const {
+        if (v2p.data() == nullptr) return;
+        v2p(v) = physical_pages(k);
+        p2v(physical_pages(k)) = v;
+    }
+};
 
 // alloc(n): out(t) = virtual_pages(t / ps) * ps + t % ps, binding each page.
-template <class ExecutionSpace, class TableView, class IndexView, class OutView>
+template <class ExecutionSpace, class TableView, class IndexView, class Follower, class OutView>
 void bind_pages_emit_tokens_portable(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
-                            const IndexView& virtual_pages, const IndexView& physical_pages,
-                            index_t page_size, const OutView& out) {
+                                     const IndexView& virtual_pages, const IndexView& physical_pages,
+                                     index_t page_size, const Follower& follower, const OutView& out) {
     const index_t n = static_cast<index_t>(virtual_pages.extent(0)) * page_size;
     if (n == 0) return;
     Kokkos::parallel_for(
@@ -26,18 +41,21 @@ void bind_pages_emit_tokens_portable(const ExecutionSpace& space, const TableVie
             if (t % page_size == 0) {
                 v2p(v) = physical_pages(page);
                 p2v(physical_pages(page)) = v;
+                follower.bind(page, v);
             }
         });
 }
 
 // alloc_extend: request r owns out[out_start(r), out_start(r) + seq - prefix)
 // and the new pages [page_start(r), page_start(r) + its new page count).
-template <class ExecutionSpace, class TableView, class IndexView, class LastLocView, class OutView>
+template <class ExecutionSpace, class TableView, class IndexView, class LastLocView, class Follower,
+          class OutView>
 void alloc_extend_bind_portable(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
-                       const IndexView& virtual_pages, const IndexView& physical_pages,
-                       const IndexView& prefix_lens, const IndexView& seq_lens,
-                       const IndexView& out_start, const IndexView& page_start,
-                       const LastLocView& last_loc, index_t page_size, const OutView& out) {
+                                const IndexView& virtual_pages, const IndexView& physical_pages,
+                                const IndexView& prefix_lens, const IndexView& seq_lens,
+                                const IndexView& out_start, const IndexView& page_start,
+                                const LastLocView& last_loc, index_t page_size, const Follower& follower,
+                                const OutView& out) {
     const index_t batch = static_cast<index_t>(seq_lens.extent(0));
     if (batch == 0) return;
     Kokkos::parallel_for(
@@ -51,6 +69,7 @@ void alloc_extend_bind_portable(const ExecutionSpace& space, const TableView& v2
                 const index_t v = virtual_pages(first_new_page + k);
                 v2p(v) = physical_pages(first_new_page + k);
                 p2v(physical_pages(first_new_page + k)) = v;
+                follower.bind(first_new_page + k, v);
             }
             index_t o = out_start(r);
             // Part 1: the free tail of the prefix's last page.
@@ -63,11 +82,13 @@ void alloc_extend_bind_portable(const ExecutionSpace& space, const TableView& v2
 }
 
 // alloc_decode: one token per request; a new page only when the token starts one.
-template <class ExecutionSpace, class TableView, class IndexView, class LastLocView, class OutView>
+template <class ExecutionSpace, class TableView, class IndexView, class LastLocView, class Follower,
+          class OutView>
 void alloc_decode_bind_portable(const ExecutionSpace& space, const TableView& v2p, const TableView& p2v,
-                       const IndexView& virtual_pages, const IndexView& physical_pages,
-                       const IndexView& seq_lens, const IndexView& page_start,
-                       const LastLocView& last_loc, index_t page_size, const OutView& out) {
+                                const IndexView& virtual_pages, const IndexView& physical_pages,
+                                const IndexView& seq_lens, const IndexView& page_start,
+                                const LastLocView& last_loc, index_t page_size, const Follower& follower,
+                                const OutView& out) {
     const index_t batch = static_cast<index_t>(seq_lens.extent(0));
     if (batch == 0) return;
     Kokkos::parallel_for(
@@ -78,6 +99,7 @@ void alloc_decode_bind_portable(const ExecutionSpace& space, const TableView& v2
                 const index_t v = virtual_pages(k);
                 v2p(v) = physical_pages(k);
                 p2v(physical_pages(k)) = v;
+                follower.bind(k, v);
                 out(r) = v * page_size;
             } else {
                 out(r) = last_loc(r) + 1;

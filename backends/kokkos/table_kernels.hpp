@@ -9,9 +9,9 @@ namespace kvpool::kernels {
 // table[index[i]] = value[i] for two tables in one launch. Indices within a
 // table are distinct (the host plan guarantees it), so the writes do not race.
 template <class ExecutionSpace, class IndexView, class TableView>
-void apply_table_writes(const ExecutionSpace& space, const TableView& v2p, const IndexView& v2p_index,
-                        const IndexView& v2p_value, const TableView& p2v,
-                        const IndexView& p2v_index, const IndexView& p2v_value) {
+void apply_table_writes_portable(const ExecutionSpace& space, const TableView& v2p, const IndexView& v2p_index,
+                                 const IndexView& v2p_value, const TableView& p2v, const IndexView& p2v_index,
+                                 const IndexView& p2v_value) {
     const index_t nv = static_cast<index_t>(v2p_index.extent(0));
     const index_t np = static_cast<index_t>(p2v_index.extent(0));
     const index_t n = nv > np ? nv : np;
@@ -26,8 +26,8 @@ void apply_table_writes(const ExecutionSpace& space, const TableView& v2p, const
 // Virtual token ids -> physical token ids; tombstones (and the -1 padding ids
 // engines use) clamp to the sink slot 0. out may alias in.
 template <class ExecutionSpace, class TableView, class InView, class OutView>
-void translate_tokens(const ExecutionSpace& space, const TableView& v2p, index_t page_size,
-                      const InView& in, const OutView& out) {
+void translate_tokens_portable(const ExecutionSpace& space, const TableView& v2p, index_t page_size,
+                               const InView& in, const OutView& out) {
     const index_t n = static_cast<index_t>(in.extent(0));
     if (n == 0) return;
     const index_t num_virtual_pages = static_cast<index_t>(v2p.extent(0));

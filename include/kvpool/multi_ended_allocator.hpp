@@ -14,10 +14,10 @@
 #include <kvpool/unified_kv_pool.hpp>
 
 #include <kokkos/dispatch.hpp>
-#include <kokkos/table_kernels.hpp>
 
 #include <functional>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -70,6 +70,17 @@ public:
         peer.resize_virtual_table();
     }
 
+    // The pair's id-following side (the SWA side): every allocation of this
+    // (owning) side binds the same virtual pages there as well, in the same
+    // launch, or fails on both sides.
+    void bind_follower(MultiEndedAllocator& follower) {
+        if (&follower != peer_ || !core_.options().is_id_owner || follower.core_.options().is_id_owner)
+            throw Error(ErrorCode::invalid_argument,
+                        "bind_follower: the follower must be the bound peer, and must not own its ids "
+                        "while this side does");
+        follower_ = &follower;
+    }
+
     void set_move_callback(move_callback callback) { move_ = std::move(callback); }
 
     // ---------------------------------------------------------------- sizes
@@ -96,7 +107,7 @@ public:
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
         require_page_multiple("alloc", need_size);
         require_length("alloc", out, need_size);
-        if (!core_.alloc_pages(need_size / page_size(), binding_)) return fail_alloc(space);
+        if (!allocate_pages(space, need_size / page_size())) return fail_alloc(space);
         emit_allocated_tokens(space, out);
         return true;
     }
@@ -152,10 +163,11 @@ public:
             pages += detail::pages_needed_for_extend(&prefix_lens[r], &seq_lens[r], 1, page_size());
         }
         require_length("alloc_extend: out", out, tokens);
-        if (!core_.alloc_pages(pages, binding_)) return fail_alloc(space);
+        if (!allocate_pages(space, pages)) return fail_alloc(space);
         submit_peer(space);
         const std::size_t v = staging_.add(binding_.virtual_pages);
         const std::size_t p = staging_.add(binding_.physical_pages);
+        const std::size_t fp = stage_follower_pages();
         const std::size_t pre = staging_.add(prefix_lens);
         const std::size_t seq = staging_.add(seq_lens);
         const std::size_t os = staging_.add(out_start);
@@ -164,7 +176,7 @@ public:
         const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
         kernels::alloc_extend_bind(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
                                    staging_.slice(pre, b), staging_.slice(seq, b), staging_.slice(os, b),
-                                   staging_.slice(ps, b), last_loc, page_size(), out);
+                                   staging_.slice(ps, b), last_loc, page_size(), follower_views(fp, n), out);
         return true;
     }
 
@@ -184,16 +196,18 @@ public:
             page_start[r] = pages;
             pages += detail::pages_needed_for_decode(&seq_lens[r], 1, page_size());
         }
-        if (!core_.alloc_pages(pages, binding_)) return fail_alloc(space);
+        if (!allocate_pages(space, pages)) return fail_alloc(space);
         submit_peer(space);
         const std::size_t v = staging_.add(binding_.virtual_pages);
         const std::size_t p = staging_.add(binding_.physical_pages);
+        const std::size_t fp = stage_follower_pages();
         const std::size_t seq = staging_.add(seq_lens);
         const std::size_t ps = staging_.add(page_start);
         staging_.upload(space);
         const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
         kernels::alloc_decode_bind(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
-                                   staging_.slice(seq, b), staging_.slice(ps, b), last_loc, page_size(), out);
+                                   staging_.slice(seq, b), staging_.slice(ps, b), last_loc, page_size(),
+                                   follower_views(fp, n), out);
         return true;
     }
 
@@ -302,10 +316,44 @@ private:
         submit_peer(space);
         const std::size_t v = staging_.add(binding_.virtual_pages);
         const std::size_t p = staging_.add(binding_.physical_pages);
+        const std::size_t fp = stage_follower_pages();
         staging_.upload(space);
         const auto n = binding_.virtual_pages.size();
         kernels::bind_pages_emit_tokens(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
-                                        page_size(), out);
+                                        page_size(), follower_views(fp, n), out);
+    }
+
+    // num_pages new pages on this side and, with a follower, the same virtual
+    // pages bound there: both or neither (the follower may lack room).
+    bool allocate_pages(const ExecutionSpace& space, index_t num_pages) {
+        if (!follower_) return core_.alloc_pages(num_pages, binding_);
+        const AllocatorSnapshot undo = core_.backup_state();
+        bool ok = false;
+        try {
+            ok = core_.alloc_pages(num_pages, binding_) &&
+                 follower_->core_.bind_virtual_pages(binding_.virtual_pages.data(),
+                                                     static_cast<index_t>(binding_.virtual_pages.size()),
+                                                     follower_->binding_);
+        } catch (...) {
+            restore_state(space, undo);
+            throw;
+        }
+        if (ok)
+            core_.commit_state(undo);
+        else
+            restore_state(space, undo);
+        return ok;
+    }
+
+    // The follower's physical pages of the allocation being applied, staged
+    // with the owner's arrays; follower_views() reads them after the upload.
+    std::size_t stage_follower_pages() {
+        return follower_ ? staging_.add(follower_->binding_.physical_pages) : 0;
+    }
+    using staged_view = decltype(std::declval<const detail::Staging<ExecutionSpace>&>().slice(0, 0));
+    kernels::FollowerViews<index_view, staged_view> follower_views(std::size_t offset, std::size_t n) const {
+        if (!follower_) return {};
+        return {follower_->v2p_, follower_->p2v_, staging_.slice(offset, n)};
     }
 
     // (Re)creates the device v2p table at the size of the id owner's space.
@@ -349,23 +397,28 @@ private:
         const std::size_t pv = staging_.add(plan.p2v_value);
         staging_.upload(space);
         const std::size_t moves = plan.move_src.size();
-        if (moves > 0) {
-            if (move_)
-                move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
-            else
-                kernels::move_pages(space, pool_->bytes(), geometry().page_bytes,
-                                             staging_.slice(src, moves), staging_.slice(dst, moves));
+        const auto v2p_index = staging_.slice(vi, plan.v2p_index.size());
+        const auto v2p_value = staging_.slice(vv, plan.v2p_value.size());
+        const auto p2v_index = staging_.slice(pi, plan.p2v_index.size());
+        const auto p2v_value = staging_.slice(pv, plan.p2v_value.size());
+        if (moves > 0 && !move_) {
+            // Sources and destinations staged back to back: one copy to the device.
+            const auto move_lists = staging_.device_slice(space, src, 2 * moves);
+            kernels::apply_plan(space, pool_->bytes(), geometry().page_bytes,
+                                Kokkos::subview(move_lists, std::make_pair(std::size_t(0), moves)),
+                                Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)), v2p_, v2p_index,
+                                v2p_value, p2v_, p2v_index, p2v_value);
+        } else {
+            if (moves > 0) move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
+            kernels::apply_table_writes(space, v2p_, v2p_index, v2p_value, p2v_, p2v_index, p2v_value);
         }
-        kernels::apply_table_writes(space, v2p_, staging_.slice(vi, plan.v2p_index.size()),
-                                    staging_.slice(vv, plan.v2p_value.size()), p2v_,
-                                    staging_.slice(pi, plan.p2v_index.size()),
-                                    staging_.slice(pv, plan.p2v_value.size()));
         plan.clear();
     }
 
     pool_type* pool_;
     detail::AllocatorCore core_;
     MultiEndedAllocator* peer_ = nullptr;
+    MultiEndedAllocator* follower_ = nullptr;
     index_view v2p_;
     index_view p2v_;
     detail::Staging<ExecutionSpace> staging_;

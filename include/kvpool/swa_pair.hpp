@@ -28,6 +28,7 @@ public:
                         "SWA pair: page sizes differ (full " + std::to_string(full_.page_size()) + ", swa " +
                             std::to_string(swa_.page_size()) + ")");
         full_.bind_peer(swa_);
+        full_.bind_follower(swa_);
     }
 
     side_type& full() { return full_; }
@@ -64,7 +65,7 @@ public:
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
         if (need_size >= 0 && need_size % page_size() == 0 && !make_room(space, need_size / page_size()))
             return false;
-        return both_or_neither(space, [&] { return full_.alloc(space, need_size, out); });
+        return full_.alloc(space, need_size, out);
     }
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
         if (need_size < 0 || need_size % page_size() != 0)
@@ -82,7 +83,7 @@ public:
                                                               static_cast<index_t>(seq_lens.size()),
                                                               page_size())))
             return false;
-        return both_or_neither(space, [&] { return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out); });
+        return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
     }
 
     bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
@@ -92,7 +93,7 @@ public:
                                                 seq_lens.data(), static_cast<index_t>(seq_lens.size()),
                                                 page_size())))
             return false;
-        return both_or_neither(space, [&] { return full_.alloc_decode(space, seq_lens, last_loc, out); });
+        return full_.alloc_decode(space, seq_lens, last_loc, out);
     }
 
     // ---- free
@@ -171,30 +172,6 @@ private:
         full_.flush(space, true);
         swa_.flush(space, true);
         return pages * page_size() <= available_size();
-    }
-
-    bool bind_swa(const ExecutionSpace& space) {
-        const auto& pages = full_.last_allocated_virtual_pages();
-        return pages.empty() || swa_.alloc_with_virtual(space, pages);
-    }
-
-    // Runs the full side's allocation, then binds its pages on the SWA side;
-    // if either fails (or throws), the full side's allocation is undone.
-    template <class AllocateFull>
-    bool both_or_neither(const ExecutionSpace& space, AllocateFull&& allocate_full) {
-        const AllocatorSnapshot undo = full_.backup_state();
-        bool ok = false;
-        try {
-            ok = allocate_full() && bind_swa(space);
-        } catch (...) {
-            full_.restore_state(space, undo);
-            throw;
-        }
-        if (ok)
-            full_.commit_state(undo);
-        else
-            full_.restore_state(space, undo);
-        return ok;
     }
 
     side_type full_;

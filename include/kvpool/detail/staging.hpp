@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -59,12 +60,30 @@ public:
         return Kokkos::subview(ring_[current_]->view, std::make_pair(offset, offset + n));
     }
 
+    // The same entries copied into device memory on space (asynchronously), for
+    // kernels whose many blocks would each stall on a read of host memory (the
+    // page moves). On host backends the slab itself.
+    auto device_slice(const ExecutionSpace& space, std::size_t offset, std::size_t n) {
+        if constexpr (std::is_same_v<memory_space, typename ExecutionSpace::memory_space>) {
+            return slice(offset, n);
+        } else {
+            Slab& slab = *ring_[current_];
+            if (slab.device.extent(0) < slab.view.extent(0))
+                slab.device = kk::uninitialized<device_view>("kvpool::staging_device", slab.view.extent(0));
+            const auto range = std::make_pair(offset, offset + n);
+            Kokkos::deep_copy(space, Kokkos::subview(slab.device, range), slice(offset, n));
+            return Kokkos::subview(slab.device, range);
+        }
+    }
+
     std::size_t slab_count() const { return ring_.size(); }
     static constexpr std::size_t max_slabs = 256;
 
 private:
+    using device_view = kk::View<index_t*, typename ExecutionSpace::memory_space>;
     struct Slab {
         slab_view view;
+        device_view device;
         StreamEvent<ExecutionSpace> done;
     };
     static std::size_t grow(std::size_t need) {
