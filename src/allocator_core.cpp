@@ -212,17 +212,15 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out) {
         ++counters_.failed_allocs;
         return false;
     }
-    const index_t watermark_before = watermark_;
-    for (index_t i = 0; i < num_pages; ++i) {
-        out.virtual_pages.push_back(free_virtual_pages_.front());
-        free_virtual_pages_.pop_front();
-    }
-    std::size_t drained = 0;
-    take_physical(num_pages, out.physical_pages, drained);
+    out.watermark_before = watermark_;
+    const auto first = free_virtual_pages_.begin();
+    out.virtual_pages.assign(first, first + num_pages);
+    free_virtual_pages_.erase(first, first + num_pages);
+    take_physical(num_pages, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
     if (open_window_id_ != 0)
         undo_log_.push_back(
-            {out.virtual_pages, out.physical_pages, drained, watermark_before, true});
+            {out.virtual_pages, out.physical_pages, out.drained_holes, out.watermark_before, true});
     return true;
 }
 
@@ -263,15 +261,39 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
         ++counters_.failed_allocs;
         return false;
     }
-    const index_t watermark_before = watermark_;
+    out.watermark_before = watermark_;
     out.virtual_pages.assign(virtual_pages, virtual_pages + count);
-    std::size_t drained = 0;
-    take_physical(count, out.physical_pages, drained);
+    take_physical(count, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
     if (open_window_id_ != 0)
         undo_log_.push_back(
-            {out.virtual_pages, out.physical_pages, drained, watermark_before, false});
+            {out.virtual_pages, out.physical_pages, out.drained_holes, out.watermark_before, false});
     return true;
+}
+
+void AllocatorCore::undo_allocation(const PageBinding& binding) {
+    if (binding.virtual_pages.empty()) return;
+    // An open backup window logged this allocation last: the undo consumes it.
+    if (open_window_id_ != 0) undo_log_.pop_back();
+    undo_binding(binding.virtual_pages, binding.physical_pages, binding.drained_holes, binding.watermark_before,
+                 options_.is_id_owner);
+}
+
+void AllocatorCore::undo_binding(const std::vector<index_t>& virtual_pages,
+                                 const std::vector<index_t>& physical_pages, std::size_t drained_holes,
+                                 index_t watermark_before, bool from_free_list) {
+    for (std::size_t i = 0; i < virtual_pages.size(); ++i) {
+        const index_t v = virtual_pages[i], p = physical_pages[i];
+        v2p_[v] = unbound;
+        p2v_[p] = unbound;
+        plan_.set_v2p(v, unbound);
+        plan_.set_p2v(p, unbound);
+        page_state_[p] = i < drained_holes ? PageState::hole : PageState::outside;
+    }
+    for (std::size_t i = drained_holes; i-- > 0;) holes_.push_front(physical_pages[i]);
+    if (from_free_list) free_virtual_pages_.insert(free_virtual_pages_.begin(), virtual_pages.begin(), virtual_pages.end());
+    watermark_ = watermark_before;
+    live_pages_ -= static_cast<index_t>(virtual_pages.size());
 }
 
 // ---------------------------------------------------------------- free
@@ -483,7 +505,7 @@ void AllocatorCore::drain_pending_reuse() {
 
 index_t AllocatorCore::flush(bool urgent) {
     // Relocations inside a backup window could not be undone by restore_state.
-    if (!is_lazy() || open_window_id_ != 0) return 0;
+    if (!is_lazy() || open_window_id_ != 0 || relocations_held_) return 0;
     drain_pending(urgent);
     if (holes_.empty()) return 0;
 
@@ -625,20 +647,8 @@ void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
     while (undo_log_.size() > snapshot.undo_depth) {
         const UndoRecord r = std::move(undo_log_.back());
         undo_log_.pop_back();
-        for (std::size_t i = 0; i < r.virtual_pages.size(); ++i) {
-            const index_t v = r.virtual_pages[i], p = r.physical_pages[i];
-            v2p_[v] = unbound;
-            p2v_[p] = unbound;
-            plan_.set_v2p(v, unbound);
-            plan_.set_p2v(p, unbound);
-            page_state_[p] = i < r.drained_holes ? PageState::hole : PageState::outside;
-        }
-        for (std::size_t i = r.drained_holes; i-- > 0;) holes_.push_front(r.physical_pages[i]);
-        if (r.virtual_pages_from_free_list)
-            for (auto it = r.virtual_pages.rbegin(); it != r.virtual_pages.rend(); ++it)
-                free_virtual_pages_.push_front(*it);
-        watermark_ = r.watermark_before;
-        live_pages_ -= static_cast<index_t>(r.virtual_pages.size());
+        undo_binding(r.virtual_pages, r.physical_pages, r.drained_holes, r.watermark_before,
+                     r.virtual_pages_from_free_list);
     }
     if (snapshot.opened_window) open_window_id_ = 0;
 }

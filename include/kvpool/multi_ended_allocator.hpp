@@ -326,22 +326,27 @@ private:
     // num_pages new pages on this side and, with a follower, the same virtual
     // pages bound there: both or neither (the follower may lack room).
     bool allocate_pages(const ExecutionSpace& space, index_t num_pages) {
-        if (!follower_) return core_.alloc_pages(num_pages, binding_);
-        const AllocatorSnapshot undo = core_.backup_state();
+        if (!core_.alloc_pages(num_pages, binding_)) return false;
+        if (!follower_) return true;
+        // The follower's lack of room may flush this side; the pages just
+        // taken must stay where they are until the follower has answered.
+        core_.hold_relocations(true);
         bool ok = false;
         try {
-            ok = core_.alloc_pages(num_pages, binding_) &&
-                 follower_->core_.bind_virtual_pages(binding_.virtual_pages.data(),
+            ok = follower_->core_.bind_virtual_pages(binding_.virtual_pages.data(),
                                                      static_cast<index_t>(binding_.virtual_pages.size()),
                                                      follower_->binding_);
         } catch (...) {
-            restore_state(space, undo);
+            core_.hold_relocations(false);
+            core_.undo_allocation(binding_);
+            submit(space);
             throw;
         }
-        if (ok)
-            core_.commit_state(undo);
-        else
-            restore_state(space, undo);
+        core_.hold_relocations(false);
+        if (!ok) {
+            core_.undo_allocation(binding_);
+            submit(space);
+        }
         return ok;
     }
 

@@ -81,6 +81,11 @@ public:
     bool alloc_pages(index_t num_pages, PageBinding& out);
     // Non-owner: bind the given (peer-minted) virtual pages to physical pages.
     bool bind_virtual_pages(const index_t* virtual_pages, index_t count, PageBinding& out);
+    // Takes back the allocation that filled binding, the last change made here
+    // (the pair's follower could not bind it). Relocations are held meanwhile.
+    void undo_allocation(const PageBinding& binding);
+    // While held, flush() moves nothing (a peer's allocation is in progress).
+    void hold_relocations(bool hold) { relocations_held_ = hold; }
 
     // ---- free; misuse throws kvpool::Error and changes nothing ----
     // Frees every page that holds one of the tokens. skip_unbound ignores ids
@@ -132,6 +137,8 @@ private:
         bool virtual_pages_from_free_list;
     };
 
+    void undo_binding(const std::vector<index_t>& virtual_pages, const std::vector<index_t>& physical_pages,
+                      std::size_t drained_holes, index_t watermark_before, bool from_free_list);
     index_t available_pages(index_t extra_gap_bytes) const;
     index_t peer_drainable_hole_bytes() const;
     bool ensure_room(index_t num_pages);
@@ -151,6 +158,7 @@ private:
     SideGeometry geometry_;
     index_t total_bytes_;
     AllocatorOptions options_;
+    bool relocations_held_ = false;
     AllocatorCore* peer_ = nullptr;
 
     index_t virtual_table_pages_ = 0;  // the owner's virtual page space

@@ -43,13 +43,17 @@ struct DevicePlan {
     }
 };
 
-// Pages one allocation bound: virtual_pages[i] now maps to physical_pages[i].
+// Pages one allocation bound: virtual_pages[i] now maps to physical_pages[i];
+// with what AllocatorCore::undo_allocation needs to take it back.
 struct PageBinding {
     std::vector<index_t> virtual_pages;
     std::vector<index_t> physical_pages;
+    std::size_t drained_holes = 0;  // physical_pages[0, drained_holes) came from holes
+    index_t watermark_before = 0;
     void clear() {
         virtual_pages.clear();
         physical_pages.clear();
+        drained_holes = 0;
     }
 };
 

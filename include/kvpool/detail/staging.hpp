@@ -1,13 +1,15 @@
 // Host-to-device hand-over of the small id arrays one allocator call produces,
-// without a copy: they are written into page-locked host memory that the
-// kernels read directly (ordinary memory on the host backends). A ring of such
-// slabs lets the host fill the next call's arrays while the GPU still reads the
-// last ones; a slab is reused only after the work that read it has completed,
-// which a stream event tells without a device-wide fence. When the GPU is so
-// far behind that the next slab is still in use, the ring grows instead of
-// waiting (up to max_slabs), so a call never blocks on queued device work.
+// without a copy: they are written straight into page-locked host memory that
+// the kernels read directly (ordinary memory on the host backends). A ring of
+// such slabs lets the host fill the next call's arrays while the GPU still
+// reads the last ones; a slab is reused only after the work that read it has
+// completed, which a stream event tells without a device-wide fence. When the
+// GPU is so far behind that the next slab is still in use, the ring grows
+// instead of waiting (up to max_slabs), so a call never blocks on queued
+// device work.
 #pragma once
 
+#include <kvpool/detail/async_upload.hpp>
 #include <kvpool/detail/stream_event.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
@@ -25,10 +27,19 @@ public:
     using memory_space = typename kk::pinned_host_space<ExecutionSpace>::type;
     using slab_view = kk::View<index_t*, memory_space>;
 
-    // Appends an array; returns its offset in the next upload.
+    // Appends an array to the next upload; returns its offset there.
     std::size_t add(const index_t* data, std::size_t n) {
-        const std::size_t offset = host_.size();
-        host_.insert(host_.end(), data, data + n);
+        if (!filling_) start_filling();
+        Slab& slab = *ring_[current_];
+        if (slab.view.extent(0) < used_ + n) {
+            slab_view larger = kk::uninitialized<slab_view>("kvpool::staging", grow(used_ + n));
+            if (used_ > 0) std::memcpy(larger.data(), slab.view.data(), used_ * sizeof(index_t));
+            retire(retired_slabs_, std::move(slab.view));
+            slab.view = larger;
+        }
+        if (n > 0) std::memcpy(slab.view.data() + used_, data, n * sizeof(index_t));
+        const std::size_t offset = used_;
+        used_ += n;
         return offset;
     }
     std::size_t add(const std::vector<index_t>& v) { return add(v.data(), v.size()); }
@@ -36,21 +47,8 @@ public:
     // Makes everything added since the last upload readable by kernels enqueued
     // next on space.
     void upload(const ExecutionSpace& space) {
-        if (in_use_) ring_[current_]->done.record(last_space_);
-        const std::size_t next = (current_ + 1) % ring_.size();
-        if (!ring_[next]->done.is_complete() && ring_.size() < max_slabs) {
-            // The oldest slab stays next in line; the new one goes before it.
-            ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(current_ + 1), std::make_unique<Slab>());
-            current_ = current_ + 1;
-        } else {
-            current_ = next;
-        }
-        Slab& slab = *ring_[current_];
-        slab.done.wait();
-        if (slab.view.extent(0) < host_.size())
-            slab.view = kk::uninitialized<slab_view>("kvpool::staging", grow(host_.size()));
-        if (!host_.empty()) std::memcpy(slab.view.data(), host_.data(), host_.size() * sizeof(index_t));
-        host_.clear();
+        if (!filling_) start_filling();
+        filling_ = false;
         in_use_ = true;
         last_space_ = space;
     }
@@ -68,11 +66,12 @@ public:
             return slice(offset, n);
         } else {
             Slab& slab = *ring_[current_];
-            if (slab.device.extent(0) < slab.view.extent(0))
+            if (slab.device.extent(0) < slab.view.extent(0)) {
+                retire(retired_device_, std::move(slab.device));
                 slab.device = kk::uninitialized<device_view>("kvpool::staging_device", slab.view.extent(0));
-            const auto range = std::make_pair(offset, offset + n);
-            Kokkos::deep_copy(space, Kokkos::subview(slab.device, range), slice(offset, n));
-            return Kokkos::subview(slab.device, range);
+            }
+            async_upload(space, slab.device.data() + offset, slab.view.data() + offset, n);
+            return Kokkos::subview(slab.device, std::make_pair(offset, offset + n));
         }
     }
 
@@ -91,16 +90,44 @@ private:
         while (size < need) size *= 2;
         return size;
     }
-
     static std::vector<std::unique_ptr<Slab>> initial_ring() {
         std::vector<std::unique_ptr<Slab>> ring;
         for (int i = 0; i < 4; ++i) ring.push_back(std::make_unique<Slab>());
         return ring;
     }
 
-    std::vector<index_t> host_;
+    // Buffers outgrown are kept until the end: freeing page-locked or device
+    // memory would wait for the whole device.
+    template <class View>
+    static void retire(std::vector<View>& retired, View view) {
+        if (view.data() != nullptr) retired.push_back(std::move(view));
+    }
+
+    // Moves to the next slab the GPU no longer reads: the kernels that read the
+    // current one have all been enqueued by now, so its event marks their end.
+    void start_filling() {
+        if (in_use_) ring_[current_]->done.record(last_space_);
+        const std::size_t next = (current_ + 1) % ring_.size();
+        if (ring_[next]->done.is_complete()) {
+            current_ = next;
+        } else if (ring_.size() < max_slabs) {
+            // The oldest slab stays next in line; the new one goes before it.
+            ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(current_ + 1), std::make_unique<Slab>());
+            current_ = current_ + 1;
+        } else {
+            current_ = next;
+            ring_[current_]->done.wait();
+        }
+        filling_ = true;
+        used_ = 0;
+    }
+
     std::vector<std::unique_ptr<Slab>> ring_ = initial_ring();
+    std::vector<slab_view> retired_slabs_;
+    std::vector<device_view> retired_device_;
     std::size_t current_ = 0;
+    std::size_t used_ = 0;
+    bool filling_ = false;
     bool in_use_ = false;
     ExecutionSpace last_space_;
 };
