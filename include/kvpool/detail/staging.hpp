@@ -34,7 +34,7 @@ public:
         if (slab.view.extent(0) < used_ + n) {
             slab_view larger = kk::uninitialized<slab_view>("kvpool::staging", grow(used_ + n));
             if (used_ > 0) std::memcpy(larger.data(), slab.view.data(), used_ * sizeof(index_t));
-            retire(retired_slabs_, std::move(slab.view));
+            retire(std::move(slab.view));
             slab.view = larger;
         }
         if (n > 0) std::memcpy(slab.view.data() + used_, data, n * sizeof(index_t));
@@ -66,12 +66,10 @@ public:
             return slice(offset, n);
         } else {
             Slab& slab = *ring_[current_];
-            if (slab.device.extent(0) < slab.view.extent(0)) {
-                retire(retired_device_, std::move(slab.device));
-                slab.device = kk::uninitialized<device_view>("kvpool::staging_device", slab.view.extent(0));
-            }
-            async_upload(space, slab.device.data() + offset, slab.view.data() + offset, n);
-            return Kokkos::subview(slab.device, std::make_pair(offset, offset + n));
+            slab.device.reserve(space, slab.view.extent(0));
+            const auto device = slab.device.view();
+            async_upload(space, device.data() + offset, slab.view.data() + offset, n);
+            return Kokkos::subview(device, std::make_pair(offset, offset + n));
         }
     }
 
@@ -79,10 +77,9 @@ public:
     static constexpr std::size_t max_slabs = 256;
 
 private:
-    using device_view = kk::View<index_t*, typename ExecutionSpace::memory_space>;
     struct Slab {
         slab_view view;
-        device_view device;
+        DeviceIds<ExecutionSpace> device;
         StreamEvent<ExecutionSpace> done;
     };
     static std::size_t grow(std::size_t need) {
@@ -96,11 +93,10 @@ private:
         return ring;
     }
 
-    // Buffers outgrown are kept until the end: freeing page-locked or device
-    // memory would wait for the whole device.
-    template <class View>
-    static void retire(std::vector<View>& retired, View view) {
-        if (view.data() != nullptr) retired.push_back(std::move(view));
+    // Slabs outgrown are kept until the end: freeing page-locked memory would
+    // wait for the whole device.
+    void retire(slab_view view) {
+        if (view.data() != nullptr) retired_slabs_.push_back(std::move(view));
     }
 
     // Moves to the next slab the GPU no longer reads: the kernels that read the
@@ -124,7 +120,6 @@ private:
 
     std::vector<std::unique_ptr<Slab>> ring_ = initial_ring();
     std::vector<slab_view> retired_slabs_;
-    std::vector<device_view> retired_device_;
     std::size_t current_ = 0;
     std::size_t used_ = 0;
     bool filling_ = false;
