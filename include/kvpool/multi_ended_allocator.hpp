@@ -425,10 +425,10 @@ private:
 
     // Where the move kernel reads its page lists: zero-copy from the staging
     // slab, or from a device copy of them. Measured on an H200 (perf/RESULTS.md):
-    // with 2 MiB pages the device copy halves an eager free and a flush; with
-    // 128 KiB pages the zero-copy lists made an eager free 3x and a serving step
-    // 4x faster. Pages of 1 MiB and up take the device copy.
-    static constexpr index_t device_move_list_min_page_bytes = index_t(1) << 20;
+    // with 512 KiB and 2 MiB pages the device copy halves an eager free and a
+    // flush; with 128 KiB pages the zero-copy lists made an eager free 3x and a
+    // serving step 4x faster. Pages of 256 KiB and up take the device copy.
+    static constexpr index_t device_move_list_min_page_bytes = index_t(256) << 10;
 
     pool_type* pool_;
     detail::AllocatorCore core_;
