@@ -117,9 +117,11 @@ void mamba_free_middle(benchmark::State& state, bool state_slot) {
 void mamba_free_middle_request(benchmark::State& state) { mamba_free_middle(state, false); }
 void mamba_free_middle_slot(benchmark::State& state) { mamba_free_middle(state, true); }
 
-// An urgent flush of both sides moving about the peer's 329 MiB: 13 state
-// slots (325 MiB) from the top of the state band down into the holes left by
-// the 13 lowest, plus the full side's KV over the holes of 13 requests.
+// An urgent flush of both sides moving about the peer's 329 MiB: the KV of the
+// first 13 requests is freed (holes at the base of the full band, which grows
+// up) and the state slots of the last 13 (holes at the base of the state band,
+// which grows down and hands out ascending addresses), so the flush moves 13
+// requests' KV and 13 slots (325 MiB) into them.
 void mamba_lazy_flush(benchmark::State& state) {
     MambaServing s(state.range(0), CompactionMode::lazy);
     double host = 0;
@@ -134,7 +136,7 @@ void mamba_lazy_flush(benchmark::State& state) {
         }
         for (std::size_t r = 0; r < 13; ++r) {
             s.pair.free(s.space, s.requests[r]);
-            s.pair.free_state_slots(s.space, {s.slots[r]});
+            s.pair.free_state_slots(s.space, {s.slots[13 + r]});
         }
         const index_t before = s.pair.full().counters().bytes_moved + s.pair.state().counters().bytes_moved;
         time_call(state, host, [&] {

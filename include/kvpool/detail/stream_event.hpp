@@ -8,6 +8,9 @@
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 #endif
+#if defined(KOKKOS_ENABLE_HIP)
+#include <hip/hip_runtime.h>
+#endif
 
 namespace kvpool::detail {
 
@@ -39,6 +42,29 @@ public:
 
 private:
     cudaEvent_t event_{};
+    bool recorded_ = false;
+};
+#endif
+
+#if defined(KOKKOS_ENABLE_HIP)
+template <>
+class StreamEvent<kk::HIP> {
+public:
+    StreamEvent() { (void)hipEventCreateWithFlags(&event_, hipEventDisableTiming); }
+    ~StreamEvent() { (void)hipEventDestroy(event_); }
+    StreamEvent(const StreamEvent&) = delete;
+    StreamEvent& operator=(const StreamEvent&) = delete;
+    void record(const kk::HIP& space) {
+        (void)hipEventRecord(event_, space.hip_stream());
+        recorded_ = true;
+    }
+    bool is_complete() const { return !recorded_ || hipEventQuery(event_) == hipSuccess; }
+    void wait() {
+        if (recorded_) (void)hipEventSynchronize(event_);
+    }
+
+private:
+    hipEvent_t event_{};
     bool recorded_ = false;
 };
 #endif
