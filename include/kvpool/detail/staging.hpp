@@ -73,10 +73,9 @@ public:
         }
     }
 
-    std::size_t slab_count() const { return ring_.size(); }
+private:
     static constexpr std::size_t max_slabs = 256;
 
-private:
     struct Slab {
         slab_view view;
         DeviceIds<ExecutionSpace> device;
