@@ -219,8 +219,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out) {
     take_physical(num_pages, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
     if (open_window_id_ != 0)
-        undo_log_.push_back(
-            {out.virtual_pages, out.physical_pages, out.drained_holes, out.watermark_before, true});
+        undo_log_.push_back({out, true});
     return true;
 }
 
@@ -266,8 +265,7 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     take_physical(count, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
     if (open_window_id_ != 0)
-        undo_log_.push_back(
-            {out.virtual_pages, out.physical_pages, out.drained_holes, out.watermark_before, false});
+        undo_log_.push_back({out, false});
     return true;
 }
 
@@ -275,13 +273,13 @@ void AllocatorCore::undo_allocation(const PageBinding& binding) {
     if (binding.virtual_pages.empty()) return;
     // An open backup window logged this allocation last: the undo consumes it.
     if (open_window_id_ != 0) undo_log_.pop_back();
-    undo_binding(binding.virtual_pages, binding.physical_pages, binding.drained_holes, binding.watermark_before,
-                 options_.is_id_owner);
+    undo_binding(binding, options_.is_id_owner);
 }
 
-void AllocatorCore::undo_binding(const std::vector<index_t>& virtual_pages,
-                                 const std::vector<index_t>& physical_pages, std::size_t drained_holes,
-                                 index_t watermark_before, bool from_free_list) {
+void AllocatorCore::undo_binding(const PageBinding& binding, bool from_free_list) {
+    const auto& virtual_pages = binding.virtual_pages;
+    const auto& physical_pages = binding.physical_pages;
+    const std::size_t drained_holes = binding.drained_holes;
     for (std::size_t i = 0; i < virtual_pages.size(); ++i) {
         const index_t v = virtual_pages[i], p = physical_pages[i];
         v2p_[v] = unbound;
@@ -292,7 +290,7 @@ void AllocatorCore::undo_binding(const std::vector<index_t>& virtual_pages,
     }
     for (std::size_t i = drained_holes; i-- > 0;) holes_.push_front(physical_pages[i]);
     if (from_free_list) free_virtual_pages_.insert(free_virtual_pages_.begin(), virtual_pages.begin(), virtual_pages.end());
-    watermark_ = watermark_before;
+    watermark_ = binding.watermark_before;
     live_pages_ -= static_cast<index_t>(virtual_pages.size());
 }
 
@@ -647,8 +645,7 @@ void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
     while (undo_log_.size() > snapshot.undo_depth) {
         const UndoRecord r = std::move(undo_log_.back());
         undo_log_.pop_back();
-        undo_binding(r.virtual_pages, r.physical_pages, r.drained_holes, r.watermark_before,
-                     r.virtual_pages_from_free_list);
+        undo_binding(r.binding, r.virtual_pages_from_free_list);
     }
     if (snapshot.opened_window) open_window_id_ = 0;
 }

@@ -328,6 +328,10 @@ private:
     bool allocate_pages(const ExecutionSpace& space, index_t num_pages) {
         if (!core_.alloc_pages(num_pages, binding_)) return false;
         if (!follower_) return true;
+        const auto undo = [&] {
+            core_.undo_allocation(binding_);
+            submit(space);
+        };
         // The follower's lack of room may flush this side; the pages just
         // taken must stay where they are until the follower has answered.
         core_.hold_relocations(true);
@@ -338,15 +342,11 @@ private:
                                                      follower_->binding_);
         } catch (...) {
             core_.hold_relocations(false);
-            core_.undo_allocation(binding_);
-            submit(space);
+            undo();
             throw;
         }
         core_.hold_relocations(false);
-        if (!ok) {
-            core_.undo_allocation(binding_);
-            submit(space);
-        }
+        if (!ok) undo();
         return ok;
     }
 
@@ -406,16 +406,17 @@ private:
         const auto v2p_value = staging_.slice(vv, plan.v2p_value.size());
         const auto p2v_index = staging_.slice(pi, plan.p2v_index.size());
         const auto p2v_value = staging_.slice(pv, plan.p2v_value.size());
+        const auto apply_plan = [&](const auto& src_pages, const auto& dst_pages) {
+            kernels::apply_plan(space, pool_->bytes(), geometry().page_bytes, src_pages, dst_pages, v2p_, v2p_index,
+                                v2p_value, p2v_, p2v_index, p2v_value);
+        };
         if (moves > 0 && !move_ && geometry().page_bytes < device_move_list_min_page_bytes) {
-            kernels::apply_plan(space, pool_->bytes(), geometry().page_bytes, staging_.slice(src, moves),
-                                staging_.slice(dst, moves), v2p_, v2p_index, v2p_value, p2v_, p2v_index, p2v_value);
+            apply_plan(staging_.slice(src, moves), staging_.slice(dst, moves));
         } else if (moves > 0 && !move_) {
             // Sources and destinations staged back to back: one copy to the device.
             const auto move_lists = staging_.device_slice(space, src, 2 * moves);
-            kernels::apply_plan(space, pool_->bytes(), geometry().page_bytes,
-                                Kokkos::subview(move_lists, std::make_pair(std::size_t(0), moves)),
-                                Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)), v2p_, v2p_index,
-                                v2p_value, p2v_, p2v_index, p2v_value);
+            apply_plan(Kokkos::subview(move_lists, std::make_pair(std::size_t(0), moves)),
+                       Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)));
         } else {
             if (moves > 0) move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
             kernels::apply_table_writes(space, v2p_, v2p_index, v2p_value, p2v_, p2v_index, p2v_value);

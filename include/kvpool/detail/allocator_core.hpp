@@ -130,15 +130,11 @@ private:
         std::vector<index_t> pages;
     };
     struct UndoRecord {
-        std::vector<index_t> virtual_pages;
-        std::vector<index_t> physical_pages;
-        std::size_t drained_holes;  // physical_pages[0, drained_holes) came from holes
-        index_t watermark_before;
+        PageBinding binding;
         bool virtual_pages_from_free_list;
     };
 
-    void undo_binding(const std::vector<index_t>& virtual_pages, const std::vector<index_t>& physical_pages,
-                      std::size_t drained_holes, index_t watermark_before, bool from_free_list);
+    void undo_binding(const PageBinding& binding, bool from_free_list);
     index_t available_pages(index_t extra_gap_bytes) const;
     index_t peer_drainable_hole_bytes() const;
     bool ensure_room(index_t num_pages);
