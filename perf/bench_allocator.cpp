@@ -22,33 +22,7 @@ struct Serving {
 
     Serving(index_t ps, CompactionMode mode) : page_size(ps), pool(swa_layout(ps)), pair(pool, mode) {}
 
-    // Admits requests of the given lengths with one alloc_extend.
-    bool admit(const std::vector<index_t>& lengths) {
-        std::vector<index_t> prefix(lengths.size(), 0);
-        index_t total = 0;
-        for (index_t n : lengths) total += n;
-        IndexView out("bench::out", static_cast<std::size_t>(total));
-        if (!pair.alloc_extend(space, prefix, lengths, device_copy_of(std::vector<index_t>(lengths.size(), -1)), out))
-            return false;
-        const auto ids = host_copy(out);
-        std::size_t k = 0;
-        for (index_t n : lengths) {
-            requests.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(k), ids.begin() + static_cast<std::ptrdiff_t>(k + n));
-            k += static_cast<std::size_t>(n);
-        }
-        return true;
-    }
-
-    // Inputs of one decode step over all running requests.
-    void decode_inputs(std::vector<index_t>& seq_lens, IndexView& last_loc) const {
-        seq_lens.clear();
-        std::vector<index_t> last;
-        for (const auto& r : requests) {
-            seq_lens.push_back(static_cast<index_t>(r.size()) + 1);
-            last.push_back(r.back());
-        }
-        last_loc = device_copy_of(last);
-    }
+    bool admit(const std::vector<index_t>& lengths) { return admit_requests(pair, space, lengths, requests); }
 };
 
 void prefill_alloc(benchmark::State& state) {
@@ -79,7 +53,7 @@ void decode_alloc(benchmark::State& state) {
     if (!s.admit(lengths)) return state.SkipWithError("set-up admission failed");
     std::vector<index_t> seq_lens;
     IndexView last_loc;
-    s.decode_inputs(seq_lens, last_loc);
+    decode_inputs(s.requests, seq_lens, last_loc);
     IndexView out("bench::out", 256);
     double host = 0;
     for (auto _ : state) {
@@ -103,7 +77,7 @@ void decode_alloc_behind_busy_device(benchmark::State& state) {
     if (!s.admit(std::vector<index_t>(256, 300))) return state.SkipWithError("set-up admission failed");
     std::vector<index_t> seq_lens;
     IndexView last_loc;
-    s.decode_inputs(seq_lens, last_loc);
+    decode_inputs(s.requests, seq_lens, last_loc);
     IndexView out("bench::out", 256);
     const index_t busy_bytes = index_t(1) << 30;
     Kokkos::View<std::uint8_t*, Space::memory_space> busy("bench::busy", static_cast<std::size_t>(2 * busy_bytes));
@@ -190,7 +164,7 @@ void serving_step(benchmark::State& state) {
     IndexView last_loc;
     double host = 0;
     for (auto _ : state) {
-        s.decode_inputs(seq_lens, last_loc);
+        decode_inputs(s.requests, seq_lens, last_loc);
         IndexView out("bench::out", s.requests.size());
         std::vector<std::vector<index_t>> finished(s.requests.begin(), s.requests.begin() + 4);
         bool ok = true;

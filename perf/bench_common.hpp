@@ -52,6 +52,39 @@ inline IndexView device_copy_of(const std::vector<index_t>& host) {
     return view;
 }
 
+// Admits fresh requests of the given lengths with one alloc_extend: appends
+// each request's virtual token ids to requests, or returns false (no room).
+template <class Pair>
+bool admit_requests(Pair& pair, const Space& space, const std::vector<index_t>& lengths,
+                    std::vector<std::vector<index_t>>& requests) {
+    index_t total = 0;
+    for (index_t n : lengths) total += n;
+    IndexView out("bench::out", static_cast<std::size_t>(total));
+    if (!pair.alloc_extend(space, std::vector<index_t>(lengths.size(), 0), lengths,
+                           device_copy_of(std::vector<index_t>(lengths.size(), -1)), out))
+        return false;
+    const auto ids = host_copy(out);
+    auto first = ids.begin();
+    for (index_t n : lengths) {
+        requests.emplace_back(first, first + static_cast<std::ptrdiff_t>(n));
+        first += static_cast<std::ptrdiff_t>(n);
+    }
+    return true;
+}
+
+// Inputs of one decode step over the requests: lengths counting the new token,
+// and each request's last token id (on the device).
+inline void decode_inputs(const std::vector<std::vector<index_t>>& requests, std::vector<index_t>& seq_lens,
+                          IndexView& last_loc) {
+    seq_lens.clear();
+    std::vector<index_t> last;
+    for (const auto& r : requests) {
+        seq_lens.push_back(static_cast<index_t>(r.size()) + 1);
+        last.push_back(r.back());
+    }
+    last_loc = device_copy_of(last);
+}
+
 using clock = std::chrono::steady_clock;
 inline double seconds_since(clock::time_point start) {
     return std::chrono::duration<double>(clock::now() - start).count();

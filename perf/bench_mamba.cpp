@@ -39,24 +39,15 @@ struct MambaServing {
 
     MambaServing(index_t ps, CompactionMode mode) : page_size(ps), pool(mamba_layout(ps)), pair(pool, mode) {}
 
+    // Requests with their KV (one alloc_extend) and one state slot each.
     bool admit(const std::vector<index_t>& lengths) {
-        const std::vector<index_t> prefix(lengths.size(), 0);
-        index_t total = 0;
-        for (index_t n : lengths) total += n;
-        IndexView out("bench::out", static_cast<std::size_t>(total));
-        if (!pair.alloc_extend(space, prefix, lengths, device_copy_of(std::vector<index_t>(lengths.size(), -1)), out))
-            return false;
+        std::vector<std::vector<index_t>> admitted;
+        if (!admit_requests(pair, space, lengths, admitted)) return false;
         const auto new_slots = pair.alloc_state_slots(space, static_cast<index_t>(lengths.size()));
         if (!new_slots) return false;
-        const auto ids = host_copy(out);
         const auto slot_ids = host_copy(*new_slots);
-        std::size_t k = 0;
-        for (std::size_t r = 0; r < lengths.size(); ++r) {
-            requests.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(k),
-                                  ids.begin() + static_cast<std::ptrdiff_t>(k + lengths[r]));
-            slots.push_back(slot_ids[r]);
-            k += static_cast<std::size_t>(lengths[r]);
-        }
+        requests.insert(requests.end(), admitted.begin(), admitted.end());
+        slots.insert(slots.end(), slot_ids.begin(), slot_ids.end());
         return true;
     }
 };
@@ -67,12 +58,9 @@ void mamba_decode_alloc(benchmark::State& state) {
     std::vector<index_t> lengths;
     for (int r = 0; r < 256; ++r) lengths.push_back(100 + static_cast<index_t>(rng() % 900));
     if (!s.admit(lengths)) return state.SkipWithError("set-up admission failed");
-    std::vector<index_t> seq_lens, last;
-    for (const auto& r : s.requests) {
-        seq_lens.push_back(static_cast<index_t>(r.size()) + 1);
-        last.push_back(r.back());
-    }
-    const IndexView last_loc = device_copy_of(last);
+    std::vector<index_t> seq_lens;
+    IndexView last_loc;
+    decode_inputs(s.requests, seq_lens, last_loc);
     IndexView out("bench::out", 256);
     double host = 0;
     for (auto _ : state) {
