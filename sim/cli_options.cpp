@@ -255,6 +255,10 @@ Columns of the table:
   retractions             requests retracted because decode ran out of memory
   moved per step          pages, and MiB in the model's real bytes, moved by compaction
   alloc us per step       wall time spent inside allocator calls per step, measured
+A workload with phases (shift, or a trace with a phase column) adds a per-phase table: each
+policy, and the fixed split best for that phase alone, on the phase's own requests (completed,
+retractions) over its share of the simulated time (each step's time split by what the requests
+of each phase cost in it; idle time to the phase awaited).
 
 Trace files (one request per line; blank lines and lines starting with # are skipped):
   CSV:   arrival_s,prompt_tokens,output_tokens     (header optional, columns in any order,

@@ -1,7 +1,6 @@
 // Workload phases: the shift workload's mixes, phases from a trace's phase
 // column and from --phases, and how the scheduler accounts a run per phase.
 #include "cli_options.hpp"
-#include "input_error.hpp"
 #include "scheduler.hpp"
 #include "sim_test_support.hpp"
 #include "trace_reader.hpp"
@@ -56,12 +55,7 @@ double mean_gap(const std::vector<RequestSpec>& requests) {
 }
 
 std::string trace_error(const std::string& text, TraceFormat format) {
-    try {
-        parse_trace(text, "t", format);
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "no error";
+    return input_error_of([&] { parse_trace(text, "t", format); });
 }
 
 } // namespace
@@ -122,7 +116,7 @@ TEST_CASE("a built-in workload without phases has one holding every request", "[
     }
 }
 
-TEST_CASE("--phases gives the shift's phases; bad ones are named", "[sim][phases]") {
+TEST_CASE("the option --phases gives the shift's phases; bad ones are named", "[sim][phases]") {
     const CliOptions o =
         parse_cli({"--workload", "shift", "--phases", "documents:7@2.5, chat:30,long-context:4"});
     REQUIRE(o.phases.has_value());
@@ -137,13 +131,8 @@ TEST_CASE("--phases gives the shift's phases; bad ones are named", "[sim][phases
     CHECK(w.requests.size() == 41);
     check_partition(w);
 
-    const auto error_of = [](std::vector<std::string> args) {
-        try {
-            parse_cli(args);
-        } catch (const InputError& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
+    const auto error_of = [](const std::vector<std::string>& args) {
+        return input_error_of([&] { parse_cli(args); });
     };
     CHECK_THAT(error_of({"--workload", "shift", "--phases", "chat:0"}),
                ContainsSubstring("--phases 'chat:0': expected a whole number from 1"));
