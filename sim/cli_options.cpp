@@ -57,6 +57,34 @@ StepTimeModel parse_step_time(const std::string& option, const std::string& text
     return m;
 }
 
+// MIX:REQUESTS[@RATE],... e.g. chat:600,documents:120@5,chat:600.
+std::vector<PhaseSpec> parse_phases(const std::string& option, const std::string& text) {
+    std::vector<PhaseSpec> phases;
+    for (const std::string& item : split_commas(text)) {
+        const std::string where = fmt::format("{} '{}'", option, item);
+        const auto colon = item.find(':');
+        if (colon == std::string::npos)
+            throw InputError(fmt::format(
+                "{}: expected MIX:REQUESTS[@RATE] (e.g. chat:600 or documents:120@5) in '{}'",
+                where, text));
+        const auto kind = mix_from_name(item.substr(0, colon));
+        if (!kind)
+            throw InputError(
+                fmt::format("{}: unknown mix '{}' (expected chat, long-context or documents)",
+                            where, item.substr(0, colon)));
+        const auto at = item.find('@', colon);
+        PhaseSpec phase{*kind, 0, default_arrival_rate(*kind)};
+        phase.requests = parse_whole(where, item.substr(colon + 1, at - colon - 1), 1, 10'000'000);
+        if (at != std::string::npos)
+            phase.arrival_rate = parse_real(where, item.substr(at + 1), 1e-6, 1e9);
+        phases.push_back(phase);
+    }
+    if (phases.size() > max_phases)
+        throw InputError(
+            fmt::format("{}: at most {} phases, got {}", option, max_phases, phases.size()));
+    return phases;
+}
+
 } // namespace
 
 CliOptions parse_cli(const std::vector<std::string>& args) {
@@ -95,6 +123,8 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
             o.page_size = static_cast<index_t>(parse_whole(option, value(), 1, 4096));
         } else if (option == "--workload") {
             o.workload = value();
+        } else if (option == "--phases") {
+            o.phases = parse_phases(option, value());
         } else if (option == "--requests") {
             o.requests = parse_whole(option, value(), 1, 10'000'000);
         } else if (option == "--rate") {
@@ -137,6 +167,12 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
         throw InputError("--json - and --csv - both ask for stdout: send one of them to a file");
     if (o.plot_path && *o.plot_path == "-")
         throw InputError("--plot needs a file name, not '-'");
+    if (o.phases && o.workload != "shift")
+        throw InputError(
+            fmt::format("--phases gives the phases of --workload shift, not of '{}'", o.workload));
+    if (o.workload == "shift" && (o.requests || o.rate))
+        throw InputError("--requests and --rate shape the default and long-context workloads; the "
+                         "shift workload's phases give their own (--phases)");
     return o;
 }
 
@@ -168,13 +204,19 @@ Model and memory:
   --page-size N           tokens per KV page (default 16)
 
 Workload:
-  --workload default|long-context|FILE
+  --workload default|long-context|shift|FILE
                           default: synthetic chat mix, log-normal prompt and output lengths,
                             Poisson arrivals fast enough that memory is the limit
                           long-context: the same with one request in six a long document
+                          shift: phases with different mixes in one run (--phases), reported
+                            per phase as well as overall
                           FILE: a trace, .csv or .jsonl (format below)
-  --requests N            requests of a built-in workload (default 1500; long-context 600)
+  --requests N            requests of default or long-context (default 1500; long-context 600)
   --rate R                their arrivals per simulated second (default 50; long-context 10)
+  --phases MIX:N[@R],...  the phases of shift, in order: a mix (chat, long-context or
+                          documents: every request a long document), its requests and their
+                          arrivals per second (default rates 50, 10, 5)
+                          (default chat:600,documents:120,chat:600)
   --seed S                their random seed (default 1: every run sees the same requests)
 
 Scheduler model:
@@ -213,12 +255,18 @@ Columns of the table:
   retractions             requests retracted because decode ran out of memory
   moved per step          pages, and MiB in the model's real bytes, moved by compaction
   alloc us per step       wall time spent inside allocator calls per step, measured
+A workload with phases (shift, or a trace with a phase column) adds a per-phase table: each
+policy, and the fixed split best for that phase alone, on the phase's own requests (completed,
+retractions) over its share of the simulated time (each step's time split by what the requests
+of each phase cost in it; idle time to the phase awaited).
 
 Trace files (one request per line; blank lines and lines starting with # are skipped):
   CSV:   arrival_s,prompt_tokens,output_tokens     (header optional, columns in any order,
                                                    other columns ignored)
          0.00,812,64
   JSONL: {{"arrival_s": 0.0, "prompt_tokens": 812, "output_tokens": 64}}
+  An optional column (or member) phase labels each request's phase, e.g. chat or documents:
+  consecutive requests in arrival order with one label form a phase, reported apart.
 
 Model files (key = value, # comments; see sim/models/*.conf):
 {keys}

@@ -3,6 +3,7 @@
 
 #include "scheduler.hpp"
 #include "sim_backend.hpp"
+#include "workload.hpp"
 
 #include <optional>
 #include <string>
@@ -14,7 +15,8 @@ struct CliOptions {
     std::string model = "gemma3-27b";
     std::optional<std::string> memory; // as given; the model's kv_memory otherwise
     index_t page_size = 16;
-    std::string workload = "default"; // default, long-context, or a trace file
+    std::string workload = "default";             // default, long-context, shift, or a trace file
+    std::optional<std::vector<PhaseSpec>> phases; // of the shift workload
     std::optional<std::size_t> requests;
     std::optional<double> rate;
     std::optional<std::uint64_t> seed;

@@ -24,6 +24,11 @@ bool better_run(const RunResult& a, const RunResult& b) {
            std::make_tuple(b.completed, b.completed_per_second(), b.mean_running());
 }
 
+bool better_phase(const PhaseResult& a, const PhaseResult& b) {
+    return std::make_tuple(b.aborted, a.completed_per_second(), a.mean_running()) >
+           std::make_tuple(a.aborted, b.completed_per_second(), b.mean_running());
+}
+
 std::vector<double> sweep_fractions(const ModelConfig& model, std::size_t points) {
     const double engine_default =
         full_fraction_from_engine_ratio(model, engine_ratio(model).default_value);
@@ -102,6 +107,12 @@ ExperimentResult run_experiment(const ExperimentConfig& config, const Workload& 
             drop_timeline(i);
         }
     }
+    out.phase_oracles.assign(out.sweep.front().result.phases.size(), 0);
+    for (std::size_t p = 0; p < out.phase_oracles.size(); ++p)
+        for (std::size_t i = 1; i < out.sweep.size(); ++i)
+            if (better_phase(out.sweep[i].result.phases[p],
+                             out.sweep[out.phase_oracles[p]].result.phases[p]))
+                out.phase_oracles[p] = i;
     observer.all_done();
     return out;
 }

@@ -1,7 +1,9 @@
 // One comparison: the workload replayed under every policy on the same model
 // and memory. The fixed splits are swept over the full side's share of the
 // bytes; the engine's default ratio is one of the points, and the oracle is
-// the best point (what a user could at best have tuned by hand).
+// the best point (what a user could at best have tuned by hand). For a
+// workload with phases, the same sweep also names the best point of each
+// phase alone: no single split need be right for every phase.
 #pragma once
 
 #include "pool_plan.hpp"
@@ -32,9 +34,10 @@ struct PolicyRun {
 struct ExperimentResult {
     PolicyRun unified_eager;
     PolicyRun unified_lazy;
-    std::vector<PolicyRun> sweep;   // fixed splits, by increasing full share
-    std::size_t engine_default = 0; // index into sweep
-    std::size_t oracle = 0;         // index into sweep
+    std::vector<PolicyRun> sweep;           // fixed splits, by increasing full share
+    std::size_t engine_default = 0;         // index into sweep
+    std::size_t oracle = 0;                 // index into sweep
+    std::vector<std::size_t> phase_oracles; // per phase of the workload, index into sweep
     index_t byte_scale = 1;
 
     // The four rows of the comparison: unified eager, unified lazy, fixed at the
@@ -59,6 +62,11 @@ SchedulerConfig scheduler_config_for(const ModelConfig& model, SchedulerConfig b
 // The oracle's order: more requests completed, then more per simulated
 // second, then more running on average.
 bool better_run(const RunResult& a, const RunResult& b);
+
+// The order for one phase, whose share of the time differs between runs:
+// fewer of its requests aborted, then more completed per second of its share,
+// then more running on average.
+bool better_phase(const PhaseResult& a, const PhaseResult& b);
 
 // The full-side shares of the bytes the sweep runs: `points` evenly spaced
 // ones and the engine default's, ascending.

@@ -29,10 +29,14 @@ public:
                 const std::size_t begin = pos_;
                 const bool number =
                     peek() == '-' || std::isdigit(static_cast<unsigned char>(peek()));
-                value();
+                const bool is_string = peek() == '"';
+                const std::string characters = is_string ? string() : std::string();
+                if (!is_string)
+                    value();
                 if (members.count(key))
                     fail(fmt::format("member \"{}\" given twice", key), begin);
-                members[key] = JsonMember{number, s_.substr(begin, pos_ - begin)};
+                members[key] =
+                    JsonMember{number, is_string, s_.substr(begin, pos_ - begin), characters};
                 skip_space();
                 if (peek() == ',') {
                     ++pos_;

@@ -10,7 +10,9 @@ namespace kvpool::sim {
 
 struct JsonMember {
     bool is_number = false;
-    std::string text; // the number as written, or the raw value otherwise
+    bool is_string = false;
+    std::string text;         // the number as written, or the raw value otherwise
+    std::string string_value; // a string's characters (a backslash keeps the one after it)
 };
 
 // Thrown with a message naming the column of the problem.

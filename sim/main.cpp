@@ -38,6 +38,9 @@ Workload make_workload(const CliOptions& options) {
             synthetic.seed = *options.seed;
         return synthetic_workload(synthetic);
     }
+    if (options.workload == "shift")
+        return shift_workload(options.phases.value_or(default_shift_phases()),
+                              options.seed.value_or(1));
     if (options.requests || options.rate || options.seed)
         throw InputError(fmt::format(
             "--requests, --rate and --seed shape the built-in workloads; '{}' is a trace "

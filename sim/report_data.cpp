@@ -2,7 +2,9 @@
 #include "report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -36,20 +38,43 @@ std::string json_string(const std::string& s) {
     return out + "\"";
 }
 
-// The metrics of one run, as (name, JSON value) pairs; CSV uses the same names.
-std::vector<std::pair<const char*, std::string>> metrics(const RunResult& r) {
-    const auto num = [](double v) { return fmt::format("{}", v); };
-    const auto whole = [](auto v) { return fmt::format("{}", v); };
+using Metrics = std::vector<std::pair<const char*, std::string>>;
+
+std::string num(double v) {
+    return fmt::format("{}", v);
+}
+
+template <class Whole> std::string whole(Whole v) {
+    return fmt::format("{}", v);
+}
+
+// What a run and each of its phases report.
+Metrics span_metrics(const SpanTotals& r) {
     return {
-        {"requests", whole(r.requests)},
         {"completed", whole(r.completed)},
         {"aborted", whole(r.aborted)},
         {"completed_per_second", num(r.completed_per_second())},
         {"mean_running", num(r.mean_running())},
         {"peak_running", whole(r.peak_running)},
         {"retractions", whole(r.retractions)},
-        {"steps", whole(r.steps)},
         {"sim_seconds", num(r.sim_seconds)},
+    };
+}
+
+Metrics phase_metrics(const PhaseResult& r) {
+    Metrics out = span_metrics(r);
+    out.emplace_back("first_admitted_s", num(r.first_admitted_s));
+    out.emplace_back("last_finished_s", num(r.last_finished_s));
+    return out;
+}
+
+// The metrics of one run, as (name, JSON value) pairs; CSV uses the same names.
+Metrics metrics(const RunResult& r) {
+    Metrics out{{"requests", whole(r.requests)}};
+    const Metrics span = span_metrics(r);
+    out.insert(out.end(), span.begin(), span.end());
+    const Metrics rest{
+        {"steps", whole(r.steps)},
         {"pages_moved", whole(r.pool.pages_moved)},
         {"bytes_moved", num(r.pool.bytes_moved)},
         {"pages_moved_per_step", num(r.per_step(static_cast<double>(r.pool.pages_moved)))},
@@ -66,6 +91,8 @@ std::vector<std::pair<const char*, std::string>> metrics(const RunResult& r) {
         {"aborted_tokens", whole(r.aborted_tokens)},
         {"wall_seconds", num(r.wall_seconds)},
     };
+    out.insert(out.end(), rest.begin(), rest.end());
+    return out;
 }
 
 std::string policy_kind(PolicyKind kind) {
@@ -80,8 +107,31 @@ std::string policy_kind(PolicyKind kind) {
     return "fixed_split";
 }
 
-std::string json_run(const ModelConfig& model, const PolicyRun& run, const std::string& indent,
+// A CSV field, quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\r\n") == std::string::npos)
+        return s;
+    std::string out = "\"";
+    for (char c : s)
+        out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+std::string json_phases(const Workload& workload, const RunResult& r) {
+    std::string out = ", \"phases\": [";
+    for (std::size_t p = 0; p < r.phases.size(); ++p) {
+        out += fmt::format("{}{{\"phase\": {}, \"name\": {}", p ? ", " : "", p + 1,
+                           json_string(workload.phases[p].name));
+        for (const auto& [name, value] : phase_metrics(r.phases[p]))
+            out += fmt::format(", \"{}\": {}", name, value);
+        out += "}";
+    }
+    return out + "]";
+}
+
+std::string json_run(const ReportContext& context, const PolicyRun& run, const std::string& indent,
                      const char* role = nullptr) {
+    const ModelConfig& model = context.model;
     std::string out = indent + "{";
     if (role)
         out += fmt::format("\"role\": {}, ", json_string(role));
@@ -94,7 +144,21 @@ std::string json_run(const ModelConfig& model, const PolicyRun& run, const std::
         out += "\"full_fraction\": null, \"engine_ratio\": null";
     for (const auto& [name, value] : metrics(run.result))
         out += fmt::format(", \"{}\": {}", name, value);
-    return out + "}";
+    return out + json_phases(context.workload, run.result) + "}";
+}
+
+std::string json_workload(const Workload& w) {
+    std::string phases;
+    for (std::size_t p = 0; p < w.phases.size(); ++p)
+        phases += fmt::format("{}{{\"phase\": {}, \"name\": {}, \"description\": {}, "
+                              "\"first_request\": {}, \"requests\": {}}}",
+                              p ? ", " : "", p + 1, json_string(w.phases[p].name),
+                              json_string(w.phases[p].description), w.phases[p].first_request,
+                              w.phases[p].requests);
+    return fmt::format("{{\"name\": {}, \"description\": {}, \"requests\": {}, "
+                       "\"total_tokens\": {}, \"phases\": [{}]}}",
+                       json_string(w.name), json_string(w.description), w.requests.size(),
+                       total_tokens(w.requests), phases);
 }
 
 } // namespace
@@ -120,11 +184,7 @@ std::string json_report(const ReportContext& context, const ExperimentResult& re
                        "\"backend\": {},\n",
                        context.geometry.memory_bytes, context.geometry.page_size, result.byte_scale,
                        json_string(context.backend));
-    out +=
-        fmt::format("  \"workload\": {{\"name\": {}, \"description\": {}, \"requests\": {}, "
-                    "\"total_tokens\": {}}},\n",
-                    json_string(context.workload.name), json_string(context.workload.description),
-                    context.workload.requests.size(), total_tokens(context.workload.requests));
+    out += fmt::format("  \"workload\": {},\n", json_workload(context.workload));
     out += fmt::format("  \"scheduler\": {{\"decode_reserve\": {}, \"max_prefill_tokens\": {}, "
                        "\"step_overhead_s\": {}, "
                        "\"step_per_prefill_token_s\": {}, \"step_per_decode_token_s\": {}}},\n",
@@ -134,38 +194,72 @@ std::string json_report(const ReportContext& context, const ExperimentResult& re
     out += "  \"compared\": [\n";
     const auto rows = result.compared();
     for (std::size_t i = 0; i < rows.size(); ++i)
-        out +=
-            json_run(m, *rows[i], "    ", compared_role(i)) + (i + 1 < rows.size() ? ",\n" : "\n");
+        out += json_run(context, *rows[i], "    ", compared_role(i)) +
+               (i + 1 < rows.size() ? ",\n" : "\n");
     out += "  ],\n  \"sweep\": [\n";
     for (std::size_t i = 0; i < result.sweep.size(); ++i)
-        out += json_run(m, result.sweep[i], "    ") + (i + 1 < result.sweep.size() ? ",\n" : "\n");
+        out += json_run(context, result.sweep[i], "    ") +
+               (i + 1 < result.sweep.size() ? ",\n" : "\n");
     out += fmt::format("  ],\n  \"engine_default_index\": {},\n  \"oracle_index\": {},\n  "
-                       "\"wall_seconds\": {}\n}}\n",
-                       result.engine_default, result.oracle, context.wall_seconds);
+                       "\"phase_oracle_indices\": [{}],\n  \"wall_seconds\": {}\n}}\n",
+                       result.engine_default, result.oracle, fmt::join(result.phase_oracles, ", "),
+                       context.wall_seconds);
     return out;
 }
 
+// One row per run (phase "all"), then, for a workload with phases, one row per
+// run and phase; a cell a row's kind has no metric for is left empty.
 std::string csv_report(const ReportContext& context, const ExperimentResult& result) {
-    std::string out = "role,policy,full_fraction,engine_ratio";
-    for (const auto& [name, value] : metrics(RunResult{}))
+    std::string out = "role,policy,full_fraction,engine_ratio,phase,phase_name";
+    Metrics columns = metrics(RunResult{});
+    for (const auto& phase_only : phase_metrics(PhaseResult{}))
+        if (std::none_of(columns.begin(), columns.end(),
+                         [&](const auto& c) { return c.first == phase_only.first; }))
+            columns.push_back(phase_only);
+    for (const auto& [name, value] : columns)
         out += fmt::format(",{}", name);
     out += "\n";
-    const auto row = [&](const char* role, const PolicyRun& run) {
+    const auto metric_cells = [&](const Metrics& values) {
+        for (const auto& column : columns) {
+            const auto v = std::find_if(values.begin(), values.end(), [&](const auto& m) {
+                return std::string(m.first) == column.first;
+            });
+            out += "," + (v == values.end() ? std::string() : v->second);
+        }
+        out += "\n";
+    };
+    const auto policy_cells = [&](const char* role, const PolicyRun& run) {
         const bool fixed = run.policy.kind == PolicyKind::fixed_split;
         out += fmt::format("{},{},{},{}", role, policy_kind(run.policy.kind),
                            fixed ? fmt::format("{}", run.policy.full_fraction) : std::string(),
                            fixed ? fmt::format("{}", engine_ratio_from_full_fraction(
                                                          context.model, run.policy.full_fraction))
                                  : std::string());
-        for (const auto& [name, value] : metrics(run.result))
-            out += "," + value;
-        out += "\n";
+    };
+    const auto run_row = [&](const char* role, const PolicyRun& run) {
+        policy_cells(role, run);
+        out += ",all,";
+        metric_cells(metrics(run.result));
+    };
+    const auto phase_row = [&](const char* role, const PolicyRun& run, std::size_t p) {
+        policy_cells(role, run);
+        out += fmt::format(",{},{}", p + 1, csv_field(context.workload.phases[p].name));
+        metric_cells(phase_metrics(run.result.phases[p]));
     };
     const auto rows = result.compared();
     for (std::size_t i = 0; i < rows.size(); ++i)
-        row(compared_role(i), *rows[i]);
+        run_row(compared_role(i), *rows[i]);
     for (const auto& run : result.sweep)
-        row("sweep", run);
+        run_row("sweep", run);
+    if (context.workload.phases.size() <= 1)
+        return out;
+    for (std::size_t p = 0; p < context.workload.phases.size(); ++p) {
+        for (std::size_t i = 0; i < rows.size(); ++i)
+            phase_row(compared_role(i), *rows[i], p);
+        phase_row("fixed_phase_oracle", result.sweep[result.phase_oracles[p]], p);
+        for (const auto& run : result.sweep)
+            phase_row("sweep", run, p);
+    }
     return out;
 }
 

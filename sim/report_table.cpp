@@ -1,44 +1,18 @@
 #include "byte_size.hpp"
 #include "report.hpp"
+#include "report_cells.hpp"
+#include "report_phases.hpp"
 #include "text_table.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 
 namespace kvpool::sim {
 
 namespace {
 
 constexpr double mib = 1024.0 * 1024.0;
-
-std::string relative(double value, double base) {
-    if (base <= 0.0)
-        return "n/a";
-    const double percent = (value / base - 1.0) * 100.0;
-    // "+0%", not "-0%", for a difference that rounds away.
-    return std::abs(percent) < 0.5 ? "+0%" : fmt::format("{:+.0f}%", percent);
-}
-
-std::string split_cell(const ModelConfig& model, const Policy& policy) {
-    if (policy.kind != PolicyKind::fixed_split)
-        return "adaptive";
-    return fmt::format("{:.2f} ({:.0f}% full)",
-                       engine_ratio_from_full_fraction(model, policy.full_fraction),
-                       policy.full_fraction * 100.0);
-}
-
-std::string row_label(std::size_t row, const ExperimentResult& result) {
-    switch (row) {
-    case 2:
-        return "fixed split, engine default";
-    case 3:
-        return fmt::format("fixed split, oracle (best of {})", result.sweep.size());
-    default:
-        return result.compared()[row]->name;
-    }
-}
 
 std::string model_line(const ModelConfig& model, const PoolGeometry& geometry) {
     const auto bytes = [](index_t b) { return format_bytes(static_cast<double>(b)); };
@@ -71,7 +45,7 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
     const double default_rate = rows[2]->result.completed_per_second();
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const RunResult& r = rows[i]->result;
-        table.add_row({row_label(i, result), split_cell(model, rows[i]->policy),
+        table.add_row({compared_label(i, result), split_cell(model, rows[i]->policy),
                        fmt::format("{:.1f}", r.mean_running()), fmt::format("{}", r.peak_running),
                        r.aborted == 0 ? fmt::format("{}", r.completed)
                                       : fmt::format("{}/{}", r.completed, r.requests),
@@ -83,6 +57,7 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
                        fmt::format("{:.1f}", r.per_step(r.pool.allocator_seconds) * 1e6)});
     }
     out += table.render();
+    out += phase_table(context, result);
 
     const EngineRatio ratio = engine_ratio(model);
     out += fmt::format(
@@ -101,6 +76,7 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
         "second, {} running requests on average.\n",
         result.sweep.size(), relative(lazy.completed_per_second(), oracle.completed_per_second()),
         relative(lazy.mean_running(), oracle.mean_running()));
+    out += phase_notes(context, result);
     const auto incomplete =
         std::count_if(result.sweep.begin(), result.sweep.end(),
                       [](const PolicyRun& run) { return run.result.aborted > 0; });

@@ -10,6 +10,11 @@ Scheduler::Scheduler(SimPool& pool, const std::vector<RequestSpec>& requests,
     : pool_(pool), requests_(requests), config_(config), generated_(requests.size(), 0),
       recompute_(requests.size(), false) {
     result_.requests = requests.size();
+    std::size_t phases = 1;
+    for (const RequestSpec& r : requests)
+        phases = std::max(phases, r.phase + 1);
+    result_.phases.resize(phases);
+    step_work_.resize(phases);
 }
 
 double Scheduler::progress() const {
@@ -23,7 +28,9 @@ void Scheduler::step() {
     if (running_.empty() && waiting_.empty()) {
         result_.timeline.push_back({now_, 0});
         pool_.idle_point();
-        now_ = requests_[next_arrival_].arrival_s;
+        const double arrival = requests_[next_arrival_].arrival_s;
+        phase_of(next_arrival_).sim_seconds += arrival - now_;
+        now_ = arrival;
         return;
     }
     const std::size_t decoding = running_.size(); // admitted in earlier steps
@@ -36,6 +43,7 @@ void Scheduler::step() {
     result_.running_request_seconds += static_cast<double>(active) * dt;
     result_.peak_running = std::max(result_.peak_running, active);
     ++result_.steps;
+    share_step_time(dt, active);
     now_ += dt;
 
     release_finished_and_old_window_pages();
@@ -67,10 +75,15 @@ index_t Scheduler::admit() {
             if (!alone)
                 break;
             waiting_.pop_front();
-            abort(kv);
+            enter_phase_of(r);
+            abort(r, kv);
             continue;
         }
         waiting_.pop_front();
+        enter_phase_of(r);
+        PhaseStepWork& work = step_work_[requests_[r].phase];
+        work.prefill_tokens += tokens;
+        ++work.requests;
         prefilled += tokens;
         result_.prefill_tokens += tokens;
         if (recompute_[r])
@@ -119,8 +132,12 @@ index_t Scheduler::decode(std::size_t decoding) {
         for (std::size_t i = 0; i < decoding; ++i)
             batch.push_back(&running_[i].kv);
         if (pool_.decode(batch)) {
-            for (std::size_t i = 0; i < decoding; ++i)
+            for (std::size_t i = 0; i < decoding; ++i) {
                 ++generated_[running_[i].request];
+                PhaseStepWork& work = step_work_[requests_[running_[i].request].phase];
+                ++work.decode_tokens;
+                ++work.requests;
+            }
             result_.decode_tokens += static_cast<index_t>(decoding);
             return static_cast<index_t>(decoding);
         }
@@ -128,7 +145,7 @@ index_t Scheduler::decode(std::size_t decoding) {
             // Nothing else holds memory: this request can never finish here.
             Running last = std::move(running_.back());
             running_.pop_back();
-            abort(last.kv);
+            abort(last.request, last.kv);
             return 0;
         }
         retract_newest();
@@ -142,6 +159,7 @@ void Scheduler::retract_newest() {
     running_.pop_back();
     result_.retracted_tokens += newest.kv.tokens;
     ++result_.retractions;
+    ++phase_of(newest.request).retractions;
     pool_.release(newest.kv);
     requeue(newest.request);
 }
@@ -151,12 +169,44 @@ void Scheduler::requeue(std::size_t request) {
     waiting_.insert(std::lower_bound(waiting_.begin(), waiting_.end(), request), request);
 }
 
-void Scheduler::abort(RequestKv& kv) {
+void Scheduler::abort(std::size_t request, RequestKv& kv) {
     result_.aborted_tokens += kv.tokens;
     if (kv.tokens > 0)
         pool_.release(kv);
     ++result_.aborted;
+    ++phase_of(request).aborted;
+    phase_of(request).last_finished_s = now_;
     ++finished_;
+}
+
+void Scheduler::enter_phase_of(std::size_t request) {
+    for (; phases_entered_ <= requests_[request].phase; ++phases_entered_)
+        result_.phases[phases_entered_].first_admitted_s = now_;
+}
+
+// Each phase gets the time of its requests' tokens and its head-count share of
+// the step overhead; a step in which no request prefilled or decoded (only
+// aborts) goes to the latest phase admitted.
+void Scheduler::share_step_time(double step_seconds, index_t active) {
+    index_t requests = 0;
+    for (const PhaseStepWork& work : step_work_)
+        requests += work.requests;
+    const std::size_t latest = std::max<std::size_t>(phases_entered_, 1) - 1;
+    for (std::size_t p = 0; p < step_work_.size(); ++p) {
+        PhaseStepWork& work = step_work_[p];
+        const double share =
+            requests == 0 ? (p == latest ? step_seconds : 0.0)
+                          : config_.step_time.share_seconds(
+                                static_cast<double>(work.requests) / static_cast<double>(requests),
+                                work.prefill_tokens, work.decode_tokens);
+        work = PhaseStepWork{};
+        if (share == 0.0)
+            continue;
+        PhaseResult& phase = result_.phases[p];
+        phase.sim_seconds += share;
+        phase.running_request_seconds += static_cast<double>(active) * share;
+        phase.peak_running = std::max(phase.peak_running, active);
+    }
 }
 
 void Scheduler::release_finished_and_old_window_pages() {
@@ -169,6 +219,8 @@ void Scheduler::release_finished_and_old_window_pages() {
             result_.completed_tokens += run.kv.tokens;
             pool_.release(run.kv);
             ++result_.completed;
+            ++phase_of(run.request).completed;
+            phase_of(run.request).last_finished_s = now_;
             ++finished_;
             continue;
         }

@@ -11,7 +11,8 @@
 //  - A request that cannot run even alone in the pool is aborted.
 //  - Finished requests are released; for sliding-window models, the
 //    sliding-window copy of pages that left the window is released.
-// Simulated time advances by the step-time model.
+// Simulated time advances by the step-time model. The run is also accounted
+// per phase of the workload (run_result.hpp says how time is shared out).
 #pragma once
 
 #include "run_result.hpp"
@@ -60,10 +61,20 @@ private:
     PoolDemand demand_of(std::size_t request, index_t prefill_tokens) const;
     index_t decode(std::size_t decoding);
     void retract_newest();
-    void abort(RequestKv& kv);
+    void abort(std::size_t request, RequestKv& kv);
     void requeue(std::size_t request);
     void release_finished_and_old_window_pages();
     index_t window_growth(std::size_t request, index_t tokens) const;
+    void enter_phase_of(std::size_t request);
+    void share_step_time(double step_seconds, index_t active);
+    PhaseResult& phase_of(std::size_t request) { return result_.phases[requests_[request].phase]; }
+
+    // What a phase's requests did in the current step.
+    struct PhaseStepWork {
+        index_t prefill_tokens = 0;
+        index_t decode_tokens = 0;
+        index_t requests = 0; // that prefilled or decoded
+    };
 
     SimPool& pool_;
     const std::vector<RequestSpec>& requests_;
@@ -75,6 +86,8 @@ private:
     std::size_t next_arrival_ = 0;
     std::size_t finished_ = 0;
     double now_ = 0.0;
+    std::size_t phases_entered_ = 0;       // phases whose first request was admitted (or aborted)
+    std::vector<PhaseStepWork> step_work_; // per phase, this step
     RunResult result_;
 };
 

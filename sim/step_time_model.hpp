@@ -14,7 +14,14 @@ struct StepTimeModel {
     double per_decode_token_s = 60e-6;  // one new token of one running request
 
     double step_seconds(index_t prefill_tokens, index_t decode_tokens) const {
-        return overhead_s + per_prefill_token_s * static_cast<double>(prefill_tokens) +
+        return share_seconds(1.0, prefill_tokens, decode_tokens);
+    }
+    // The part of a step's time owed to some of its requests: their tokens and
+    // their share of the overhead.
+    double share_seconds(double overhead_share, index_t prefill_tokens,
+                         index_t decode_tokens) const {
+        return overhead_s * overhead_share +
+               per_prefill_token_s * static_cast<double>(prefill_tokens) +
                per_decode_token_s * static_cast<double>(decode_tokens);
     }
 };

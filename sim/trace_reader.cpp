@@ -21,21 +21,30 @@ namespace {
 // Longer prompts or outputs than this are typos, not requests.
 constexpr double max_tokens = 1 << 24;
 
-enum Column { arrival = 0, prompt = 1, output = 2 };
+enum Column { arrival = 0, prompt = 1, output = 2, phase = 3 };
+constexpr int required_columns = 3;
+constexpr int all_columns = 4;
 
 struct ColumnName {
     const char* name;
     std::array<const char*, 4> aliases;
 };
 
-const ColumnName column_names[3] = {
+const ColumnName column_names[all_columns] = {
     {"arrival_s", {"arrival", "arrival_time", "timestamp", "time_s"}},
     {"prompt_tokens", {"prompt_len", "input_tokens", "input_len", "input_length"}},
     {"output_tokens", {"output_len", "output_length", "completion_tokens", "generated_tokens"}},
+    {"phase", {"phase_name", "phase_label", "workload_phase", "traffic_phase"}},
+};
+
+// A request as read, with its phase label when the trace has them.
+struct TraceLine {
+    RequestSpec request;
+    std::optional<std::string> phase;
 };
 
 std::optional<int> column_of(const std::string& name) {
-    for (int c = 0; c < 3; ++c) {
+    for (int c = 0; c < all_columns; ++c) {
         if (name == column_names[c].name)
             return c;
         for (const char* alias : column_names[c].aliases)
@@ -62,7 +71,11 @@ public:
         throw InputError(fmt::format("{}:{}: {}", source_, line_, what));
     }
 
-    RequestSpec request(const std::array<std::string, 3>& values) const {
+    // values: arrival, prompt and output as text; the phase label if any.
+    TraceLine request(const std::array<std::string, 3>& values,
+                      const std::optional<std::string>& phase_label) const {
+        if (phase_label && phase_label->empty())
+            fail("the phase label is empty");
         RequestSpec r;
         const auto at = parse_number(values[arrival]);
         if (!at || *at < 0)
@@ -71,7 +84,7 @@ public:
         r.arrival_s = *at;
         r.prompt_tokens = tokens(column_names[prompt].name, values[prompt]);
         r.output_tokens = tokens(column_names[output].name, values[output]);
-        return r;
+        return {r, phase_label};
     }
 
 private:
@@ -91,10 +104,10 @@ bool skipped(const std::string& line) {
     return line.empty() || line[0] == '#';
 }
 
-std::vector<RequestSpec> parse_csv(const std::vector<std::string>& lines,
-                                   const std::string& source) {
-    std::vector<RequestSpec> requests;
-    std::array<std::size_t, 3> index{0, 1, 2}; // field of each column
+std::vector<TraceLine> parse_csv(const std::vector<std::string>& lines, const std::string& source) {
+    std::vector<TraceLine> requests;
+    std::array<std::size_t, 3> index{0, 1, 2}; // field of each required column
+    std::optional<std::size_t> phase_index;
     std::size_t fields_needed = 3;
     bool first = true;
     for (std::size_t n = 0; n < lines.size(); ++n) {
@@ -106,14 +119,15 @@ std::vector<RequestSpec> parse_csv(const std::vector<std::string>& lines,
         if (first) {
             first = false;
             if (!parse_number(fields[0])) { // a header
-                std::array<std::optional<std::size_t>, 3> found;
+                std::array<std::optional<std::size_t>, all_columns> found;
                 for (std::size_t f = 0; f < fields.size(); ++f)
                     if (const auto c = column_of(fields[f])) {
                         if (found[*c])
                             at.fail(fmt::format("column '{}' named twice", column_names[*c].name));
                         found[*c] = f;
                     }
-                for (int c = 0; c < 3; ++c) {
+                phase_index = found[phase];
+                for (int c = 0; c < required_columns; ++c) {
                     if (!found[c])
                         at.fail(
                             fmt::format("the header '{}' has no column '{}' (expected arrival_s, "
@@ -128,14 +142,17 @@ std::vector<RequestSpec> parse_csv(const std::vector<std::string>& lines,
         if (fields.size() != fields_needed)
             at.fail(fmt::format("expected {} comma-separated fields, found {} in '{}'",
                                 fields_needed, fields.size(), line));
-        requests.push_back(at.request({fields[index[0]], fields[index[1]], fields[index[2]]}));
+        requests.push_back(at.request({fields[index[0]], fields[index[1]], fields[index[2]]},
+                                      phase_index ? std::optional<std::string>(fields[*phase_index])
+                                                  : std::nullopt));
     }
     return requests;
 }
 
-std::vector<RequestSpec> parse_jsonl(const std::vector<std::string>& lines,
-                                     const std::string& source) {
-    std::vector<RequestSpec> requests;
+std::vector<TraceLine> parse_jsonl(const std::vector<std::string>& lines,
+                                   const std::string& source) {
+    std::vector<TraceLine> requests;
+    std::size_t first_line = 0; // of the first request
     for (std::size_t n = 0; n < lines.size(); ++n) {
         const std::string line = trim(lines[n]);
         if (skipped(line))
@@ -147,21 +164,33 @@ std::vector<RequestSpec> parse_jsonl(const std::vector<std::string>& lines,
         } catch (const JsonSyntaxError& e) {
             at.fail(fmt::format("not a JSON object: {}", e.what()));
         }
-        std::array<std::optional<std::string>, 3> values;
+        std::array<std::optional<std::string>, all_columns> values;
         for (const auto& [key, member] : members) {
             const auto c = column_of(key);
             if (!c)
                 continue;
             if (values[*c])
                 at.fail(fmt::format("'{}' given twice (as '{}')", column_names[*c].name, key));
+            if (*c == phase) {
+                if (!member.is_number && !member.is_string)
+                    at.fail(
+                        fmt::format("'{}' must be a string or a number, got {}", key, member.text));
+                values[*c] = member.is_string ? member.string_value : member.text;
+                continue;
+            }
             if (!member.is_number)
                 at.fail(fmt::format("'{}' must be a number, got {}", key, member.text));
             values[*c] = member.text;
         }
-        for (int c = 0; c < 3; ++c)
+        for (int c = 0; c < required_columns; ++c)
             if (!values[c])
                 at.fail(fmt::format("missing '{}'", column_names[c].name));
-        requests.push_back(at.request({*values[0], *values[1], *values[2]}));
+        if (!requests.empty() && requests.front().phase.has_value() != values[phase].has_value())
+            at.fail(fmt::format("'phase' is given on some lines and not on others (line {} {})",
+                                first_line, requests.front().phase ? "gives one" : "does not"));
+        if (requests.empty())
+            first_line = n + 1;
+        requests.push_back(at.request({*values[0], *values[1], *values[2]}, values[phase]));
     }
     return requests;
 }
@@ -184,17 +213,43 @@ TraceFormat detect_trace_format(const std::string& path, const std::string& text
 
 Workload parse_trace(const std::string& text, const std::string& source, TraceFormat format) {
     const auto lines = split_lines(text);
+    std::vector<TraceLine> read =
+        format == TraceFormat::csv ? parse_csv(lines, source) : parse_jsonl(lines, source);
+    if (read.empty())
+        throw InputError(fmt::format("{}: the trace holds no requests", source));
+    std::stable_sort(read.begin(), read.end(), [](const TraceLine& a, const TraceLine& b) {
+        return a.request.arrival_s < b.request.arrival_s;
+    });
     Workload w;
     w.name = source;
-    w.requests = format == TraceFormat::csv ? parse_csv(lines, source) : parse_jsonl(lines, source);
-    if (w.requests.empty())
-        throw InputError(fmt::format("{}: the trace holds no requests", source));
-    std::stable_sort(
-        w.requests.begin(), w.requests.end(),
-        [](const RequestSpec& a, const RequestSpec& b) { return a.arrival_s < b.arrival_s; });
+    // A phase is a run of consecutive requests (in arrival order) with one label.
+    for (std::size_t i = 0; i < read.size(); ++i) {
+        const bool new_phase = i == 0 || read[i].phase != read[i - 1].phase;
+        if (new_phase) {
+            if (w.phases.size() == max_phases)
+                throw InputError(fmt::format(
+                    "{}: the phase labels change more than {} times in arrival order (a phase is "
+                    "a run of consecutive requests with one label)",
+                    source, max_phases - 1));
+            w.phases.push_back({read[i].phase.value_or(source), "", i, 0});
+        }
+        ++w.phases.back().requests;
+        read[i].request.phase = w.phases.size() - 1;
+        w.requests.push_back(read[i].request);
+    }
+    std::string phases;
+    for (WorkloadPhase& phase : w.phases) {
+        const double first = w.requests[phase.first_request].arrival_s;
+        const double last = w.requests[phase.first_request + phase.requests - 1].arrival_s;
+        phase.description = fmt::format("{} requests, arrivals from {:.1f} s to {:.1f} s",
+                                        phase.requests, first, last);
+        phases += fmt::format("{}{} {}", phases.empty() ? "" : ", ", phase.name, phase.requests);
+    }
     w.description =
-        fmt::format("{} requests from {} ({}), arrivals over {:.1f} s", w.requests.size(), source,
-                    format == TraceFormat::csv ? "CSV" : "JSONL", w.requests.back().arrival_s);
+        fmt::format("{} requests from {} ({}), arrivals over {:.1f} s{}", w.requests.size(), source,
+                    format == TraceFormat::csv ? "CSV" : "JSONL", w.requests.back().arrival_s,
+                    w.phases.size() > 1 ? fmt::format("; {} phases: {}", w.phases.size(), phases)
+                                        : std::string());
     return w;
 }
 

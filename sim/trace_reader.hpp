@@ -4,6 +4,9 @@
 //          in any order, other columns ignored; common aliases such as input_len
 //          and output_len are accepted) or three bare columns in that order.
 //   JSONL: one object per line, {"arrival_s": 0.5, "prompt_tokens": 812, "output_tokens": 64}.
+// An optional column (or member) "phase" labels the phase of the workload each
+// request belongs to (chat, documents, ...): consecutive requests in arrival
+// order with one label form a phase, and the reports show each phase apart.
 // Blank lines and lines starting with '#' are skipped. Any other problem is an
 // InputError naming the file, the line and the value.
 #pragma once

@@ -30,42 +30,122 @@ constexpr LengthDistribution document_output{192, 0.6, 8, 2048};
 // One request in this many is a long document in the long-context mix.
 constexpr std::uint64_t document_every = 6;
 
+std::string mix_description(SyntheticKind kind) {
+    if (kind == SyntheticKind::documents)
+        return fmt::format("long documents: log-normal prompts (median {:.0f}, {}..{}) and outputs "
+                           "(median {:.0f})",
+                           document_prompt.median, document_prompt.min, document_prompt.max,
+                           document_output.median);
+    return fmt::format(
+        "log-normal prompts (median {:.0f}) and outputs (median {:.0f}){}", chat_prompt.median,
+        chat_output.median,
+        kind == SyntheticKind::long_context
+            ? fmt::format(", one in {} a long document (prompt median {:.0f}, {}..{})",
+                          document_every, document_prompt.median, document_prompt.min,
+                          document_prompt.max)
+            : std::string());
+}
+
+// Appends one phase's requests, Poisson arrivals from `clock` on.
+void draw_phase(const PhaseSpec& spec, std::size_t phase, RandomStream& random, double& clock,
+                std::vector<RequestSpec>& out) {
+    for (std::size_t i = 0; i < spec.requests; ++i) {
+        clock += random.exponential(spec.arrival_rate);
+        const bool document =
+            spec.kind == SyntheticKind::documents ||
+            (spec.kind == SyntheticKind::long_context && random.uniform() * document_every < 1.0);
+        RequestSpec r;
+        r.arrival_s = clock;
+        r.prompt_tokens = (document ? document_prompt : chat_prompt).draw(random);
+        r.output_tokens = (document ? document_output : chat_output).draw(random);
+        r.phase = phase;
+        out.push_back(r);
+    }
+}
+
 } // namespace
+
+const char* mix_name(SyntheticKind kind) {
+    switch (kind) {
+    case SyntheticKind::chat:
+        return "chat";
+    case SyntheticKind::long_context:
+        return "long-context";
+    case SyntheticKind::documents:
+        break;
+    }
+    return "documents";
+}
+
+std::optional<SyntheticKind> mix_from_name(const std::string& name) {
+    for (auto kind : {SyntheticKind::chat, SyntheticKind::long_context, SyntheticKind::documents})
+        if (name == mix_name(kind))
+            return kind;
+    return std::nullopt;
+}
+
+double default_arrival_rate(SyntheticKind kind) {
+    switch (kind) {
+    case SyntheticKind::chat:
+        return 50.0;
+    case SyntheticKind::long_context:
+        return 10.0;
+    case SyntheticKind::documents:
+        break;
+    }
+    return 5.0;
+}
 
 SyntheticOptions default_synthetic_options(SyntheticKind kind) {
     SyntheticOptions o;
     o.kind = kind;
     o.seed = 1;
-    o.requests = kind == SyntheticKind::chat ? 1500 : 600;
-    o.arrival_rate = kind == SyntheticKind::chat ? 50.0 : 10.0;
+    o.requests = kind == SyntheticKind::chat           ? 1500
+                 : kind == SyntheticKind::long_context ? 600
+                                                       : 200;
+    o.arrival_rate = default_arrival_rate(kind);
     return o;
 }
 
 Workload synthetic_workload(const SyntheticOptions& options) {
     RandomStream random(options.seed);
     Workload w;
-    const bool long_context = options.kind == SyntheticKind::long_context;
-    w.name = long_context ? "long-context" : "default";
-    w.description = fmt::format(
-        "{} requests, Poisson arrivals at {:g}/s, seed {}: log-normal prompts (median {:.0f}) "
-        "and outputs (median {:.0f}){}",
-        options.requests, options.arrival_rate, options.seed, chat_prompt.median,
-        chat_output.median,
-        long_context ? fmt::format(", one in {} a long document (prompt median {:.0f}, {}..{})",
-                                   document_every, document_prompt.median, document_prompt.min,
-                                   document_prompt.max)
-                     : std::string());
+    w.name = options.kind == SyntheticKind::chat ? "default" : mix_name(options.kind);
+    w.description =
+        fmt::format("{} requests, Poisson arrivals at {:g}/s, seed {}: {}", options.requests,
+                    options.arrival_rate, options.seed, mix_description(options.kind));
     double clock = 0.0;
     w.requests.reserve(options.requests);
-    for (std::size_t i = 0; i < options.requests; ++i) {
-        clock += random.exponential(options.arrival_rate);
-        const bool document = long_context && random.uniform() * document_every < 1.0;
-        RequestSpec r;
-        r.arrival_s = clock;
-        r.prompt_tokens = (document ? document_prompt : chat_prompt).draw(random);
-        r.output_tokens = (document ? document_output : chat_output).draw(random);
-        w.requests.push_back(r);
+    draw_phase({options.kind, options.requests, options.arrival_rate}, 0, random, clock,
+               w.requests);
+    w.phases.push_back({w.name, w.description, 0, options.requests});
+    return w;
+}
+
+std::vector<PhaseSpec> default_shift_phases() {
+    return {{SyntheticKind::chat, 600, default_arrival_rate(SyntheticKind::chat)},
+            {SyntheticKind::documents, 120, default_arrival_rate(SyntheticKind::documents)},
+            {SyntheticKind::chat, 600, default_arrival_rate(SyntheticKind::chat)}};
+}
+
+Workload shift_workload(const std::vector<PhaseSpec>& phases, std::uint64_t seed) {
+    RandomStream random(seed);
+    Workload w;
+    w.name = "shift";
+    std::string mixes;
+    double clock = 0.0;
+    for (std::size_t p = 0; p < phases.size(); ++p) {
+        const PhaseSpec& spec = phases[p];
+        w.phases.push_back({mix_name(spec.kind),
+                            fmt::format("{} requests at {:g}/s, {}", spec.requests,
+                                        spec.arrival_rate, mix_description(spec.kind)),
+                            w.requests.size(), spec.requests});
+        draw_phase(spec, p, random, clock, w.requests);
+        mixes += fmt::format("{}{} {} at {:g}/s", p ? ", then " : "", mix_name(spec.kind),
+                             spec.requests, spec.arrival_rate);
     }
+    w.description = fmt::format("{} phases, {} requests, Poisson arrivals, seed {}: {}",
+                                phases.size(), w.requests.size(), seed, mixes);
     return w;
 }
 

@@ -207,7 +207,7 @@ TEST_CASE("command line", "[sim][inputs]") {
     CHECK_THROWS_WITH(parse_cli({"--step-time", "1,2"}), ContainsSubstring("expected MS,US,US"));
     CHECK_THROWS_WITH(parse_cli({"--json", "-", "--csv", "-"}),
                       ContainsSubstring("both ask for stdout"));
-    CHECK_THAT(help_text(), ContainsSubstring("--workload default|long-context|FILE"));
+    CHECK_THAT(help_text(), ContainsSubstring("--workload default|long-context|shift|FILE"));
 }
 
 TEST_CASE("memory too small for one request is refused", "[sim][inputs]") {

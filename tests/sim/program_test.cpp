@@ -132,3 +132,51 @@ TEST_CASE("program: a small run writes the table, JSON and CSV", "[sim][program]
           1 + 4 + 4);              // header, compared rows, sweep
     CHECK(scratch.entries() == 3); // no temporary file left behind
 }
+
+TEST_CASE("program: a bad phase list exits 2 naming the value, and writes nothing",
+          "[sim][program][phases]") {
+    Scratch scratch;
+    const auto json = (scratch / "out.json").string();
+    Outcome o = scratch.run("--workload shift --phases chat:100,documents:many --json " + json);
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("--phases 'documents:many': expected a whole number"));
+    CHECK(o.out.empty());
+    o = scratch.run("--workload shift --phases chat:10,videos:3");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("unknown mix 'videos'"));
+    o = scratch.run("--workload shift --requests 10");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("the shift workload's phases give their own (--phases)"));
+    CHECK(scratch.entries() == 0);
+}
+
+TEST_CASE("program: a workload shift reports each phase in the table, JSON and CSV",
+          "[sim][program][phases]") {
+    Scratch scratch;
+    const auto json = scratch / "out.json";
+    const auto csv = scratch / "out.csv";
+    const Outcome o =
+        scratch.run("--model gpt-oss-120b --memory 12GiB --sweep 3 --workload shift --phases "
+                    "chat:60,documents:6@2,chat:60 --json " +
+                    json.string() + " --csv " + csv.string());
+    CHECK(o.status == 0);
+    CHECK(o.err.empty());
+    CHECK_THAT(o.out, ContainsSubstring("workload shift: 3 phases, 126 requests"));
+    CHECK_THAT(o.out, ContainsSubstring("1 chat "));
+    CHECK_THAT(o.out, ContainsSubstring("2 documents "));
+    CHECK_THAT(o.out, ContainsSubstring("3 chat "));
+    CHECK_THAT(o.out, ContainsSubstring("fixed split, best for this phase"));
+    CHECK_THAT(o.out, ContainsSubstring("best fixed split per phase (--swa-full-tokens-ratio): "
+                                        "1 chat "));
+    const std::string report = read_file(json);
+    CHECK_THAT(report, ContainsSubstring("\"phase_oracle_indices\": ["));
+    CHECK_THAT(report, ContainsSubstring("{\"phase\": 2, \"name\": \"documents\", \"description\": "
+                                         "\"6 requests at 2/s, long documents"));
+    CHECK_THAT(report, ContainsSubstring("\"phases\": [{\"phase\": 1, \"name\": \"chat\", "
+                                         "\"completed\": "));
+    const std::string table = read_file(csv);
+    // Header, 4 compared and 4 swept runs, then per phase the same and the phase's best split.
+    CHECK(std::count(table.begin(), table.end(), '\n') == 1 + 8 + 3 * (8 + 1));
+    CHECK_THAT(table, ContainsSubstring("\nfixed_phase_oracle,fixed_split,"));
+    CHECK_THAT(table, ContainsSubstring(",2,documents,,"));
+}

@@ -2,12 +2,14 @@
 // and a step-time model where every step takes one simulated second.
 #pragma once
 
+#include "input_error.hpp"
 #include "mamba_sim_pool.hpp"
 #include "swa_sim_pool.hpp"
 
 #include <Kokkos_Core.hpp>
 
 #include <memory>
+#include <string>
 
 namespace kvpool::sim::test {
 
@@ -41,6 +43,16 @@ inline SchedulerConfig one_second_steps(index_t window, bool state_slots, double
 
 inline RunResult run_all(Scheduler& scheduler) {
     return run_to_completion(scheduler, [](double) {});
+}
+
+// The message of the InputError that f() throws, or "no error".
+template <class F> std::string input_error_of(F&& f) {
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "no error";
 }
 
 } // namespace kvpool::sim::test
