@@ -71,10 +71,15 @@ def cell(value, spec):
     return format(value, spec) if value is not None else ""
 
 
+def ratio_text(r):
+    """Two decimals; two significant digits below 0.1."""
+    return format(r, ".2f" if r >= 0.1 else ".2g")
+
+
 def columns(a, b, width, spec):
     """a, b and b / a, right-aligned; cells of a missing value stay empty."""
-    r = b / a if a and b is not None else None
-    return f"{cell(a, spec):>{width}} {cell(b, spec):>{width}} {cell(r, '.2f'):>6}"
+    r = ratio_text(b / a) if a and b is not None else ""
+    return f"{cell(a, spec):>{width}} {cell(b, spec):>{width}} {r:>6}"
 
 
 def print_contexts(paths, contexts):
@@ -138,7 +143,7 @@ def main():
         logs = [math.log(b[n]["time"] / a[n]["time"]) for n in matched if a[n]["time"] and b[n]["time"]]
         if logs:
             print(f"geometric mean of B/A, time until done, over {len(logs)} benchmarks: "
-                  f"{math.exp(sum(logs) / len(logs)):.2f}")
+                  f"{ratio_text(math.exp(sum(logs) / len(logs)))}")
     else:
         print("no benchmark name is in both files")
     print_unmatched("A", wanted(n for n in a if n not in b), {n: m for n, m in err_a.items() if name_filter.search(n)})
