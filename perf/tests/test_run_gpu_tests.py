@@ -57,6 +57,8 @@ sys.exit(rc)
 # kvpool-bench: two benchmarks per repetition, and an errored one when FAKE_BENCH_ERROR is set.
 FAKE_BENCH = '''
 import json, os, sys
+with open(sys.argv[0] + ".argv", "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
 flags = dict(a[2:].split("=", 1) for a in sys.argv[1:] if "=" in a)
 runs = []
 for i in range(int(flags.get("benchmark_repetitions", "1"))):
@@ -133,6 +135,7 @@ class RunGpuTestsTest(unittest.TestCase):
         self.assertEqual((sanitizer["status"], sanitizer["errors"]), ("passed", 0))
         self.assertEqual(sanitizer["version"], "Version 2099.1.0")
         self.assertEqual((bench["status"], bench["benchmarks"], bench["errored"]), ("passed", 2, {}))
+        self.assertIn("--benchmark_min_time=0.05", self.argv_of("kvpool-bench")[0])
         self.assertEqual(len(results["benchmarks"]), 4)
         context = results["context"]
         self.assertEqual(context["commit"], "0123456789ab")
@@ -144,7 +147,9 @@ class RunGpuTestsTest(unittest.TestCase):
             self.assertTrue(os.path.getsize(os.path.join(self.out, log)) > 0, log)
 
     def test_results_file_is_read_by_compare(self):
-        self.assertEqual(self.run_script("--steps", "benchmarks").returncode, 0)
+        self.assertEqual(self.run_script("--steps", "benchmarks", "--", "--benchmark_filter=decode").returncode, 0)
+        self.assertEqual(self.argv_of("kvpool-bench")[0][-1], "--benchmark_filter=decode")
+        self.assertNotIn("--benchmark_min_time=0.05", self.argv_of("kvpool-bench")[0])
         results = os.path.join(self.out, "results.json")
         compare = subprocess.run([sys.executable, COMPARE, results, results], capture_output=True, text=True)
         self.assertEqual(compare.returncode, 0, compare.stderr)
