@@ -16,8 +16,9 @@ RUN_GPU_TESTS = os.path.join(HERE, os.pardir, os.pardir, "scripts", "run-gpu-tes
 COMPARE = os.path.join(HERE, os.pardir, "compare.py")
 
 # A Catch2 test binary: three test cases (one passes, one fails when FAKE_FAIL names this binary,
-# one skips), reports as Catch2 3 does; exits like Catch2 (failed assertions), or dies without a
-# complete report when FAKE_CRASH names it. Every call's arguments are appended to <binary>.argv.
+# one skips), reports as Catch2 3 does and exits like it (failed assertions), or dies with a cut
+# report (none with FAKE_CRASH_NO_REPORT) when FAKE_CRASH names it. Every call's arguments are
+# appended to <binary>.argv.
 FAKE_TEST_BINARY = '''
 import json, os, sys
 name = os.path.basename(sys.argv[0])
@@ -25,7 +26,8 @@ with open(sys.argv[0] + ".argv", "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\\n")
 xml = next(a.split("::out=", 1)[1] for a in sys.argv if a.startswith("xml::out="))
 if os.environ.get("FAKE_CRASH") == name:
-    open(xml, "w").write('<?xml version="1.0"?><Catch2TestRun name="x"><TestCase name="a">')
+    if not os.environ.get("FAKE_CRASH_NO_REPORT"):
+        open(xml, "w").write('<?xml version="1.0"?><Catch2TestRun name="x"><TestCase name="a">')
     sys.exit(139)
 fails = os.environ.get("FAKE_FAIL") == name
 cases = [("alloc: ids are stable", True, 0), ("free: pages compact", not fails, 0), ("native: on GPUs only", True, 1)]
@@ -41,7 +43,8 @@ print("test cases:", len(cases), "failed:", int(fails))
 sys.exit(int(fails))
 '''
 
-# compute-sanitizer: runs the program after "--tool memcheck" and reports FAKE_SANITIZER_ERRORS.
+# compute-sanitizer: runs the program after "--tool memcheck" (crashing it when
+# FAKE_CRASH_UNDER_SANITIZER is set) and reports FAKE_SANITIZER_ERRORS.
 FAKE_SANITIZER = '''
 import os, subprocess, sys
 if sys.argv[1:] == ["--version"]:
@@ -49,7 +52,10 @@ if sys.argv[1:] == ["--version"]:
     sys.exit(0)
 assert sys.argv[1:3] == ["--tool", "memcheck"], sys.argv
 print("========= COMPUTE-SANITIZER", flush=True)
-rc = subprocess.run(sys.argv[3:]).returncode
+env = dict(os.environ)
+if env.get("FAKE_CRASH_UNDER_SANITIZER"):
+    env.update(FAKE_CRASH=os.path.basename(sys.argv[3]), FAKE_CRASH_NO_REPORT="1")
+rc = subprocess.run(sys.argv[3:], env=env).returncode
 print(f"========= ERROR SUMMARY: {os.environ.get('FAKE_SANITIZER_ERRORS', '0')} errors")
 sys.exit(rc)
 '''
@@ -182,6 +188,13 @@ class RunGpuTestsTest(unittest.TestCase):
         sanitizer = self.results()["steps"]["sanitizer"]
         self.assertEqual((sanitizer["status"], sanitizer["errors"]), ("failed", 3))
         self.assertEqual(sanitizer["test_cases"], {"passed": 2, "failed": 0, "skipped": 1})
+
+    def test_a_crash_under_the_sanitizer_is_not_hidden_by_the_tests_report(self):
+        run = self.run_script("--steps", "tests,sanitizer", env={"FAKE_CRASH_UNDER_SANITIZER": "1"})
+        self.assertEqual(run.returncode, 1)
+        steps = self.results()["steps"]
+        self.assertEqual((steps["tests"]["status"], steps["sanitizer"]["status"]), ("passed", "failed"))
+        self.assertIn("no complete Catch2 report", steps["sanitizer"]["binaries"]["kvpool_tests_cuda"]["error"])
 
     def test_sanitizer_skipped_without_the_tool_or_a_cuda_binary(self):
         missing = os.path.join(self.tmp, "no-such-sanitizer")
