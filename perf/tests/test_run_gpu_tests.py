@@ -119,6 +119,13 @@ class RunGpuTestsTest(unittest.TestCase):
         with open(os.path.join(self.out, "results.json")) as f:
             return json.load(f)
 
+    def step(self, name, *args, returncode=0, env=None, sanitizer=True):
+        """Runs the script with --steps name, checks its exit status, returns that step's results."""
+        run = self.run_script("--steps", name, *args, env=env, sanitizer=sanitizer)
+        self.assertEqual(run.returncode, returncode, run.stdout + run.stderr)
+        self.last_output = run.stdout
+        return self.results()["steps"][name]
+
     def argv_of(self, binary):
         with open(os.path.join(self.bin, binary + ".argv")) as f:
             return [json.loads(line) for line in f]
@@ -164,28 +171,22 @@ class RunGpuTestsTest(unittest.TestCase):
         self.assertIn("0123456789ab", compare.stdout)
 
     def test_a_failing_test_case_fails_the_run(self):
-        run = self.run_script("--steps", "tests", "--tests", "[t]", env={"FAKE_FAIL": "kvpool_tests_cuda"})
-        self.assertEqual(run.returncode, 1)
-        tests = self.results()["steps"]["tests"]
+        tests = self.step("tests", "--tests", "[t]", returncode=1, env={"FAKE_FAIL": "kvpool_tests_cuda"})
         self.assertEqual(tests["status"], "failed")
         self.assertEqual(tests["test_cases"], {"passed": 3, "failed": 1, "skipped": 2})
         self.assertEqual(tests["failed_tests"], ["kvpool_tests_cuda: free: pages compact"])
         self.assertTrue(tests["binaries"]["kvpool_tests_serial"]["passed"])
-        self.assertIn("last", run.stdout)  # the log's tail is shown
+        self.assertIn("last", self.last_output)  # the log's tail is shown
 
     def test_a_crash_fails_the_run(self):
-        run = self.run_script("--steps", "tests", "--runner", "binary", env={"FAKE_CRASH": "kvpool_tests_serial"})
-        self.assertEqual(run.returncode, 1)
-        tests = self.results()["steps"]["tests"]
+        tests = self.step("tests", "--runner", "binary", returncode=1, env={"FAKE_CRASH": "kvpool_tests_serial"})
         crashed = tests["binaries"]["kvpool_tests_serial"]
         self.assertEqual((crashed["passed"], crashed["exit_status"]), (False, 139))
         self.assertIn("no complete Catch2 report", crashed["error"])
         self.assertIsNone(tests["test_cases"])
 
     def test_sanitizer_errors_fail_the_run(self):
-        run = self.run_script("--steps", "sanitizer", env={"FAKE_SANITIZER_ERRORS": "3"})
-        self.assertEqual(run.returncode, 1)
-        sanitizer = self.results()["steps"]["sanitizer"]
+        sanitizer = self.step("sanitizer", returncode=1, env={"FAKE_SANITIZER_ERRORS": "3"})
         self.assertEqual((sanitizer["status"], sanitizer["errors"]), ("failed", 3))
         self.assertEqual(sanitizer["test_cases"], {"passed": 2, "failed": 0, "skipped": 1})
 
@@ -198,22 +199,16 @@ class RunGpuTestsTest(unittest.TestCase):
 
     def test_sanitizer_skipped_without_the_tool_or_a_cuda_binary(self):
         missing = os.path.join(self.tmp, "no-such-sanitizer")
-        run = self.run_script("--steps", "sanitizer", "--compute-sanitizer", missing, sanitizer=False)
-        self.assertEqual(run.returncode, 0, run.stdout)
-        step = self.results()["steps"]["sanitizer"]
+        step = self.step("sanitizer", "--compute-sanitizer", missing, sanitizer=False)
         self.assertEqual(step["status"], "skipped")
         self.assertIn(missing, step["reason"])
         os.remove(os.path.join(self.bin, "kvpool_tests_cuda"))
-        run = self.run_script("--steps", "sanitizer")
-        self.assertEqual(run.returncode, 0, run.stdout)
-        step = self.results()["steps"]["sanitizer"]
+        step = self.step("sanitizer")
         self.assertEqual(step["status"], "skipped")
         self.assertIn("kvpool_tests_cuda", step["reason"])
 
     def test_an_errored_benchmark_fails_the_run(self):
-        run = self.run_script("--steps", "benchmarks", env={"FAKE_BENCH_ERROR": "1"})
-        self.assertEqual(run.returncode, 1)
-        bench = self.results()["steps"]["benchmarks"]
+        bench = self.step("benchmarks", returncode=1, env={"FAKE_BENCH_ERROR": "1"})
         self.assertEqual(bench["errored"], {"serving_step/manual_time": "set-up admission failed"})
         self.assertEqual(bench["benchmarks"], 2)
 
@@ -241,24 +236,18 @@ class RunGpuTestsTest(unittest.TestCase):
                     "add_test(NAME passes COMMAND true)\nadd_test(NAME fails COMMAND false)\n")
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         subprocess.run(["cmake", "-S", source, "-B", self.build, *generator], check=True, capture_output=True)
-        run = self.run_script("--steps", "tests")
-        self.assertEqual(run.returncode, 1)
-        tests = self.results()["steps"]["tests"]
+        tests = self.step("tests", returncode=1)
         self.assertEqual(tests["runner"], "ctest")
         self.assertEqual(tests["test_cases"], {"passed": 1, "failed": 1, "skipped": 0})
         self.assertEqual(tests["failed_tests"], ["fails"])
         # Options for the test binaries choose the binary runner.
-        run = self.run_script("--steps", "tests", "--kvpool-seeds", "2")
-        self.assertEqual(run.returncode, 0, run.stdout)
-        tests = self.results()["steps"]["tests"]
+        tests = self.step("tests", "--kvpool-seeds", "2")
         self.assertEqual((tests["runner"], tests["test_cases"]["passed"]), ("binary", 4))
 
     def test_ctest_not_usable_falls_back_to_the_binaries(self):
         with open(os.path.join(self.build, "CTestTestfile.cmake"), "w") as f:
             f.write('include("/nonexistent/build/tests/kvpool_tests_cuda_include.cmake")\n')
-        run = self.run_script("--steps", "tests")
-        self.assertEqual(run.returncode, 0, run.stdout)
-        tests = self.results()["steps"]["tests"]
+        tests = self.step("tests")
         self.assertEqual(tests["runner"], "binary")
         self.assertIn("ctest", tests["runner_reason"])
 
