@@ -12,6 +12,8 @@ import statistics
 import subprocess
 import sys
 
+import run_context
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -20,22 +22,40 @@ def run(binary, out, repetitions, extra):
            f"--benchmark_repetitions={repetitions}"] + extra
     subprocess.run(cmd, check=True, stdout=sys.stderr)
     with open(out) as f:
-        return json.load(f)
+        results = json.load(f)
+    # The build's commit and configuration, and the machine's GPU driver, join the context.
+    for key, value in run_context.context(os.path.dirname(os.path.abspath(binary))).items():
+        results["context"].setdefault(key, value)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=2)
+    return results
+
+
+TIME_SCALE_TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def medians(results):
-    """Median real time (us) and host time per benchmark name, over repetitions."""
-    runs = {}
+    """Median real time (us), host time (us) and bytes/s per benchmark name over the repetitions;
+    from the 'median' aggregate for a name with no single runs (--benchmark_report_aggregates_only).
+    Runs that reported an error are left out. Raises KeyError or TypeError on a malformed entry."""
+    runs, aggregated = {}, {}
     for b in results["benchmarks"]:
-        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+        if b.get("error_occurred"):
             continue
-        entry = runs.setdefault(b["run_name"], {"time": [], "host": [], "bps": []})
-        scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[b["time_unit"]]
-        entry["time"].append(b["real_time"] * scale)
+        if b.get("run_type") == "iteration":
+            table = runs
+        elif b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median":
+            table = aggregated
+        else:
+            continue
+        entry = table.setdefault(b["run_name"], {"time": [], "host": [], "bps": []})
+        entry["time"].append(b["real_time"] * TIME_SCALE_TO_US[b["time_unit"]])
         if "host_us" in b:
             entry["host"].append(b["host_us"])
         if "bytes_per_second" in b:
             entry["bps"].append(b["bytes_per_second"])
+    for name, entry in aggregated.items():
+        runs.setdefault(name, entry)
     return {name: {k: statistics.median(v) if v else None for k, v in e.items()} for name, e in runs.items()}
 
 
@@ -58,7 +78,8 @@ def main():
     peer = {**baseline["swa_pair"], **baseline["mamba_pair"]}
     table = medians(results)
     context = results["context"]
-    print(f"device: {context.get('device')}; {context.get('kokkos')}; {context.get('date')}")
+    print(f"device: {context.get('device')}; driver: {context.get('driver', 'unknown')}; {context.get('kokkos')}; "
+          f"commit {context.get('commit')}; {context.get('date')}")
     copy = {n: m["bps"] for n, m in table.items() if n.startswith("kv_move/device_copy")}
     copy_bps = max(copy.values()) if copy else None
     print(f"{'benchmark':58} {'median us':>10} {'host us':>9} {'peer us':>9} {'speed-up':>9} {'of copy bw':>10}")
