@@ -111,21 +111,20 @@ public:
         emit_allocated_tokens(space, out);
         return true;
     }
-    // As above into a new View, made once the allocation has succeeded (so an
-    // impossible size never reaches the device allocator).
+    // As above into a new View. The View is made before anything changes, so
+    // that its failure changes nothing; a request beyond the side's capacity,
+    // which no state grants, gets none and fails in the core like any other
+    // shortfall (flushing the peer first, as the reference does).
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
         check_alloc_size("alloc", need_size);
+        const bool within_capacity = need_size <= geometry().page_capacity() * page_size();
+        const index_view out =
+            within_capacity ? kk::uninitialized<index_view>("kvpool::alloc_out",
+                                                            static_cast<std::size_t>(need_size))
+                            : index_view();
         if (!allocate_pages(space, need_size / page_size(), Request::whole_pages)) {
             fail_alloc(space);
             return std::nullopt;
-        }
-        index_view out;
-        try {
-            out = kk::uninitialized<index_view>("kvpool::alloc_out",
-                                                static_cast<std::size_t>(need_size));
-        } catch (...) {
-            undo_allocation(space);
-            throw;
         }
         emit_allocated_tokens(space, out);
         return out;
@@ -424,17 +423,6 @@ private:
         v2p_ = index_view("kvpool::v2p", rows);
         Kokkos::deep_copy(space, v2p_, unbound);
         Kokkos::deep_copy(space, Kokkos::subview(v2p_, 0), index_t(0));
-    }
-
-    // Takes back the allocation just made on this side and its follower.
-    void undo_allocation(const ExecutionSpace& space) {
-        if (follower_) {
-            follower_->core_.undo_allocation(follower_->binding_);
-            follower_->submit(space);
-        }
-        core_.undo_allocation(binding_);
-        submit(space);
-        submit_peer(space);
     }
 
     // A failed allocation may still have compacted the peer.
