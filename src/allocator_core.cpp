@@ -1,3 +1,5 @@
+#include "band_direction.hpp"
+
 #include <kvpool/detail/allocator_core.hpp>
 #include <kvpool/error.hpp>
 
@@ -90,23 +92,19 @@ void AllocatorCore::bind_peer(AllocatorCore* peer) {
 // ---------------------------------------------------------------- sizes
 
 index_t AllocatorCore::band_pages() const {
-    if (geometry_.grow() == GrowDirection::up)
-        return watermark_ - geometry_.min_page_index;
-    return geometry_.num_physical_pages - 1 - watermark_;
+    const BandDirection band(geometry_);
+    return band.band_end(watermark_) - band.band_begin(watermark_);
 }
 
 index_t AllocatorCore::byte_high_frontier() const {
-    if (geometry_.grow() == GrowDirection::up)
-        return watermark_ * geometry_.page_bytes;
-    return geometry_.num_physical_pages * geometry_.page_bytes;
+    return BandDirection(geometry_).band_end(watermark_) * geometry_.page_bytes;
 }
 
 index_t AllocatorCore::byte_low_frontier() const {
-    if (geometry_.grow() == GrowDirection::up)
-        return geometry_.min_page_index * geometry_.page_bytes;
-    return (watermark_ + 1) * geometry_.page_bytes;
+    return BandDirection(geometry_).band_begin(watermark_) * geometry_.page_bytes;
 }
 
+// The gap lies above an up side's band and below a down side's.
 index_t AllocatorCore::gap_bytes() const {
     if (geometry_.grow() == GrowDirection::up) {
         const index_t limit = peer_ ? peer_->byte_low_frontier() : total_bytes_;
@@ -117,8 +115,7 @@ index_t AllocatorCore::gap_bytes() const {
 }
 
 index_t AllocatorCore::index_headroom_pages() const {
-    return geometry_.grow() == GrowDirection::up ? geometry_.num_physical_pages - watermark_
-                                                 : watermark_ + 1 - geometry_.min_page_index;
+    return geometry_.num_physical_pages - geometry_.min_page_index - band_pages();
 }
 
 index_t AllocatorCore::free_virtual_page_count() const {
@@ -200,21 +197,18 @@ void AllocatorCore::take_physical(index_t num_pages, std::vector<index_t>& out,
     }
     drained = static_cast<std::size_t>(from_holes);
     const index_t extend = num_pages - from_holes;
-    if (geometry_.grow() == GrowDirection::up) {
-        for (index_t p = watermark_; p < watermark_ + extend; ++p)
+    const BandDirection band(geometry_);
+    watermark_ = band.grown(watermark_, extend);
+    const auto [first, last] = band.frontier_pages(watermark_, extend);
+    // Ascending, as the reference binds a pure extension on either side and
+    // an up side's always; a down side's extension after drained holes it
+    // binds from the old frontier outward (descending).
+    if (!band.up() && from_holes > 0)
+        for (index_t p = last - 1; p >= first; --p)
             out.push_back(p);
-        watermark_ += extend;
-    } else if (from_holes > 0) {
-        // As the reference: after drained holes, a down side's extension runs
-        // from the frontier outward (descending); on its own it is ascending.
-        for (index_t p = watermark_; p > watermark_ - extend; --p)
+    else
+        for (index_t p = first; p < last; ++p)
             out.push_back(p);
-        watermark_ -= extend;
-    } else {
-        for (index_t p = watermark_ - extend + 1; p <= watermark_; ++p)
-            out.push_back(p);
-        watermark_ -= extend;
-    }
 }
 
 void AllocatorCore::bind(const std::vector<index_t>& virtual_pages,
@@ -464,9 +458,8 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
     // The band shrinks by k pages at the frontier; survivors of the vacated
     // positions move into the holes the free leaves inside the kept band. The
     // whole compaction is worked out and checked before anything changes.
-    const bool up = geometry_.grow() == GrowDirection::up;
-    const index_t vacated_lo = up ? watermark_ - k : watermark_ + 1;
-    const index_t vacated_hi = vacated_lo + k;
+    const BandDirection band(geometry_);
+    const auto [vacated_lo, vacated_hi] = band.frontier_pages(watermark_, k);
     if (vacated_lo < geometry_.min_page_index || vacated_hi > geometry_.num_physical_pages)
         fail(fmt::format("eager compaction of {} freed pages: the band holds only {}", k,
                          band_pages()));
@@ -495,7 +488,7 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
             plan_.set_p2v(p, unbound);
     }
     live_pages_ -= k;
-    watermark_ += up ? -k : k;
+    watermark_ = band.grown(watermark_, -k);
     for (std::size_t i = 0; i < survivors.size(); ++i) {
         move_page(survivors[i], holes[i]);
         page_state_[survivors[i]] = PageState::outside;
@@ -589,42 +582,68 @@ index_t AllocatorCore::flush(bool urgent) {
     if (holes_.empty())
         return 0;
 
+    const BandDirection band(geometry_);
     std::vector<index_t> holes(holes_.begin(), holes_.end());
-    std::sort(holes.begin(), holes.end());
-    const bool up = geometry_.grow() == GrowDirection::up;
+    std::sort(holes.begin(), holes.end(),
+              [&](index_t a, index_t b) { return band.nearer_anchor(a, b); });
+    const index_t absorbed = absorb_frontier_holes(holes);
+    // Urgent, with holes left inside the band: it packs the band fully.
+    const bool pack = urgent && !holes.empty();
+    std::vector<index_t> write_set;
+    const CompletionTokenPtr readers = settle_forward(pack, write_set);
+    const std::vector<index_t> moved_from =
+        move_survivors(holes, urgent ? -1 : options_.max_moves_per_flush, write_set);
 
-    // Retire holes that already touch the frontier: no move needed.
-    index_t absorbed = 0;
-    if (up) {
-        while (!holes.empty() && holes.back() == watermark_ - 1) {
-            page_state_[holes.back()] = PageState::outside;
-            holes.pop_back();
-            --watermark_;
-            ++absorbed;
-        }
+    holes_.clear();
+    if (pack) {
+        // Every leftover hole and moved-from page now lies past the new frontier.
+        const auto reclaimed = static_cast<index_t>(holes.size());
+        const auto [first, last] = band.frontier_pages(watermark_, reclaimed);
+        for (index_t p = first; p < last; ++p)
+            page_state_[p] = PageState::outside;
+        watermark_ = band.grown(watermark_, -reclaimed);
+        counters_.pages_absorbed += reclaimed;
     } else {
-        std::size_t n = 0;
-        while (n < holes.size() && holes[n] == watermark_ + 1) {
-            page_state_[holes[n]] = PageState::outside;
-            ++n;
-            ++watermark_;
-        }
-        holes.erase(holes.begin(), holes.begin() + static_cast<std::ptrdiff_t>(n));
-        absorbed = static_cast<index_t>(n);
+        // The holes left over in ascending page order (the reference's sorted
+        // list), then the moved-from pages in move order.
+        std::vector<index_t> remaining(
+            holes.begin() + static_cast<std::ptrdiff_t>(moved_from.size()), holes.end());
+        std::sort(remaining.begin(), remaining.end());
+        holes_.assign(remaining.begin(), remaining.end());
+        release_moved_from(readers, moved_from);
+    }
+    note_holes_peak();
+    if (!moved_from.empty() || absorbed > 0)
+        ++counters_.flushes;
+    return static_cast<index_t>(moved_from.size());
+}
+
+index_t AllocatorCore::absorb_frontier_holes(std::vector<index_t>& holes) {
+    // Holes that already touch the frontier leave the band without a move.
+    const BandDirection band(geometry_);
+    index_t absorbed = 0;
+    while (!holes.empty() && holes.back() == band.frontier_page(watermark_)) {
+        page_state_[holes.back()] = PageState::outside;
+        holes.pop_back();
+        watermark_ = band.grown(watermark_, -1);
+        ++absorbed;
     }
     counters_.pages_absorbed += absorbed;
+    return absorbed;
+}
 
-    CompletionTokenPtr readers = latest_forward_done_;
-    std::vector<index_t> write_set; // physical pages the in-flight forward writes
-    if (urgent && !holes.empty()) {
-        // One wait settles both hazards: the forward neither writes nor reads any
-        // page any more, so the walk may move every survivor.
-        if (readers && !readers->is_complete())
-            plan_.waits.push_back(readers);
-        readers.reset();
+CompletionTokenPtr AllocatorCore::settle_forward(bool pack, std::vector<index_t>& write_set) {
+    if (pack) {
+        // One wait settles both hazards: the forward neither writes nor reads
+        // any page any more, so the walk may move every survivor and the
+        // moved-from pages are free at once.
+        if (latest_forward_done_ && !latest_forward_done_->is_complete())
+            plan_.waits.push_back(latest_forward_done_);
         inflight_forward_done_.reset();
         inflight_virtual_pages_.clear();
-    } else if (inflight_forward_done_ && !inflight_forward_done_->is_complete()) {
+        return nullptr;
+    }
+    if (inflight_forward_done_ && !inflight_forward_done_->is_complete()) {
         for (index_t v : inflight_virtual_pages_)
             if (v < virtual_table_pages_ && v2p_[v] != unbound)
                 write_set.push_back(v2p_[v]);
@@ -633,73 +652,51 @@ index_t AllocatorCore::flush(bool urgent) {
         inflight_forward_done_.reset();
         inflight_virtual_pages_.clear();
     }
+    return latest_forward_done_;
+}
 
-    // Two pointers: the topmost survivor moves into the deepest hole, until they cross.
-    const index_t cap = urgent ? -1 : options_.max_moves_per_flush;
+std::vector<index_t> AllocatorCore::move_survivors(const std::vector<index_t>& holes, index_t cap,
+                                                   const std::vector<index_t>& write_set) {
+    // Two pointers: the survivor nearest the frontier moves into the hole
+    // nearest the anchor, until they cross; a page the forward in flight
+    // writes stops the walk.
+    const BandDirection band(geometry_);
     std::vector<index_t> moved_from;
-    std::size_t dst_used = 0;
-    index_t src = up ? watermark_ - 1 : watermark_ + 1;
-    while (dst_used < holes.size() && (cap < 0 || static_cast<index_t>(moved_from.size()) < cap)) {
-        while (up ? src >= geometry_.min_page_index : src < geometry_.num_physical_pages) {
-            if (page_state_[src] == PageState::live)
-                break;
-            src += up ? -1 : 1;
-        }
-        if (up ? src < geometry_.min_page_index : src >= geometry_.num_physical_pages)
+    index_t src = band.frontier_page(watermark_);
+    while (moved_from.size() < holes.size() &&
+           (cap < 0 || static_cast<index_t>(moved_from.size()) < cap)) {
+        while (band.on_side(src) && page_state_[src] != PageState::live)
+            src = band.toward_anchor(src);
+        if (!band.on_side(src))
             break;
-        const index_t dst = up ? holes[dst_used] : holes[holes.size() - 1 - dst_used];
-        if (up ? src < dst : src > dst)
-            break;
-        if (std::binary_search(write_set.begin(), write_set.end(), src))
+        const index_t dst = holes[moved_from.size()];
+        if (band.nearer_anchor(src, dst) ||
+            std::binary_search(write_set.begin(), write_set.end(), src))
             break;
         move_page(src, dst);
         page_state_[src] = PageState::moved_out;
         moved_from.push_back(src);
-        ++dst_used;
-        src += up ? -1 : 1;
+        src = band.toward_anchor(src);
     }
+    return moved_from;
+}
 
-    // The holes left over, in ascending order.
-    std::vector<index_t> remaining =
-        up ? std::vector<index_t>(holes.begin() + static_cast<std::ptrdiff_t>(dst_used),
-                                  holes.end())
-           : std::vector<index_t>(holes.begin(),
-                                  holes.end() - static_cast<std::ptrdiff_t>(dst_used));
-    holes_.clear();
-    if (urgent && !holes.empty()) {
-        // Fully packed: every leftover hole and moved-from page lies past the new frontier.
-        const auto reclaimed = static_cast<index_t>(holes.size());
-        if (up) {
-            for (index_t p = watermark_ - reclaimed; p < watermark_; ++p)
-                page_state_[p] = PageState::outside;
-            watermark_ -= reclaimed;
-        } else {
-            for (index_t p = watermark_ + 1; p <= watermark_ + reclaimed; ++p)
-                page_state_[p] = PageState::outside;
-            watermark_ += reclaimed;
+void AllocatorCore::release_moved_from(const CompletionTokenPtr& readers,
+                                       const std::vector<index_t>& moved_from) {
+    if (moved_from.empty())
+        return;
+    if (!readers || readers->is_complete()) {
+        for (index_t p : moved_from) {
+            page_state_[p] = PageState::hole;
+            holes_.push_back(p);
         }
-        counters_.pages_absorbed += reclaimed;
-    } else {
-        holes_.assign(remaining.begin(), remaining.end());
-        if (!moved_from.empty()) {
-            if (!readers || readers->is_complete()) {
-                for (index_t p : moved_from) {
-                    page_state_[p] = PageState::hole;
-                    holes_.push_back(p);
-                }
-            } else {
-                // A forward still reads the moved-from pages: reuse waits for it.
-                for (index_t p : moved_from)
-                    page_state_[p] = PageState::pending;
-                pending_pages_ += static_cast<index_t>(moved_from.size());
-                add_pending(readers, moved_from);
-            }
-        }
+        return;
     }
-    note_holes_peak();
-    if (!moved_from.empty() || absorbed > 0)
-        ++counters_.flushes;
-    return static_cast<index_t>(moved_from.size());
+    // A forward still reads the moved-from pages: reuse waits for it.
+    for (index_t p : moved_from)
+        page_state_[p] = PageState::pending;
+    pending_pages_ += static_cast<index_t>(moved_from.size());
+    add_pending(readers, moved_from);
 }
 
 // ---------------------------------------------------------------- backup / restore
@@ -759,8 +756,7 @@ void AllocatorCore::clear() {
     v2p_[0] = 0;
     p2v_[0] = 0;
     page_state_.assign(static_cast<std::size_t>(ppages), PageState::outside);
-    watermark_ = geometry_.grow() == GrowDirection::up ? geometry_.min_page_index
-                                                       : geometry_.num_physical_pages - 1;
+    watermark_ = BandDirection(geometry_).empty_watermark();
     free_virtual_pages_.clear();
     if (options_.is_id_owner)
         for (index_t v = min_virtual_page_; v < vpages; ++v)
@@ -776,107 +772,6 @@ void AllocatorCore::clear() {
     free_group_tokens_.clear();
     open_window_id_ = 0;
     undo_log_.clear();
-}
-
-// ---------------------------------------------------------------- checks
-
-void AllocatorCore::fail(const std::string& what) const {
-    throw Error(ErrorCode::internal, fmt::format("{}: invariant broken: {}. State: {}",
-                                                 geometry_.spec.name, what, state_string()));
-}
-
-void AllocatorCore::check_invariants() const {
-    const index_t vpages = virtual_table_pages_;
-    const index_t ppages = geometry_.num_physical_pages;
-    const index_t min_page = geometry_.min_page_index;
-    const index_t min_virtual = min_virtual_page_;
-    const bool up = geometry_.grow() == GrowDirection::up;
-    if (v2p_[0] != 0 || p2v_[0] != 0)
-        fail("the padding anchor 0 <-> 0 is gone");
-    const index_t band_lo = up ? min_page : watermark_ + 1;
-    const index_t band_hi = up ? watermark_ : ppages;
-    if (band_lo < min_page || band_hi > ppages || band_lo > band_hi)
-        fail(fmt::format("band [{}, {}) outside [{}, {})", band_lo, band_hi, min_page, ppages));
-
-    index_t live = 0, holes = 0, pending = 0;
-    for (index_t p = min_page; p < ppages; ++p) {
-        const bool in_band = p >= band_lo && p < band_hi;
-        const PageState s = page_state_[p];
-        if (!in_band && s != PageState::outside)
-            fail(fmt::format("page {} outside the band is not free", p));
-        if (in_band && s == PageState::outside)
-            fail(fmt::format("page {} inside the band is in no state", p));
-        if (s == PageState::moved_out)
-            fail(fmt::format("page {} left in the moved-out state", p));
-        if (s == PageState::live) {
-            ++live;
-            const index_t v = p2v_[p];
-            if (v < min_virtual || v >= vpages || v2p_[v] != p)
-                fail(fmt::format("p2v[{}] = {} is not the inverse of v2p", p, v));
-        } else if (p2v_[p] != unbound) {
-            fail(fmt::format("page {} is not live but p2v = {}", p, p2v_[p]));
-        }
-        holes += s == PageState::hole;
-        pending += s == PageState::pending;
-    }
-    if (live != live_pages_)
-        fail(fmt::format("{} live pages counted, {} recorded", live, live_pages_));
-    if (holes != hole_pages())
-        fail(fmt::format("{} holes counted, {} listed", holes, hole_pages()));
-    if (pending != pending_pages_)
-        fail(fmt::format("{} pending pages counted, {} recorded", pending, pending_pages_));
-    for (index_t p : holes_)
-        if (page_state_[p] != PageState::hole)
-            fail(fmt::format("listed hole {} is not a hole", p));
-    for (const auto& batch : pending_)
-        for (index_t p : batch.pages)
-            if (page_state_[p] != PageState::pending)
-                fail(fmt::format("pending page {} is not pending", p));
-    if (live + holes + pending != band_pages())
-        fail(fmt::format("conservation: live {} + holes {} + pending {} != band {}", live, holes,
-                         pending, band_pages()));
-    if (!is_lazy() && (holes != 0 || pending != 0))
-        fail("eager mode holds holes");
-
-    index_t bound = 0;
-    for (index_t v = min_virtual; v < vpages; ++v) {
-        if (v2p_[v] == unbound)
-            continue;
-        ++bound;
-        const index_t p = v2p_[v];
-        if (p < band_lo || p >= band_hi || page_state_[p] != PageState::live || p2v_[p] != v)
-            fail(fmt::format("v2p[{}] = {} is not a live page mapped back", v, p));
-    }
-    if (bound != live)
-        fail(fmt::format("{} virtual pages bound, {} live", bound, live));
-
-    if (options_.is_id_owner) {
-        std::vector<char> seen(static_cast<std::size_t>(vpages), 0);
-        for (index_t v : free_virtual_pages_) {
-            if (v < min_virtual || v >= vpages || v2p_[v] != unbound || seen[v])
-                fail(fmt::format("free virtual id {} is bound, repeated or out of range", v));
-            seen[v] = 1;
-        }
-        if (static_cast<index_t>(free_virtual_pages_.size()) + live != geometry_.page_capacity())
-            fail(fmt::format("conservation: free ids {} + live {} != capacity {}",
-                             free_virtual_pages_.size(), live, geometry_.page_capacity()));
-    }
-    if (peer_ && gap_bytes() == 0) {
-        const bool overlap = up ? byte_high_frontier() > peer_->byte_low_frontier()
-                                : peer_->byte_high_frontier() > byte_low_frontier();
-        if (overlap)
-            fail("the band overlaps the peer's band");
-    }
-}
-
-std::string AllocatorCore::state_string() const {
-    return fmt::format(
-        "sub_pool='{}' grow={} mode={} id_owner={} page_size={} pages={} virtual_pages={} "
-        "min_page={} watermark={} band={} live={} holes={} pending={} free_ids={} gap_bytes={}",
-        geometry_.spec.name, to_string(geometry_.grow()), to_string(options_.mode),
-        options_.is_id_owner, page_size(), geometry_.num_physical_pages, virtual_table_pages_,
-        geometry_.min_page_index, watermark_, band_pages(), live_pages_, hole_pages(),
-        pending_pages_, free_virtual_page_count(), gap_bytes());
 }
 
 } // namespace kvpool::detail

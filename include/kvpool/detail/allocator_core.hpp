@@ -176,6 +176,16 @@ private:
     void free_pages_eager(const std::vector<index_t>& virtual_pages);
     void free_pages_lazy(const std::vector<index_t>& virtual_pages);
     void drain_pending(bool urgent);
+    // The steps of flush(): retire the holes at the frontier (holes ordered
+    // anchor first), settle the forward in flight (the readers moved-from
+    // pages wait for, and the pages it writes), move survivors into holes,
+    // and return the moved-from pages.
+    index_t absorb_frontier_holes(std::vector<index_t>& holes);
+    CompletionTokenPtr settle_forward(bool pack, std::vector<index_t>& write_set);
+    std::vector<index_t> move_survivors(const std::vector<index_t>& holes, index_t cap,
+                                        const std::vector<index_t>& write_set);
+    void release_moved_from(const CompletionTokenPtr& readers,
+                            const std::vector<index_t>& moved_from);
     void add_pending(const CompletionTokenPtr& readers_done, const std::vector<index_t>& pages);
     void move_page(index_t src, index_t dst);
     void note_holes_peak();
