@@ -61,10 +61,7 @@ public:
         SubPoolSpec peer_spec = spec("peer", entries.second, peer_ps, peer_grow);
         if (rng_.chance(0.25))
             test_spec.max_tokens = total_bytes / (entries.first * ps) * ps * 2 / 5;
-        static const std::vector<index_t> caps = {1, 2, 3, 5, 8, 4096};
-        AllocatorOptions o[2] = {options(mode_), options(mode_)};
-        for (auto& side : o)
-            side.max_moves_per_flush = rng_.pick(caps);
+        const AllocatorOptions o[2] = {side_options(mode_), side_options(mode_)};
 
         pool_ = std::make_unique<Pool>(PoolLayout(total_bytes, {test_spec, peer_spec}));
         for (int s = 0; s < 2; ++s) {
@@ -74,6 +71,8 @@ public:
         }
         real_[0]->bind_peer(*real_[1]);
         model_[0]->bind_peer(*model_[1]);
+        add_side("test", *real_[0], *model_[0]);
+        add_side("peer", *real_[1], *model_[1]);
         geometry_ = fmt::format(
             "total_bytes={} test(entry={}, page_size={}, pages={}, virtual_pages={}, "
             "max_moves_per_flush={}) "
@@ -96,29 +95,12 @@ private:
                              to_string(real_[s]->geometry().grow())));
     }
 
-    std::string states() const override {
-        return fmt::format("  real test: {}\n  model test: {}\n  real peer: {}\n  model peer: {}\n",
-                           real_[0]->state_string(), model_[0]->describe(),
-                           real_[1]->state_string(), model_[1]->describe());
-    }
-    std::vector<ReferenceSide*> model_sides() override {
-        return {model_[0].get(), model_[1].get()};
-    }
-
-    void compare() override {
-        for (int s = 0; s < 2; ++s) {
-            compare_side(side_name(s), *real_[s], *model_[s]);
-            probe_schedulable(side_name(s), *real_[s], *real_[1 - s]);
-        }
-        stats_.pending_seen += model_[0]->pending_pages() + model_[1]->pending_pages() > 0;
-    }
+    void compare() override { compare_sides(); }
 
     void after_step() override {
-        if (step_ % 50 == 0)
-            check_sides_ = 3;
-        if (check_sides_ != 0)
-            data_check(check_sides_);
-        check_sides_ = 0;
+        if (step_ % 50 == 0 || data_check_due_)
+            data_check();
+        data_check_due_ = false;
     }
 
     // Close the open windows so the closing state is a plain one.
@@ -130,34 +112,18 @@ private:
                           restore ? "restore_state() (end of run)" : "commit_state() (end of run)");
             close_window(restore);
             compare();
-            data_check(3);
+            data_check();
         }
     }
 
-    // Every request's tokens are live and no live page is unaccounted for; the
-    // stamps of every live token are intact. sides: bit 0 test, bit 1 peer.
-    void data_check(int sides) {
-        ++stats_.data_checks;
+    // On both sides, the requests hold exactly the live pages, and every live
+    // token's stamp is intact.
+    void data_check() {
         for (int s = 0; s < 2; ++s) {
-            if ((sides & (1 << s)) == 0)
-                continue;
             std::vector<index_t> live;
-            std::set<index_t> held;
             for (const auto& req : requests_[s])
-                for (index_t t : req.tokens) {
-                    live.push_back(t);
-                    if (held.insert(t / real_[s]->page_size()).second &&
-                        model_[s]->physical_of_virtual(t / real_[s]->page_size()) == unbound)
-                        fail(fmt::format(
-                            "{}: test bookkeeping holds token {} whose page is not live",
-                            side_name(s), t));
-                }
-            expect_eq(static_cast<index_t>(held.size()), model_[s]->live_pages(),
-                      side_name(s) + ": pages held by requests vs live pages");
-            if (const std::size_t bad = check_stamps(*pool_, *real_[s], s, live); bad != 0)
-                fail(fmt::format("{}: {} live tokens lost their KV data (see the UNSCOPED_INFO "
-                                 "above for the first)",
-                                 side_name(s), bad));
+                live.insert(live.end(), req.tokens.begin(), req.tokens.end());
+            expect_live_data(side_name(s), *real_[s], *model_[s], s, live);
         }
     }
 
@@ -198,17 +164,6 @@ private:
     const Request& any_request(int s) {
         return requests_[s][static_cast<std::size_t>(
             rng_.uniform(0, static_cast<index_t>(requests_[s].size()) - 1))];
-    }
-
-    // After an allocation: a failure that flushed nothing changed nothing; a
-    // peer flush may have moved the peer's pages.
-    void after_alloc(int s, bool ok, const std::string& before) {
-        if (model_[s]->last_alloc_flushed_peer()) {
-            ++stats_.peer_flushes;
-            check_sides_ |= 1 << (1 - s);
-        } else if (!ok) {
-            expect_eq(real_[s]->state_string(), before, "state after a failed allocation");
-        }
     }
 
     // ------------------------------------------------------------------ operations
@@ -255,7 +210,7 @@ private:
         case 11:
             return op_complete();
         default:
-            return op_drain(s);
+            return op_drain();
         }
     }
 
@@ -303,12 +258,12 @@ private:
             s, fmt::format("{} [available {}, schedulable {}, peer holes {}, peer pending {}]",
                            what, m.available_size(), m.schedulable_available_size(),
                            model_[1 - s]->hole_count(), model_[1 - s]->pending_pages()));
-        const std::string before = r.state_string();
+        const std::string before = real_states();
         auto [got, expected] =
             replay([&] { return m.alloc(need); }, [&] { return r.alloc(Space(), need); });
         const std::vector<index_t> ids = got ? to_host(*got) : std::vector<index_t>{};
         expect_allocation("alloc", got.has_value(), expected, ids, beyond);
-        after_alloc(s, got.has_value(), before);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), got.has_value(), before);
         last_alloc_failed_ = !got;
         if (!got || ids.empty())
             return;
@@ -352,11 +307,11 @@ private:
             last_loc.push_back(unbound);
             which.push_back(-1);
         }
-        index_t tokens = 0, pages = 0;
-        for (std::size_t b = 0; b < seq.size(); ++b) {
+        index_t tokens = 0;
+        for (std::size_t b = 0; b < seq.size(); ++b)
             tokens += seq[b] - prefix[b];
-            pages += (seq[b] + ps - 1) / ps - (prefix[b] + ps - 1) / ps;
-        }
+        const index_t pages = detail::pages_needed_for_extend(prefix.data(), seq.data(),
+                                                              static_cast<index_t>(seq.size()), ps);
         const bool beyond = pages * ps > m.schedulable_available_size();
         begin_side_op(
             s,
@@ -366,13 +321,13 @@ private:
                         m.available_size(), m.schedulable_available_size()));
         auto out =
             kk::uninitialized<IndexView>("test::extend_out", static_cast<std::size_t>(tokens));
-        const std::string before = r.state_string();
+        const std::string before = real_states();
         auto [ok, expected] =
             replay([&] { return m.alloc_extend(prefix, seq, last_loc); },
                    [&] { return r.alloc_extend(Space(), prefix, seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_extend", ok, expected, ids, beyond);
-        after_alloc(s, ok, before);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), ok, before);
         if (!ok)
             return;
         stamp_tokens(*pool_, r, s, ids);
@@ -414,13 +369,13 @@ private:
             s, fmt::format("alloc_decode(seq_lens={}, last_loc={}) [available {}, schedulable {}]",
                            seq, last_loc, m.available_size(), m.schedulable_available_size()));
         auto out = kk::uninitialized<IndexView>("test::decode_out", seq.size());
-        const std::string before = r.state_string();
+        const std::string before = real_states();
         auto [ok, expected] =
             replay([&] { return m.alloc_decode(seq, last_loc); },
                    [&] { return r.alloc_decode(Space(), seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_decode", ok, expected, ids);
-        after_alloc(s, ok, before);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), ok, before);
         if (!ok)
             return;
         stamp_tokens(*pool_, r, s, ids);
@@ -438,8 +393,7 @@ private:
         replay_void([&] { model_[s]->free(tokens); }, [&] { real_[s]->free(Space(), tokens); });
         forget_pages(s, pages);
         ++stats_.frees;
-        if (!pages.empty() && mode_ == CompactionMode::eager)
-            check_sides_ |= 1 << s;
+        data_check_due_ = data_check_due_ || (!pages.empty() && mode_ == CompactionMode::eager);
     }
 
     void op_free_requests(int s) {
@@ -541,7 +495,7 @@ private:
         forget_pages(s, pages);
         ++stats_.frees;
         if (mode_ == CompactionMode::eager)
-            check_sides_ |= 1 << s;
+            data_check_due_ = true;
     }
 
     void op_flush(int s) {
@@ -555,48 +509,29 @@ private:
             });
         expect_eq(moved, expected, "pages moved by the flush");
         ++stats_.flushes;
-        check_sides_ |= 1 << s;
+        data_check_due_ = true;
     }
 
     // ------------------------------------------------------------------ forward events
-    // A forward pass launched over both pools: its done token is the latest,
-    // and (lazy) it writes the tokens of each side's last allocation. Now and
-    // then no forward is in flight.
+    // A forward launched over both pools writes the tokens of each side's last
+    // allocation still live.
     void op_forward() {
-        if (rng_.chance(0.1)) {
-            begin_op("no forward in flight (latest forward done: none)");
+        const std::vector<std::vector<index_t>> written = {
+            still_live(last_allocated_[0], *model_[0]), still_live(last_allocated_[1], *model_[1])};
+        forward(written, [&](const CompletionTokenPtr& token) {
             for (int s = 0; s < 2; ++s) {
-                model_[s]->set_latest_forward_done(nullptr);
-                real_[s]->set_latest_forward_done(nullptr);
+                real_[s]->set_latest_forward_done(token);
+                if (token)
+                    real_[s]->set_inflight_forward(token, written[static_cast<std::size_t>(s)]);
             }
-            return;
-        }
-        const auto token = events_.launch();
-        std::vector<index_t> written[2];
-        for (int s = 0; s < 2; ++s)
-            for (index_t t : last_allocated_[s])
-                if (model_[s]->physical_of_virtual(t / real_[s]->page_size()) != unbound)
-                    written[s].push_back(t);
-        begin_op(fmt::format("forward launched ({} in flight), writing {} test and {} peer tokens",
-                             events_.in_flight(), written[0].size(), written[1].size()));
-        for (int s = 0; s < 2; ++s) {
-            model_[s]->set_latest_forward_done(token);
-            real_[s]->set_latest_forward_done(token);
-            model_[s]->set_inflight_forward(token, written[s]);
-            real_[s]->set_inflight_forward(token, written[s]);
-        }
+        });
     }
 
-    void op_complete() {
-        begin_op(fmt::format("a forward completes ({} in flight)", events_.in_flight()));
-        events_.complete_one(rng_);
-    }
-
-    void op_drain(int s) {
-        begin_side_op(
-            s, fmt::format("drain_pending_reuse() [{} pages pending]", model_[s]->pending_pages()));
-        model_[s]->drain_pending_reuse();
-        real_[s]->drain_pending_reuse();
+    void op_drain() {
+        drain([&] {
+            real_[0]->drain_pending_reuse();
+            real_[1]->drain_pending_reuse();
+        });
     }
 
     // ------------------------------------------------------------------ backup windows
@@ -622,7 +557,7 @@ private:
             model_[s]->restore();
             requests_[s] = window_requests_.back();
             last_allocated_[s].clear();
-            check_sides_ |= 1 << s;
+            data_check_due_ = true;
         } else {
             real_[s]->commit_state(snapshots_.back());
             model_[s]->commit();
@@ -652,7 +587,7 @@ private:
             if (u < 0.72)
                 return op_extend(w, false);
             if (u < 0.78)
-                return op_drain(w);
+                return op_drain();
             if (u < 0.88) {
                 begin_side_op(w, "flush(urgent) inside a backup window (must move nothing)");
                 auto [moved, expected] = replay([&] { return model_[w]->flush(true); },
@@ -701,7 +636,6 @@ private:
     std::vector<Request> requests_[2];
     std::vector<index_t> last_allocated_[2]; // what the next forward writes
     bool last_alloc_failed_ = false;
-    int check_sides_ = 0; // sides the KV data check runs on after this step
 
     int window_side_ = -1;                              // the side with open snapshots
     std::vector<AllocatorSnapshot> snapshots_;          // innermost last

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -193,10 +194,149 @@ protected:
     // The KV data check and whatever else runs after a step.
     virtual void after_step() = 0;
     virtual void finish() {}
-    // The sides of the library and of the model, for the report.
-    virtual std::string states() const = 0;
-    // The model's sides, whose waits a replayed call collects.
-    virtual std::vector<ReferenceSide*> model_sides() = 0;
+
+    // The model's call, then the tokens it waited for completed (the device
+    // waited for them), then the library's call. Returns {library, model}.
+    template <class ModelCall, class LibraryCall>
+    auto replay(ModelCall&& model_call, LibraryCall&& library_call) {
+        auto expected = model_call();
+        for (ReferenceSide* side : model_sides())
+            events_.complete(side->take_waits());
+        auto real = library_call();
+        return std::make_pair(std::move(real), std::move(expected));
+    }
+    template <class ModelCall, class LibraryCall>
+    void replay_void(ModelCall&& model_call, LibraryCall&& library_call) {
+        replay(
+            [&] {
+                model_call();
+                return 0;
+            },
+            [&] {
+                library_call();
+                return 0;
+            });
+    }
+
+    // The sides under test, each with its model, registered once by the run.
+    void add_side(std::string name, Allocator& real, ReferenceSide& model) {
+        names_.push_back(std::move(name));
+        real_.push_back(&real);
+        model_.push_back(&model);
+    }
+    // Both sides of the library and of the model, for the report.
+    std::string states() const {
+        std::string out;
+        for (std::size_t i = 0; i < real_.size(); ++i)
+            out += fmt::format("  real {}: {}\n  model {}: {}\n", names_[i],
+                               real_[i]->state_string(), names_[i], model_[i]->describe());
+        return out;
+    }
+    std::string real_states() const {
+        std::string out;
+        for (const Allocator* side : real_)
+            out += side->state_string() + " | ";
+        return out;
+    }
+    const std::vector<ReferenceSide*>& model_sides() const { return model_; }
+
+    // Each side against its model, and the lower bound its schedulable size
+    // promises (the peer is the other side).
+    void compare_sides() {
+        bool pending = false;
+        for (std::size_t i = 0; i < real_.size(); ++i) {
+            compare_side(names_[i], *real_[i], *model_[i]);
+            probe_schedulable(names_[i], *real_[i], *real_[1 - i]);
+            pending = pending || model_[i]->pending_pages() > 0;
+        }
+        stats_.pending_seen += pending;
+    }
+
+    // After an allocation: one that flushed a side may have moved its pages;
+    // a failure that flushed nothing changed nothing.
+    void after_allocation(bool flushed, bool ok, const std::string& before) {
+        if (flushed) {
+            ++stats_.peer_flushes;
+            data_check_due_ = true;
+        } else if (!ok) {
+            expect_eq(real_states(), before, "state of both sides after a failed allocation");
+        }
+    }
+
+    // The tokens whose pages are still live on the side.
+    static std::vector<index_t> still_live(const std::vector<index_t>& tokens,
+                                           const ReferenceSide& side) {
+        std::vector<index_t> out;
+        for (index_t t : tokens)
+            if (side.physical_of_virtual(t / side.page_size()) != unbound)
+                out.push_back(t);
+        return out;
+    }
+
+    // A forward launched: its done token becomes the latest on every side, and
+    // it writes written[i] on side i; now and then no forward is in flight
+    // (the latest is none). library passes the same to the allocators.
+    void forward(const std::vector<std::vector<index_t>>& written,
+                 const std::function<void(const CompletionTokenPtr&)>& library) {
+        if (rng_.chance(0.1)) {
+            begin_op("no forward in flight (latest forward done: none)");
+            for (ReferenceSide* side : model_)
+                side->set_latest_forward_done(nullptr);
+            library(nullptr);
+            return;
+        }
+        const CompletionTokenPtr token = events_.launch();
+        std::vector<std::size_t> counts;
+        for (const auto& w : written)
+            counts.push_back(w.size());
+        begin_op(fmt::format("forward launched ({} in flight), writing {} tokens per side",
+                             events_.in_flight(), counts));
+        for (std::size_t i = 0; i < model_.size(); ++i) {
+            model_[i]->set_latest_forward_done(token);
+            model_[i]->set_inflight_forward(token, written[i]);
+        }
+        library(token);
+    }
+
+    void op_complete() {
+        begin_op(fmt::format("a forward completes ({} in flight)", events_.in_flight()));
+        events_.complete_one(rng_);
+    }
+
+    // drain_pending_reuse() on every side.
+    void drain(const std::function<void()>& library) {
+        std::vector<index_t> pending;
+        for (const ReferenceSide* side : model_)
+            pending.push_back(side->pending_pages());
+        begin_op(fmt::format("drain_pending_reuse() [pages pending per side: {}]", pending));
+        for (ReferenceSide* side : model_)
+            side->drain_pending_reuse();
+        library();
+    }
+
+    // flush_opportunistic() on every side.
+    void flush_opportunistic(const std::function<index_t()>& library) {
+        begin_op("flush_opportunistic()");
+        auto [moved, expected] = replay(
+            [&] {
+                index_t sum = 0;
+                for (ReferenceSide* side : model_)
+                    sum += side->flush_opportunistic();
+                return sum;
+            },
+            library);
+        expect_eq(moved, expected, "pages moved by the flush");
+        ++stats_.flushes;
+        data_check_due_ = data_check_due_ || moved > 0;
+    }
+
+    // A side's options: its mode, and a flush cap drawn from the seed, often small.
+    AllocatorOptions side_options(CompactionMode mode) {
+        static const std::vector<index_t> caps = {1, 2, 3, 5, 8, 4096, 4096};
+        AllocatorOptions o = options(mode);
+        o.max_moves_per_flush = rng_.pick(caps);
+        return o;
+    }
 
     double uniform01() { return static_cast<double>(rng_.next() >> 11) * 0x1.0p-53; }
 
@@ -276,29 +416,6 @@ protected:
                 n, bad));
     }
 
-    // The model's call, then the tokens it waited for completed (the device
-    // waited for them), then the library's call. Returns {library, model}.
-    template <class ModelCall, class LibraryCall>
-    auto replay(ModelCall&& model_call, LibraryCall&& library_call) {
-        auto expected = model_call();
-        for (ReferenceSide* side : model_sides())
-            events_.complete(side->take_waits());
-        auto real = library_call();
-        return std::make_pair(std::move(real), std::move(expected));
-    }
-    template <class ModelCall, class LibraryCall>
-    void replay_void(ModelCall&& model_call, LibraryCall&& library_call) {
-        replay(
-            [&] {
-                model_call();
-                return 0;
-            },
-            [&] {
-                library_call();
-                return 0;
-            });
-    }
-
     // The outcome and the exact ids of an allocation; counts it. beyond: its
     // size exceeded schedulable_available_size() before the call.
     void expect_allocation(const std::string& what, bool real_ok,
@@ -339,6 +456,70 @@ protected:
     std::deque<std::string> recent_;
     ForwardEvents events_;
     RunStats stats_;
+    bool data_check_due_ = false; // the KV data check runs after this step
+
+private:
+    std::vector<std::string> names_;
+    std::vector<Allocator*> real_;
+    std::vector<ReferenceSide*> model_;
+};
+
+// A pair's configuration: each side's compaction mode, the full side's page size.
+struct PairConfig {
+    CompactionMode full_mode, other_mode;
+    index_t page_size;
+    std::string name(const char* other) const {
+        return fmt::format("full {}/{} {}/page_size={}", to_string(full_mode), other,
+                           to_string(other_mode), page_size);
+    }
+    std::uint64_t salt() const {
+        return (full_mode == CompactionMode::lazy ? 0x51ull : 0x17ull) * 0x100000001b3ull ^
+               (other_mode == CompactionMode::lazy ? 0x2bull : 0x0dull) * 0x9e3779b97f4a7c15ull ^
+               static_cast<std::uint64_t>(page_size) * 0x9e37ull;
+    }
+    bool any_eager() const {
+        return full_mode == CompactionMode::eager || other_mode == CompactionMode::eager;
+    }
+};
+
+// Both modes on page sizes 1 and 16, and each side its own mode once each way
+// (a kvpool option: the reference has one mode per pair).
+inline std::vector<PairConfig> pair_configs() {
+    std::vector<PairConfig> configs;
+    for (const CompactionMode mode : {CompactionMode::eager, CompactionMode::lazy})
+        for (const index_t page_size : {index_t(1), index_t(16)})
+            configs.push_back({mode, mode, page_size});
+    configs.push_back({CompactionMode::lazy, CompactionMode::eager, 1});
+    configs.push_back({CompactionMode::eager, CompactionMode::lazy, 16});
+    return configs;
+}
+
+// What the two pair runs share: the composite and its model, and the tokens
+// of the last allocation (what the next forward writes).
+template <class Pair, class ModelPair> class PairRun : public DifferentialRun {
+protected:
+    PairRun(std::string tag, std::uint64_t seed, const PairConfig& config, const char* other,
+            int ops, std::uint64_t salt)
+        : DifferentialRun(std::move(tag), seed, config.name(other), ops, salt ^ config.salt()),
+          eager_(config.any_eager()) {}
+
+    // A forward writes the full side's tokens of the last allocation still
+    // live; the other side is written at the same virtual ids, or (other_writes
+    // false: Mamba state, written by the Mamba kernels) gets no write set.
+    void op_forward(bool other_writes) {
+        const std::vector<index_t> written = still_live(last_allocated_, model_->full());
+        forward({written, other_writes ? written : std::vector<index_t>{}},
+                [&](const CompletionTokenPtr& token) {
+                    pair_->set_latest_forward_done(token);
+                    if (token)
+                        pair_->set_inflight_forward(token, written);
+                });
+    }
+
+    std::unique_ptr<Pair> pair_;
+    std::unique_ptr<ModelPair> model_;
+    std::vector<index_t> last_allocated_;
+    bool eager_; // a side compacts on every free
 };
 
 // Runs make_run(seed, config)->run() for every seed and configuration; prints
@@ -372,6 +553,13 @@ void run_differential(const char* tag, const std::vector<Config>& configs, MakeR
     std::printf("[%s] %d runs, %d failed; %s\n", tag, runs, failures, total.str().c_str());
     std::fflush(stdout);
     CHECK(failures == 0);
+}
+
+// Every pair configuration of a Run(seed, PairConfig, ops).
+template <class Run> void run_pair_differential(const char* tag) {
+    run_differential(tag, pair_configs(), [](std::uint64_t seed, const PairConfig& c, int ops) {
+        return std::make_unique<Run>(seed, c, ops);
+    });
 }
 
 } // namespace kvpool::test

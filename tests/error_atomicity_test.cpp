@@ -65,6 +65,40 @@ std::string side_state(const Allocator& side) {
     return side.state_string() + "\n " + side_tables(side);
 }
 
+// A side whose state a failed call must leave alone: its stamp tag and live tokens.
+struct Watched {
+    const Allocator& side;
+    int tag;
+    const std::vector<index_t>& live;
+};
+
+// The call throws an Error with this code, and the sides are as before. A
+// state broken on purpose (to force an internal check) is mended between the
+// call and the comparison.
+void expect_unchanged(const Pool& pool, const std::vector<Watched>& sides, ErrorCode code,
+                      const std::function<void()>& call,
+                      const std::function<void()>& break_state = {},
+                      const std::function<void()>& mend_state = {}) {
+    std::vector<std::string> before;
+    for (const Watched& w : sides)
+        before.push_back(side_state(w.side));
+    if (break_state)
+        break_state();
+    try {
+        call();
+        FAIL("the call was accepted");
+    } catch (const Error& e) {
+        INFO(e.what());
+        CHECK(e.code() == code);
+    }
+    if (mend_state)
+        mend_state();
+    for (std::size_t i = 0; i < sides.size(); ++i) {
+        CHECK(side_state(sides[i].side) == before[i]);
+        check_all(pool, sides[i].side, sides[i].tag, sides[i].live);
+    }
+}
+
 // Two sides of one buffer, each with live stamped tokens and (lazy) holes and
 // pages pending reuse behind a forward that has since completed.
 struct Sides {
@@ -107,28 +141,11 @@ struct Sides {
         check_all(pool, side, tag, live);
     }
 
-    // The call throws an Error with this code, and both sides are as before.
-    // A state broken on purpose (to force an internal check) is mended
-    // between the call and the comparison.
     void expect_unchanged(ErrorCode code, const std::function<void()>& call,
                           const std::function<void()>& break_state = {},
                           const std::function<void()>& mend_state = {}) {
-        const std::string full_before = side_state(full), other_before = side_state(other);
-        if (break_state)
-            break_state();
-        try {
-            call();
-            FAIL("the call was accepted");
-        } catch (const Error& e) {
-            INFO(e.what());
-            CHECK(e.code() == code);
-        }
-        if (mend_state)
-            mend_state();
-        CHECK(side_state(full) == full_before);
-        CHECK(side_state(other) == other_before);
-        check_all(pool, full, 0, full_live);
-        check_all(pool, other, 1, other_live);
+        ::expect_unchanged(pool, {{full, 0, full_live}, {other, 1, other_live}}, code, call,
+                           break_state, mend_state);
     }
 };
 
@@ -268,19 +285,7 @@ TEST_CASE("atomic errors: the SWA pair checks both sides before it flushes or fr
         const index_t need = pair.available_size() + 2 * ps;
         REQUIRE(pair.full().core().hole_pages() > 0);
         const auto expect_unchanged = [&](ErrorCode code, const std::function<void()>& call) {
-            const std::string full_before = side_state(pair.full()),
-                              swa_before = side_state(pair.swa());
-            try {
-                call();
-                FAIL("the call was accepted");
-            } catch (const Error& e) {
-                INFO(e.what());
-                CHECK(e.code() == code);
-            }
-            CHECK(side_state(pair.full()) == full_before);
-            CHECK(side_state(pair.swa()) == swa_before);
-            check_all(pool, pair.full(), 0, live);
-            check_all(pool, pair.swa(), 1, live);
+            ::expect_unchanged(pool, {{pair.full(), 0, live}, {pair.swa(), 1, live}}, code, call);
         };
         IndexView out("out", static_cast<std::size_t>(need));
         expect_unchanged(ErrorCode::invalid_argument,

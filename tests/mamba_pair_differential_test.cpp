@@ -28,27 +28,16 @@ using MambaPair = UnifiedMambaAllocator<Space>;
 constexpr int full_tag = 0;
 constexpr int state_tag = 1;
 
-struct Config {
-    CompactionMode full_mode, state_mode;
-    index_t page_size;
-    std::string name() const {
-        return fmt::format("full {}/state {}/page_size={}", to_string(full_mode),
-                           to_string(state_mode), page_size);
-    }
-};
-
 // A running request: its virtual token ids in position order and its state slot.
 struct Request {
     std::vector<index_t> tokens;
     index_t slot = unbound;
 };
 
-class MambaRun final : public DifferentialRun {
+class MambaRun final : public PairRun<MambaPair, ReferenceMambaPair> {
 public:
-    MambaRun(std::uint64_t seed, const Config& config, int ops)
-        : DifferentialRun("mamba-differential", seed, config.name(), ops, salt(config)),
-          eager_(config.full_mode == CompactionMode::eager ||
-                 config.state_mode == CompactionMode::eager) {
+    MambaRun(std::uint64_t seed, const PairConfig& config, int ops)
+        : PairRun("mamba-differential", seed, config, "state", ops, 0x4d414d4241504149ull) {
         // A state slot costs a few to many full tokens of gap, not a whole
         // number of them; the buffer holds a few hundred full pages and a few
         // dozen slots, so slots and KV starve each other in turn.
@@ -68,16 +57,16 @@ public:
             full.max_tokens = total / (e_full * ps) * ps * 2 / 5;
         if (rng_.chance(0.2))
             state.max_tokens = rng_.uniform(4, 12);
-        static const std::vector<index_t> caps = {1, 2, 5, 4096, 4096};
-        AllocatorOptions full_options = options(config.full_mode),
-                         state_options = options(config.state_mode);
-        full_options.max_moves_per_flush = rng_.pick(caps);
-        state_options.max_moves_per_flush = rng_.pick(caps);
+        // Each side its own options: its mode and, now and then, a small flush cap.
+        const AllocatorOptions full_options = side_options(config.full_mode),
+                               state_options = side_options(config.other_mode);
         pool_ = std::make_unique<Pool>(PoolLayout(total, {full, state}));
         pair_ = std::make_unique<MambaPair>(*pool_, full_options, state_options);
         model_ = std::make_unique<ReferenceMambaPair>(pool_->layout().side("full"),
                                                       pool_->layout().side("mamba"), total,
                                                       full_options, state_options);
+        add_side("full", pair_->full(), model_->full());
+        add_side("state", pair_->state(), model_->state());
         const auto& f = pool_->layout().side("full");
         const auto& s = pool_->layout().side("mamba");
         geometry_ = fmt::format(
@@ -90,26 +79,6 @@ public:
     }
 
 private:
-    static std::uint64_t salt(const Config& c) {
-        return 0x4d414d4241504149ull ^
-               (c.full_mode == CompactionMode::lazy ? 0x51ull : 0x17ull) * 0x100000001b3ull ^
-               (c.state_mode == CompactionMode::lazy ? 0x2bull : 0x0dull) * 0x9e3779b97f4a7c15ull ^
-               static_cast<std::uint64_t>(c.page_size) * 0x9e37ull;
-    }
-
-    std::string states() const override {
-        return fmt::format(
-            "  real full: {}\n  model full: {}\n  real state: {}\n  model state: {}\n",
-            pair_->full().state_string(), model_->full().describe(), pair_->state().state_string(),
-            model_->state().describe());
-    }
-    std::string real_states() const {
-        return pair_->full().state_string() + " | " + pair_->state().state_string();
-    }
-    std::vector<ReferenceSide*> model_sides() override {
-        return {&model_->full(), &model_->state()};
-    }
-
     void compare() override {
         const ReferenceMambaPair& m = *model_;
         expect_eq(pair_->state_slot_full_token_cost(), m.state_slot_full_token_cost(),
@@ -118,11 +87,7 @@ private:
         expect_eq(pair_->state_slots_available(), m.state_slots_available(),
                   "state_slots_available()");
         expect_eq(pair_->state_slot_starved(), m.state_slot_starved(), "state_slot_starved()");
-        compare_side("full", pair_->full(), m.full());
-        compare_side("state", pair_->state(), m.state());
-        probe_schedulable("full", pair_->full(), pair_->state());
-        probe_schedulable("state", pair_->state(), pair_->full());
-        stats_.pending_seen += m.full().pending_pages() + m.state().pending_pages() > 0;
+        compare_sides();
     }
 
     void after_step() override {
@@ -161,28 +126,15 @@ private:
         case 3:
             return op_free();
         case 4:
-            return op_flush();
+            return flush_opportunistic([&] { return pair_->flush_opportunistic(Space()); });
         case 5:
             return rng_.chance(0.5) ? op_slots_beyond() : op_kv_beyond();
         case 6:
-            return op_forward();
+            return op_forward(false);
         case 7:
             return op_complete();
         default:
-            return op_drain();
-        }
-    }
-
-    // After an allocation on a side: a lazy shortfall flushed the other side
-    // (pages may have moved); a failure that flushed nothing changed nothing.
-    void after_alloc(const ReferenceSide& side, bool ok, const std::string& before,
-                     const char* what) {
-        if (side.last_alloc_flushed_peer()) {
-            ++stats_.peer_flushes;
-            data_check_due_ = true;
-        } else if (!ok) {
-            expect_eq(real_states(), before,
-                      std::string("state of both sides after a failed ") + what);
+            return drain([&] { pair_->drain_pending_reuse(); });
         }
     }
 
@@ -194,7 +146,7 @@ private:
                                       [&] { return pair_->alloc_state_slots(Space(), count); });
         const std::vector<index_t> slots = got ? to_host(*got) : std::vector<index_t>{};
         expect_allocation(what, got.has_value(), expected, slots, beyond);
-        after_alloc(model_->state(), got.has_value(), before, what);
+        after_allocation(model_->state().last_alloc_flushed_peer(), got.has_value(), before);
         if (!got)
             return std::nullopt;
         stamp_tokens(*pool_, pair_->state(), state_tag, slots);
@@ -251,7 +203,7 @@ private:
                 ids = to_host(out);
         }
         expect_allocation(whole_pages ? "alloc" : "alloc_extend", ok, expected, ids, beyond);
-        after_alloc(model_->full(), ok, before, "KV allocation");
+        after_allocation(model_->full().last_alloc_flushed_peer(), ok, before);
         if (!ok) {
             replay_void([&] { model_->state().free(*slots); },
                         [&] { pair_->free_state_slots(Space(), *slots); });
@@ -295,7 +247,7 @@ private:
             [&] { return pair_->alloc_extend(Space(), prefix, seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_extend", ok, expected, ids, beyond);
-        after_alloc(model_->full(), ok, before, "alloc_extend");
+        after_allocation(model_->full().last_alloc_flushed_peer(), ok, before);
         if (!ok)
             return;
         stamp_tokens(*pool_, pair_->full(), full_tag, ids);
@@ -325,7 +277,7 @@ private:
                    [&] { return pair_->alloc_decode(Space(), seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_decode", ok, expected, ids);
-        after_alloc(model_->full(), ok, before, "alloc_decode");
+        after_allocation(model_->full().last_alloc_flushed_peer(), ok, before);
         if (!ok)
             return;
         stamp_tokens(*pool_, pair_->full(), full_tag, ids);
@@ -362,15 +314,6 @@ private:
         data_check_due_ = data_check_due_ || eager_;
     }
 
-    void op_flush() {
-        begin_op("flush_opportunistic()");
-        auto [moved, expected] = replay([&] { return model_->flush_opportunistic(); },
-                                        [&] { return pair_->flush_opportunistic(Space()); });
-        expect_eq(moved, expected, "pages moved by the flush");
-        ++stats_.flushes;
-        data_check_due_ = data_check_due_ || moved > 0;
-    }
-
     // State slots beyond what the state side can schedule: granted exactly when
     // the model grants them (the full side's pages pending reuse may make room).
     void op_slots_beyond() {
@@ -401,7 +344,7 @@ private:
                                       [&] { return pair_->alloc(Space(), need); });
         const std::vector<index_t> ids = got ? to_host(*got) : std::vector<index_t>{};
         expect_allocation("alloc beyond schedulable", got.has_value(), expected, ids, true);
-        after_alloc(model_->full(), got.has_value(), before, "alloc");
+        after_allocation(model_->full().last_alloc_flushed_peer(), got.has_value(), before);
         if (!got)
             return;
         // The request it would be has no state slot: give the KV back.
@@ -410,72 +353,19 @@ private:
         data_check_due_ = true;
     }
 
-    // A forward launched: its done token is the latest on both sides; it
-    // writes the full side's tokens of the last allocation still live (the
-    // state side is written by the Mamba kernels, not through KV locations).
-    void op_forward() {
-        if (rng_.chance(0.1)) {
-            begin_op("no forward in flight (latest forward done: none)");
-            model_->full().set_latest_forward_done(nullptr);
-            model_->state().set_latest_forward_done(nullptr);
-            pair_->set_latest_forward_done(nullptr);
-            return;
-        }
-        const auto token = events_.launch();
-        std::vector<index_t> written;
-        for (index_t t : last_allocated_)
-            if (model_->full().physical_of_virtual(t / pair_->full().page_size()) != unbound)
-                written.push_back(t);
-        begin_op(fmt::format("forward launched ({} in flight), writing {} tokens",
-                             events_.in_flight(), written.size()));
-        for (ReferenceSide* side : model_sides())
-            side->set_latest_forward_done(token);
-        model_->full().set_inflight_forward(token, written);
-        model_->state().set_inflight_forward(token, {});
-        pair_->set_latest_forward_done(token);
-        pair_->set_inflight_forward(token, written);
-    }
-
-    void op_complete() {
-        begin_op(fmt::format("a forward completes ({} in flight)", events_.in_flight()));
-        events_.complete_one(rng_);
-    }
-
-    void op_drain() {
-        begin_op(fmt::format("drain_pending_reuse() [pending: full {}, state {}]",
-                             model_->full().pending_pages(), model_->state().pending_pages()));
-        model_->full().drain_pending_reuse();
-        model_->state().drain_pending_reuse();
-        pair_->drain_pending_reuse();
-    }
-
-    std::unique_ptr<MambaPair> pair_;
-    std::unique_ptr<ReferenceMambaPair> model_;
     std::vector<Request> requests_;
-    std::vector<index_t> last_allocated_; // what the next forward writes
-    bool eager_;                          // a side compacts on every free
-    bool data_check_due_ = false;
 };
 
 } // namespace
 
 TEST_CASE("mamba pair differential: the Mamba pair against the reference model",
           "[mamba-differential][pair-differential]") {
-    std::vector<Config> configs;
-    for (const CompactionMode mode : {CompactionMode::eager, CompactionMode::lazy})
-        for (const index_t page_size : {index_t(1), index_t(16)})
-            configs.push_back({mode, mode, page_size});
-    // Each side its own mode (a kvpool option; the reference has one mode per pair).
-    configs.push_back({CompactionMode::lazy, CompactionMode::eager, 16});
-    configs.push_back({CompactionMode::eager, CompactionMode::lazy, 1});
-    run_differential("mamba-differential", configs,
-                     [](std::uint64_t seed, const Config& c, int ops) {
-                         return std::make_unique<MambaRun>(seed, c, ops);
-                     });
+    run_pair_differential<MambaRun>("mamba-differential");
 }
 
-// The case the issue that rewrote this test found: a lazy Mamba pair whose
-// state side holds slots pending reuse behind a forward; a full allocation
+// The case found when the pair was driven as an engine drives it: a lazy
+// Mamba pair whose state side holds slots pending reuse behind a forward; a
+// full allocation
 // beyond schedulable_available_size() (which does not credit them) but within
 // what an urgent flush of the state side reclaims succeeds, as the
 // reference's does, and one page more fails; both sides stay intact.

@@ -27,15 +27,6 @@ using Int32View = Kokkos::View<std::int32_t*, Space::memory_space>;
 constexpr int full_tag = 0;
 constexpr int swa_tag = 1;
 
-struct Config {
-    CompactionMode full_mode, swa_mode;
-    index_t page_size;
-    std::string name() const {
-        return fmt::format("full {}/swa {}/page_size={}", to_string(full_mode), to_string(swa_mode),
-                           page_size);
-    }
-};
-
 // A running request: its virtual token ids in position order; its first token
 // starts a page, so position i lies on the request's page i / page_size.
 struct Request {
@@ -43,12 +34,10 @@ struct Request {
     index_t swa_from = 0; // tokens [0, swa_from) left the window
 };
 
-class SwaRun final : public DifferentialRun {
+class SwaRun final : public PairRun<SwaPair, ReferenceSwaPair> {
 public:
-    SwaRun(std::uint64_t seed, const Config& config, int ops)
-        : DifferentialRun("swa-differential", seed, config.name(), ops, salt(config)),
-          eager_(config.full_mode == CompactionMode::eager ||
-                 config.swa_mode == CompactionMode::eager) {
+    SwaRun(std::uint64_t seed, const PairConfig& config, int ops)
+        : PairRun("swa-differential", seed, config, "swa", ops, 0x5357415f50414952ull) {
         // Entry bytes small and not multiples of each other; now and then the
         // full side grows down, and a side capped below its bytes (a fixed
         // split's cap: the conservation views and the joint size's id caps).
@@ -69,16 +58,15 @@ public:
         if (rng_.chance(0.2))
             swa.max_tokens = total / (entries.second * ps) * ps * rng_.uniform(2, 5) / 10;
         // Each side its own options: its mode and, now and then, a small flush cap.
-        static const std::vector<index_t> caps = {1, 3, 8, 4096, 4096};
-        AllocatorOptions full_options = options(config.full_mode),
-                         swa_options = options(config.swa_mode);
-        full_options.max_moves_per_flush = rng_.pick(caps);
-        swa_options.max_moves_per_flush = rng_.pick(caps);
+        const AllocatorOptions full_options = side_options(config.full_mode),
+                               swa_options = side_options(config.other_mode);
         pool_ = std::make_unique<Pool>(PoolLayout(total, {full, swa}));
         pair_ = std::make_unique<SwaPair>(*pool_, full_options, swa_options);
         model_ = std::make_unique<ReferenceSwaPair>(pool_->layout().side("full"),
                                                     pool_->layout().side("swa"), total,
                                                     full_options, swa_options);
+        add_side("full", pair_->full(), model_->full());
+        add_side("swa", pair_->swa(), model_->swa());
         const auto& f = pool_->layout().side("full");
         const auto& s = pool_->layout().side("swa");
         geometry_ = fmt::format("total_bytes={} full(entry={}, grows {}, pages={}, "
@@ -94,23 +82,6 @@ public:
 private:
     enum class Size { random, beyond };
 
-    static std::uint64_t salt(const Config& c) {
-        return 0x5357415f50414952ull ^
-               (c.full_mode == CompactionMode::lazy ? 0x51ull : 0x17ull) * 0x100000001b3ull ^
-               (c.swa_mode == CompactionMode::lazy ? 0x2bull : 0x0dull) * 0x9e3779b97f4a7c15ull ^
-               static_cast<std::uint64_t>(c.page_size) * 0x9e37ull;
-    }
-
-    std::string states() const override {
-        return fmt::format("  real full: {}\n  model full: {}\n  real swa: {}\n  model swa: {}\n",
-                           pair_->full().state_string(), model_->full().describe(),
-                           pair_->swa().state_string(), model_->swa().describe());
-    }
-    std::string real_states() const {
-        return pair_->full().state_string() + " | " + pair_->swa().state_string();
-    }
-    std::vector<ReferenceSide*> model_sides() override { return {&model_->full(), &model_->swa()}; }
-
     void compare() override {
         const ReferenceSwaPair& m = *model_;
         expect_eq(pair_->available_size(), m.available_size(), "available_size() (joint)");
@@ -124,12 +95,8 @@ private:
                   "schedulable_swa_available_size()");
         expect_eq(pair_->full_available_size(), m.full_available_size(), "full_available_size()");
         expect_eq(pair_->swa_available_size(), m.swa_available_size(), "swa_available_size()");
-        compare_side("full", pair_->full(), m.full());
-        compare_side("swa", pair_->swa(), m.swa());
-        probe_schedulable("full", pair_->full(), pair_->swa());
-        probe_schedulable("swa", pair_->swa(), pair_->full());
+        compare_sides();
         probe_joint();
-        stats_.pending_seen += m.full().pending_pages() + m.swa().pending_pages() > 0;
         // The tombstones: the library's tables, the model and the windows the
         // requests' bookkeeping says have passed.
         std::set<index_t> real, booked;
@@ -214,25 +181,15 @@ private:
         case 4:
             return op_free_swa();
         case 5:
-            return op_flush();
+            return flush_opportunistic([&] { return pair_->flush_opportunistic(Space()); });
         case 6:
             return rng_.chance(0.5) ? op_alloc(Size::beyond) : op_extend(Size::beyond);
         case 7:
-            return op_forward();
+            return op_forward(true);
         case 8:
             return op_complete();
         default:
-            return op_drain();
-        }
-    }
-
-    // After an allocation: a failure that flushed nothing changed nothing.
-    void after_alloc(bool ok, const std::string& before) {
-        if (model_->last_alloc_flushed()) {
-            ++stats_.peer_flushes;
-            data_check_due_ = true;
-        } else if (!ok) {
-            expect_eq(real_states(), before, "state of both sides after a failed allocation");
+            return drain([&] { pair_->drain_pending_reuse(); });
         }
     }
 
@@ -275,7 +232,7 @@ private:
             fail("an allocation of at most available_size() (after the flush) failed");
         if (size == Size::beyond && got)
             fail("an allocation beyond what the flushes can free succeeded");
-        after_alloc(got.has_value(), before);
+        after_allocation(model_->last_alloc_flushed(), got.has_value(), before);
         if (!got || ids.empty())
             return;
         stamp(ids);
@@ -309,11 +266,11 @@ private:
             last_loc.push_back(unbound);
             which.push_back(-1);
         }
-        index_t tokens = 0, pages = 0;
-        for (std::size_t b = 0; b < seq.size(); ++b) {
+        index_t tokens = 0;
+        for (std::size_t b = 0; b < seq.size(); ++b)
             tokens += seq[b] - prefix[b];
-            pages += (seq[b] + ps - 1) / ps - (prefix[b] + ps - 1) / ps;
-        }
+        const index_t pages = detail::pages_needed_for_extend(prefix.data(), seq.data(),
+                                                              static_cast<index_t>(seq.size()), ps);
         begin_op(fmt::format("alloc_extend{}(prefix_lens={}, seq_lens={}, last_loc={}) [available "
                              "{}, after flush {}]",
                              size == Size::beyond ? " beyond capacity" : "", prefix, seq, last_loc,
@@ -329,7 +286,7 @@ private:
         expect_allocation("alloc_extend", ok, expected, ids, beyond);
         if (size == Size::beyond && ok)
             fail("alloc_extend beyond what the flushes can free succeeded");
-        after_alloc(ok, before);
+        after_allocation(model_->last_alloc_flushed(), ok, before);
         if (!ok)
             return;
         stamp(ids);
@@ -366,7 +323,7 @@ private:
                    [&] { return pair_->alloc_decode(Space(), seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_decode", ok, expected, ids);
-        after_alloc(ok, before);
+        after_allocation(model_->last_alloc_flushed(), ok, before);
         if (!ok)
             return;
         stamp(ids);
@@ -441,74 +398,12 @@ private:
         data_check_due_ = data_check_due_ || eager_;
     }
 
-    void op_flush() {
-        begin_op("flush_opportunistic()");
-        auto [moved, expected] = replay([&] { return model_->flush_opportunistic(); },
-                                        [&] { return pair_->flush_opportunistic(Space()); });
-        expect_eq(moved, expected, "pages moved by the flush");
-        ++stats_.flushes;
-        data_check_due_ = data_check_due_ || moved > 0;
-    }
-
-    // A forward launched: its done token is the latest on both sides, and it
-    // writes the tokens of the last allocation still live (the same virtual
-    // ids on both sides). Now and then no forward is in flight.
-    void op_forward() {
-        if (rng_.chance(0.1)) {
-            begin_op("no forward in flight (latest forward done: none)");
-            model_->full().set_latest_forward_done(nullptr);
-            model_->swa().set_latest_forward_done(nullptr);
-            pair_->set_latest_forward_done(nullptr);
-            return;
-        }
-        const auto token = events_.launch();
-        std::vector<index_t> written;
-        for (index_t t : last_allocated_)
-            if (model_->full().physical_of_virtual(t / pair_->page_size()) != unbound)
-                written.push_back(t);
-        begin_op(fmt::format("forward launched ({} in flight), writing {} tokens",
-                             events_.in_flight(), written.size()));
-        for (ReferenceSide* side : model_sides()) {
-            side->set_latest_forward_done(token);
-            side->set_inflight_forward(token, written);
-        }
-        pair_->set_latest_forward_done(token);
-        pair_->set_inflight_forward(token, written);
-    }
-
-    void op_complete() {
-        begin_op(fmt::format("a forward completes ({} in flight)", events_.in_flight()));
-        events_.complete_one(rng_);
-    }
-
-    void op_drain() {
-        begin_op(fmt::format("drain_pending_reuse() [pending: full {}, swa {}]",
-                             model_->full().pending_pages(), model_->swa().pending_pages()));
-        model_->full().drain_pending_reuse();
-        model_->swa().drain_pending_reuse();
-        pair_->drain_pending_reuse();
-    }
-
-    std::unique_ptr<SwaPair> pair_;
-    std::unique_ptr<ReferenceSwaPair> model_;
     std::vector<Request> requests_;
-    std::vector<index_t> last_allocated_; // what the next forward writes
-    bool eager_;                          // a side compacts on every free
-    bool data_check_due_ = false;
 };
 
 } // namespace
 
 TEST_CASE("swa pair differential: the SWA pair against the reference model",
           "[swa-differential][pair-differential]") {
-    std::vector<Config> configs;
-    for (const CompactionMode mode : {CompactionMode::eager, CompactionMode::lazy})
-        for (const index_t page_size : {index_t(1), index_t(16)})
-            configs.push_back({mode, mode, page_size});
-    // Each side its own mode (a kvpool option; the reference has one mode per pair).
-    configs.push_back({CompactionMode::lazy, CompactionMode::eager, 1});
-    configs.push_back({CompactionMode::eager, CompactionMode::lazy, 16});
-    run_differential("swa-differential", configs, [](std::uint64_t seed, const Config& c, int ops) {
-        return std::make_unique<SwaRun>(seed, c, ops);
-    });
+    run_pair_differential<SwaRun>("swa-differential");
 }
