@@ -111,10 +111,12 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
         if (option == "-h" || option == "--help") {
             flag();
             o.help = true;
+        } else if (option == "--kokkos-threads" || option == "--kokkos-num-threads") {
+            // Kokkos 3 knows only the first spelling, Kokkos 4 only the second:
+            // the count reaches Kokkos through KOKKOS_NUM_THREADS, which both read.
+            o.kokkos_threads = static_cast<int>(parse_whole(option, value(), 1, 4096));
         } else if (option.rfind("--kokkos-", 0) == 0) {
             o.kokkos_args.push_back(args[i]);
-            o.kokkos_threads_given |=
-                option == "--kokkos-threads" || option == "--kokkos-num-threads";
         } else if (option == "--model") {
             o.model = value();
         } else if (option == "--memory") {
@@ -233,8 +235,9 @@ Comparison:
   --sweep N               fixed shares swept for the oracle, besides the default (default 19)
   --device                run the allocators on Kokkos' default execution space (the GPU of
                           a CUDA build) instead of the host
-  --kokkos-threads=N      host threads for the allocators' kernels (default 1: they are small);
-                          other --kokkos-* options are passed on to Kokkos
+  --kokkos-threads=N      host threads for the allocators' kernels (default 1: they are small;
+                          --kokkos-num-threads=N is the same); other --kokkos-* options are
+                          passed on to Kokkos
   --full-size-buffer      allocate the real KV bytes. By default every size is divided by the
                           greatest common divisor of the two entry sizes: the same pages fit and
                           every allocator decision is the same, but page copies are smaller

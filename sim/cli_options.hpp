@@ -30,8 +30,8 @@ struct CliOptions {
     std::optional<std::string> plot_path;
     bool progress = true;
     bool help = false;
-    std::vector<std::string> kokkos_args; // --kokkos-*, passed on to Kokkos
-    bool kokkos_threads_given = false;    // --kokkos-threads or --kokkos-num-threads among them
+    std::vector<std::string> kokkos_args; // other --kokkos-* options, passed on to Kokkos
+    std::optional<int> kokkos_threads;    // --kokkos-threads or --kokkos-num-threads
 };
 
 // Throws InputError naming the option and the value.

@@ -53,6 +53,14 @@ bool to_file(const std::optional<std::string>& path) {
     return path && *path != "-";
 }
 
+// The backend the allocators ran on; on the host, with its thread count.
+std::string backend_label(Backend backend) {
+    if (backend != Backend::host)
+        return backend_name(backend);
+    const int threads = Kokkos::DefaultHostExecutionSpace().concurrency();
+    return fmt::format("{} ({} thread{})", backend_name(backend), threads, threads == 1 ? "" : "s");
+}
+
 int run(int argc, char* argv[]) {
     const CliOptions options = parse_cli(std::vector<std::string>(argv + 1, argv + argc));
     if (options.help) {
@@ -79,9 +87,12 @@ int run(int argc, char* argv[]) {
     // The allocators' kernels touch a few hundred ids per call: more host
     // threads only add fork-join cost, and on a shared machine a descheduled
     // thread stalls every launch. One thread unless the user says otherwise
-    // (KOKKOS_NUM_THREADS or --kokkos-threads). Kokkos' OpenMP backend warns at
-    // start-up unless thread binding is set.
-    if (!options.kokkos_threads_given)
+    // (--kokkos-threads, or KOKKOS_NUM_THREADS, which every Kokkos version
+    // reads). Kokkos' OpenMP backend warns at start-up unless thread binding
+    // is set.
+    if (options.kokkos_threads)
+        setenv("KOKKOS_NUM_THREADS", std::to_string(*options.kokkos_threads).c_str(), 1);
+    else
         setenv("KOKKOS_NUM_THREADS", "1", 0);
     setenv("OMP_PROC_BIND", "false", 0);
     std::vector<char*> kokkos_argv{argv[0]};
@@ -102,7 +113,7 @@ int run(int argc, char* argv[]) {
         geometry,
         workload,
         config.scheduler,
-        backend_name(options.backend),
+        backend_label(options.backend),
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 
     StagedOutputs outputs;

@@ -1,3 +1,5 @@
+#include "band_direction.hpp"
+
 #include <kvpool/detail/allocator_core.hpp>
 #include <kvpool/error.hpp>
 
@@ -10,24 +12,43 @@ namespace kvpool::detail {
 
 namespace {
 
-index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
+index_t ceil_div(index_t a, index_t b) {
+    return (a + b - 1) / b;
+}
 
 // At most this many ids are named in an error message.
 constexpr std::size_t max_ids_in_message = 8;
 
 std::string first_ids(const std::vector<index_t>& ids) {
-    std::vector<index_t> head(ids.begin(),
-                              ids.begin() + static_cast<std::ptrdiff_t>(
-                                                std::min(ids.size(), max_ids_in_message)));
+    std::vector<index_t> head(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                             ids.size(), max_ids_in_message)));
     return ids.size() > max_ids_in_message
                ? fmt::format("{} (and {} more)", head, ids.size() - max_ids_in_message)
                : fmt::format("{}", head);
 }
 
-}  // namespace
+// Each value once, at its first position.
+std::vector<index_t> first_occurrences(std::vector<index_t> values) {
+    std::vector<std::size_t> order(values.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+    std::vector<char> repeat(values.size(), 0);
+    for (std::size_t k = 1; k < order.size(); ++k)
+        repeat[order[k]] = values[order[k]] == values[order[k - 1]];
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < values.size(); ++i)
+        if (!repeat[i])
+            values[kept++] = values[i];
+    values.resize(kept);
+    return values;
+}
 
-index_t pages_needed_for_extend(const index_t* prefix_lens, const index_t* seq_lens,
-                                index_t batch, index_t page_size) {
+} // namespace
+
+index_t pages_needed_for_extend(const index_t* prefix_lens, const index_t* seq_lens, index_t batch,
+                                index_t page_size) {
     index_t pages = 0;
     for (index_t i = 0; i < batch; ++i)
         pages += ceil_div(seq_lens[i], page_size) - ceil_div(prefix_lens[i], page_size);
@@ -43,15 +64,12 @@ index_t pages_needed_for_decode(const index_t* seq_lens, index_t batch, index_t 
 
 AllocatorCore::AllocatorCore(const SideGeometry& geometry, index_t total_bytes,
                              AllocatorOptions options)
-    : geometry_(geometry),
-      total_bytes_(total_bytes),
-      options_(options),
-      virtual_table_pages_(geometry.num_virtual_pages),
-      min_virtual_page_(geometry.min_page_index) {
+    : geometry_(geometry), total_bytes_(total_bytes), options_(options),
+      virtual_table_pages_(geometry.num_virtual_pages), min_virtual_page_(geometry.min_page_index) {
     if (options_.max_moves_per_flush <= 0)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("max_moves_per_flush must be > 0, got {}",
-                                options_.max_moves_per_flush));
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("max_moves_per_flush must be > 0, got {}", options_.max_moves_per_flush));
     clear();
     plan_.clear();
 }
@@ -60,8 +78,9 @@ void AllocatorCore::bind_peer(AllocatorCore* peer) {
     if (!options_.is_id_owner && peer && peer->options_.is_id_owner &&
         virtual_table_pages_ != peer->virtual_table_pages_) {
         if (live_pages_ != 0)
-            throw Error(ErrorCode::invalid_state,
-                        fmt::format("{}: bind_peer on a non-owner that holds pages", geometry_.spec.name));
+            throw Error(
+                ErrorCode::invalid_state,
+                fmt::format("{}: bind_peer on a non-owner that holds pages", geometry_.spec.name));
         virtual_table_pages_ = peer->virtual_table_pages_;
         min_virtual_page_ = peer->min_virtual_page_;
         clear();
@@ -73,21 +92,19 @@ void AllocatorCore::bind_peer(AllocatorCore* peer) {
 // ---------------------------------------------------------------- sizes
 
 index_t AllocatorCore::band_pages() const {
-    if (geometry_.grow() == GrowDirection::up) return watermark_ - geometry_.min_page_index;
-    return geometry_.num_physical_pages - 1 - watermark_;
+    const BandDirection band(geometry_);
+    return band.band_end(watermark_) - band.band_begin(watermark_);
 }
 
 index_t AllocatorCore::byte_high_frontier() const {
-    if (geometry_.grow() == GrowDirection::up) return watermark_ * geometry_.page_bytes;
-    return geometry_.num_physical_pages * geometry_.page_bytes;
+    return BandDirection(geometry_).band_end(watermark_) * geometry_.page_bytes;
 }
 
 index_t AllocatorCore::byte_low_frontier() const {
-    if (geometry_.grow() == GrowDirection::up)
-        return geometry_.min_page_index * geometry_.page_bytes;
-    return (watermark_ + 1) * geometry_.page_bytes;
+    return BandDirection(geometry_).band_begin(watermark_) * geometry_.page_bytes;
 }
 
+// The gap lies above an up side's band and below a down side's.
 index_t AllocatorCore::gap_bytes() const {
     if (geometry_.grow() == GrowDirection::up) {
         const index_t limit = peer_ ? peer_->byte_low_frontier() : total_bytes_;
@@ -98,8 +115,7 @@ index_t AllocatorCore::gap_bytes() const {
 }
 
 index_t AllocatorCore::index_headroom_pages() const {
-    return geometry_.grow() == GrowDirection::up ? geometry_.num_physical_pages - watermark_
-                                                 : watermark_ + 1 - geometry_.min_page_index;
+    return geometry_.num_physical_pages - geometry_.min_page_index - band_pages();
 }
 
 index_t AllocatorCore::free_virtual_page_count() const {
@@ -113,11 +129,14 @@ index_t AllocatorCore::available_pages(index_t extra_gap_bytes) const {
     return std::min(free_virtual_page_count(), extend + hole_pages());
 }
 
-index_t AllocatorCore::available_size() const { return available_pages(0) * page_size(); }
+index_t AllocatorCore::available_size() const {
+    return available_pages(0) * page_size();
+}
 
 index_t AllocatorCore::peer_drainable_hole_bytes() const {
     // A peer inside a backup window skips its flushes: its holes stay put.
-    if (!peer_ || !peer_->is_lazy() || peer_->open_window_id_ != 0) return 0;
+    if (!peer_ || !peer_->is_lazy() || peer_->open_window_id_ != 0)
+        return 0;
     return peer_->hole_pages() * peer_->geometry_.page_bytes;
 }
 
@@ -129,7 +148,8 @@ index_t AllocatorCore::schedulable_available_size() const {
 
 bool AllocatorCore::is_slot_allocated(index_t virtual_token) const {
     const index_t page = virtual_token / page_size();
-    if (virtual_token < 0 || page >= virtual_table_pages_) return false;
+    if (virtual_token < 0 || page >= virtual_table_pages_)
+        return false;
     return page >= min_virtual_page_ && v2p_[page] != unbound;
 }
 
@@ -157,7 +177,8 @@ index_t AllocatorCore::translate_token(index_t virtual_token) const {
 // ---------------------------------------------------------------- allocation
 
 bool AllocatorCore::ensure_room(index_t num_pages) {
-    if (num_pages <= available_pages(0)) return true;
+    if (num_pages <= available_pages(0))
+        return true;
     // Only the peer's compaction releases gap bytes: packing our own band trades
     // a hole for a gap page one for one.
     if (peer_ && peer_->is_lazy()) {
@@ -176,13 +197,18 @@ void AllocatorCore::take_physical(index_t num_pages, std::vector<index_t>& out,
     }
     drained = static_cast<std::size_t>(from_holes);
     const index_t extend = num_pages - from_holes;
-    if (geometry_.grow() == GrowDirection::up) {
-        for (index_t p = watermark_; p < watermark_ + extend; ++p) out.push_back(p);
-        watermark_ += extend;
-    } else {
-        for (index_t p = watermark_ - extend + 1; p <= watermark_; ++p) out.push_back(p);
-        watermark_ -= extend;
-    }
+    const BandDirection band(geometry_);
+    watermark_ = band.grown(watermark_, extend);
+    const auto [first, last] = band.frontier_pages(watermark_, extend);
+    // Ascending, as the reference binds a pure extension on either side and
+    // an up side's always; a down side's extension after drained holes it
+    // binds from the old frontier outward (descending).
+    if (!band.up() && from_holes > 0)
+        for (index_t p = last - 1; p >= first; --p)
+            out.push_back(p);
+    else
+        for (index_t p = first; p < last; ++p)
+            out.push_back(p);
 }
 
 void AllocatorCore::bind(const std::vector<index_t>& virtual_pages,
@@ -198,6 +224,14 @@ void AllocatorCore::bind(const std::vector<index_t>& virtual_pages,
 }
 
 bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out) {
+    return alloc_pages(num_pages, out, ShortOfIds::flush_peer_first);
+}
+
+bool AllocatorCore::alloc_request_pages(index_t num_pages, PageBinding& out) {
+    return alloc_pages(num_pages, out, ShortOfIds::fail_at_once);
+}
+
+bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds short_of_ids) {
     out.clear();
     if (!options_.is_id_owner)
         throw Error(ErrorCode::wrong_role,
@@ -207,8 +241,10 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out) {
     if (num_pages < 0)
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{}: cannot allocate {} pages", geometry_.spec.name, num_pages));
-    if (num_pages == 0) return true;
-    if (!ensure_room(num_pages)) {
+    if (num_pages == 0)
+        return true;
+    const bool out_of_ids = num_pages > free_virtual_page_count();
+    if ((out_of_ids && short_of_ids == ShortOfIds::fail_at_once) || !ensure_room(num_pages)) {
         ++counters_.failed_allocs;
         return false;
     }
@@ -227,9 +263,9 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
                                        PageBinding& out) {
     out.clear();
     if (options_.is_id_owner)
-        throw Error(ErrorCode::wrong_role,
-                    fmt::format("{}: alloc_with_virtual on the id owner; use alloc",
-                                geometry_.spec.name));
+        throw Error(
+            ErrorCode::wrong_role,
+            fmt::format("{}: alloc_with_virtual on the id owner; use alloc", geometry_.spec.name));
     if (count < 0)
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{}: negative page count {}", geometry_.spec.name, count));
@@ -247,7 +283,8 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     }
     for (index_t i = 0; i < checked; ++i) {
         const index_t v = virtual_pages[i];
-        if (v >= min_virtual_page_ && v < virtual_table_pages_ && v2p_[v] == seen) v2p_[v] = unbound;
+        if (v >= min_virtual_page_ && v < virtual_table_pages_ && v2p_[v] == seen)
+            v2p_[v] = unbound;
     }
     if (!bad.empty())
         throw Error(ErrorCode::invalid_argument,
@@ -255,7 +292,8 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
                                 "bound, or repeated. State: {}",
                                 geometry_.spec.name, first_ids(bad), min_virtual_page_,
                                 virtual_table_pages_, state_string()));
-    if (count == 0) return true;
+    if (count == 0)
+        return true;
     if (!ensure_room(count)) {
         ++counters_.failed_allocs;
         return false;
@@ -270,9 +308,11 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
 }
 
 void AllocatorCore::undo_allocation(const PageBinding& binding) {
-    if (binding.virtual_pages.empty()) return;
+    if (binding.virtual_pages.empty())
+        return;
     // An open backup window logged this allocation last: the undo consumes it.
-    if (open_window_id_ != 0) undo_log_.pop_back();
+    if (open_window_id_ != 0)
+        undo_log_.pop_back();
     undo_binding(binding, options_.is_id_owner);
 }
 
@@ -288,8 +328,11 @@ void AllocatorCore::undo_binding(const PageBinding& binding, bool from_free_list
         plan_.set_p2v(p, unbound);
         page_state_[p] = i < drained_holes ? PageState::hole : PageState::outside;
     }
-    for (std::size_t i = drained_holes; i-- > 0;) holes_.push_front(physical_pages[i]);
-    if (from_free_list) free_virtual_pages_.insert(free_virtual_pages_.begin(), virtual_pages.begin(), virtual_pages.end());
+    for (std::size_t i = drained_holes; i-- > 0;)
+        holes_.push_front(physical_pages[i]);
+    if (from_free_list)
+        free_virtual_pages_.insert(free_virtual_pages_.begin(), virtual_pages.begin(),
+                                   virtual_pages.end());
     watermark_ = binding.watermark_before;
     live_pages_ -= static_cast<index_t>(virtual_pages.size());
 }
@@ -313,7 +356,8 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
         }
         const index_t page = t / page_size();
         if (v2p_[page] == unbound) {
-            if (!skip_unbound) unallocated.push_back(t);
+            if (!skip_unbound)
+                unallocated.push_back(t);
             continue;
         }
         pages.push_back(page);
@@ -323,13 +367,17 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
                     fmt::format("{}: free of ids {} outside this side's allocatable ids [{}, "
                                 "{}). State: {}",
                                 geometry_.spec.name, first_ids(outside),
-                                min_virtual_page_ * page_size(), token_limit,
-                                state_string()));
+                                min_virtual_page_ * page_size(), token_limit, state_string()));
     if (!unallocated.empty())
         throw Error(ErrorCode::not_allocated,
                     fmt::format("{}: free of ids {} that are not allocated (double free or "
                                 "never allocated). State: {}",
                                 geometry_.spec.name, first_ids(unallocated), state_string()));
+    // The reference frees a lazy side's page-size-1 ids in the caller's order
+    // (its hole list, and every later reuse, follow it) and every other free
+    // in ascending page order.
+    if (is_lazy() && page_size() == 1)
+        return first_occurrences(std::move(pages));
     std::sort(pages.begin(), pages.end());
     pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
     return pages;
@@ -338,8 +386,7 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
 void AllocatorCore::free_tokens(const index_t* virtual_tokens, index_t count, bool skip_unbound) {
     if (in_free_group_) {
         validated_pages(virtual_tokens, count, skip_unbound);
-        free_group_tokens_.insert(free_group_tokens_.end(), virtual_tokens,
-                                  virtual_tokens + count);
+        free_group_tokens_.insert(free_group_tokens_.end(), virtual_tokens, virtual_tokens + count);
         return;
     }
     free_pages(validated_pages(virtual_tokens, count, skip_unbound));
@@ -351,21 +398,30 @@ void AllocatorCore::free_group_begin() {
 }
 
 void AllocatorCore::free_group_end() {
-    if (!in_free_group_) return;
-    in_free_group_ = false;
-    std::vector<index_t> tokens;
-    tokens.swap(free_group_tokens_);
+    if (!in_free_group_)
+        return;
     // Tokens of one page may have been queued by several frees of the group.
-    free_pages(validated_pages(tokens.data(), static_cast<index_t>(tokens.size()), true));
+    const std::vector<index_t> pages = validated_pages(
+        free_group_tokens_.data(), static_cast<index_t>(free_group_tokens_.size()), true);
+    if (!pages.empty())
+        check_free_allowed();
+    in_free_group_ = false;
+    free_group_tokens_.clear();
+    free_pages(pages);
 }
 
-void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
-    if (virtual_pages.empty()) return;
+void AllocatorCore::check_free_allowed() const {
     if (open_window_id_ != 0)
         throw Error(ErrorCode::invalid_state,
                     fmt::format("{}: free inside a backup window (speculative decoding must "
                                 "restore or commit first). State: {}",
                                 geometry_.spec.name, state_string()));
+}
+
+void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
+    if (virtual_pages.empty())
+        return;
+    check_free_allowed();
     if (is_lazy())
         free_pages_lazy(virtual_pages);
     else
@@ -393,49 +449,50 @@ void AllocatorCore::move_page(index_t src, index_t dst) {
 }
 
 void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) {
-    // The forward pass in flight may still read the pages we are about to move.
-    if (latest_forward_done_ && !latest_forward_done_->is_complete())
-        plan_.waits.push_back(latest_forward_done_);
     std::vector<index_t> freed;
     freed.reserve(virtual_pages.size());
+    for (index_t v : virtual_pages)
+        freed.push_back(v2p_[v]);
+    std::sort(freed.begin(), freed.end());
+    const auto k = static_cast<index_t>(freed.size());
+    // The band shrinks by k pages at the frontier; survivors of the vacated
+    // positions move into the holes the free leaves inside the kept band. The
+    // whole compaction is worked out and checked before anything changes.
+    const BandDirection band(geometry_);
+    const auto [vacated_lo, vacated_hi] = band.frontier_pages(watermark_, k);
+    if (vacated_lo < geometry_.min_page_index || vacated_hi > geometry_.num_physical_pages)
+        fail(fmt::format("eager compaction of {} freed pages: the band holds only {}", k,
+                         band_pages()));
+    std::vector<index_t> holes, survivors;
+    for (index_t p : freed)
+        if (p < vacated_lo || p >= vacated_hi)
+            holes.push_back(p);
+    for (index_t p = vacated_lo; p < vacated_hi; ++p)
+        if (page_state_[p] == PageState::live && !std::binary_search(freed.begin(), freed.end(), p))
+            survivors.push_back(p);
+    if (survivors.size() != holes.size())
+        fail(fmt::format("eager compaction of {} freed pages found {} survivors for {} holes", k,
+                         survivors.size(), holes.size()));
+
+    // The forward pass in flight may still read the pages about to move.
+    if (latest_forward_done_ && !latest_forward_done_->is_complete())
+        plan_.waits.push_back(latest_forward_done_);
     for (index_t v : virtual_pages) {
         const index_t p = v2p_[v];
-        freed.push_back(p);
         v2p_[v] = unbound;
         p2v_[p] = unbound;
         page_state_[p] = PageState::outside;
         plan_.set_v2p(v, unbound);
-    }
-    std::sort(freed.begin(), freed.end());
-    const auto k = static_cast<index_t>(freed.size());
-    live_pages_ -= k;
-    // The band shrinks by k pages at the frontier; survivors of the vacated
-    // positions move into the holes the free left inside the kept band.
-    index_t vacated_lo, vacated_hi;
-    if (geometry_.grow() == GrowDirection::up) {
-        watermark_ -= k;
-        vacated_lo = watermark_;
-        vacated_hi = watermark_ + k;
-    } else {
-        vacated_lo = watermark_ + 1;
-        watermark_ += k;
-        vacated_hi = watermark_ + 1;
-    }
-    std::vector<index_t> holes;
-    for (index_t p : freed) {
-        if (p < vacated_lo || p >= vacated_hi)
-            holes.push_back(p);  // its p2v entry is rewritten by the move that fills it
-        else
+        // A hole's p2v entry is rewritten by the move that fills it.
+        if (p >= vacated_lo && p < vacated_hi)
             plan_.set_p2v(p, unbound);
     }
-    std::size_t next_hole = 0;
-    for (index_t p = vacated_lo; p < vacated_hi; ++p) {
-        if (page_state_[p] != PageState::live) continue;
-        if (next_hole == holes.size()) fail("eager compaction found more survivors than holes");
-        move_page(p, holes[next_hole++]);
-        page_state_[p] = PageState::outside;
+    live_pages_ -= k;
+    watermark_ = band.grown(watermark_, -k);
+    for (std::size_t i = 0; i < survivors.size(); ++i) {
+        move_page(survivors[i], holes[i]);
+        page_state_[survivors[i]] = PageState::outside;
     }
-    if (next_hole != holes.size()) fail("eager compaction left a hole unfilled");
 }
 
 void AllocatorCore::free_pages_lazy(const std::vector<index_t>& virtual_pages) {
@@ -470,7 +527,8 @@ void AllocatorCore::set_inflight_forward(CompletionTokenPtr token, const index_t
         return;
     }
     for (index_t i = 0; i < count; ++i)
-        if (virtual_tokens[i] >= 0) inflight_virtual_pages_.push_back(virtual_tokens[i] / page_size());
+        if (virtual_tokens[i] >= 0)
+            inflight_virtual_pages_.push_back(virtual_tokens[i] / page_size());
     std::sort(inflight_virtual_pages_.begin(), inflight_virtual_pages_.end());
     inflight_virtual_pages_.erase(
         std::unique(inflight_virtual_pages_.begin(), inflight_virtual_pages_.end()),
@@ -486,7 +544,8 @@ void AllocatorCore::drain_pending(bool urgent) {
             still_pending.push_back(std::move(batch));
             continue;
         }
-        if (!done) plan_.waits.push_back(batch.readers_done);
+        if (!done)
+            plan_.waits.push_back(batch.readers_done);
         for (index_t p : batch.pages) {
             page_state_[p] = PageState::hole;
             holes_.push_back(p);
@@ -497,118 +556,147 @@ void AllocatorCore::drain_pending(bool urgent) {
     note_holes_peak();
 }
 
+void AllocatorCore::add_pending(const CompletionTokenPtr& readers_done,
+                                const std::vector<index_t>& pages) {
+    // One batch per token, as the reference keys them; a later batch of the
+    // same token joins it (the reference's replaced the earlier pages, which
+    // were then never reused).
+    for (auto& batch : pending_)
+        if (batch.readers_done == readers_done) {
+            batch.pages.insert(batch.pages.end(), pages.begin(), pages.end());
+            return;
+        }
+    pending_.push_back({readers_done, pages});
+}
+
 void AllocatorCore::drain_pending_reuse() {
-    if (is_lazy()) drain_pending(false);
+    if (is_lazy())
+        drain_pending(false);
 }
 
 index_t AllocatorCore::flush(bool urgent) {
     // Relocations inside a backup window could not be undone by restore_state.
-    if (!is_lazy() || open_window_id_ != 0 || relocations_held_) return 0;
+    if (!is_lazy() || open_window_id_ != 0 || relocations_held_)
+        return 0;
     drain_pending(urgent);
-    if (holes_.empty()) return 0;
+    if (holes_.empty())
+        return 0;
 
+    const BandDirection band(geometry_);
     std::vector<index_t> holes(holes_.begin(), holes_.end());
-    std::sort(holes.begin(), holes.end());
-    const bool up = geometry_.grow() == GrowDirection::up;
+    std::sort(holes.begin(), holes.end(),
+              [&](index_t a, index_t b) { return band.nearer_anchor(a, b); });
+    const index_t absorbed = absorb_frontier_holes(holes);
+    // Urgent, with holes left inside the band: it packs the band fully.
+    const bool pack = urgent && !holes.empty();
+    std::vector<index_t> write_set;
+    const CompletionTokenPtr readers = settle_forward(pack, write_set);
+    const std::vector<index_t> moved_from =
+        move_survivors(holes, urgent ? -1 : options_.max_moves_per_flush, write_set);
 
-    // Retire holes that already touch the frontier: no move needed.
-    index_t absorbed = 0;
-    if (up) {
-        while (!holes.empty() && holes.back() == watermark_ - 1) {
-            page_state_[holes.back()] = PageState::outside;
-            holes.pop_back();
-            --watermark_;
-            ++absorbed;
-        }
+    holes_.clear();
+    if (pack) {
+        // Every leftover hole and moved-from page now lies past the new frontier.
+        const auto reclaimed = static_cast<index_t>(holes.size());
+        const auto [first, last] = band.frontier_pages(watermark_, reclaimed);
+        for (index_t p = first; p < last; ++p)
+            page_state_[p] = PageState::outside;
+        watermark_ = band.grown(watermark_, -reclaimed);
+        counters_.pages_absorbed += reclaimed;
     } else {
-        std::size_t n = 0;
-        while (n < holes.size() && holes[n] == watermark_ + 1) {
-            page_state_[holes[n]] = PageState::outside;
-            ++n;
-            ++watermark_;
-        }
-        holes.erase(holes.begin(), holes.begin() + static_cast<std::ptrdiff_t>(n));
-        absorbed = static_cast<index_t>(n);
+        // The holes left over in ascending page order (the reference's sorted
+        // list), then the moved-from pages in move order.
+        std::vector<index_t> remaining(
+            holes.begin() + static_cast<std::ptrdiff_t>(moved_from.size()), holes.end());
+        std::sort(remaining.begin(), remaining.end());
+        holes_.assign(remaining.begin(), remaining.end());
+        release_moved_from(readers, moved_from);
+    }
+    note_holes_peak();
+    if (!moved_from.empty() || absorbed > 0)
+        ++counters_.flushes;
+    return static_cast<index_t>(moved_from.size());
+}
+
+index_t AllocatorCore::absorb_frontier_holes(std::vector<index_t>& holes) {
+    // Holes that already touch the frontier leave the band without a move.
+    const BandDirection band(geometry_);
+    index_t absorbed = 0;
+    while (!holes.empty() && holes.back() == band.frontier_page(watermark_)) {
+        page_state_[holes.back()] = PageState::outside;
+        holes.pop_back();
+        watermark_ = band.grown(watermark_, -1);
+        ++absorbed;
     }
     counters_.pages_absorbed += absorbed;
+    return absorbed;
+}
 
-    CompletionTokenPtr readers = latest_forward_done_;
-    std::vector<index_t> write_set;  // physical pages the in-flight forward writes
-    if (urgent && !holes.empty()) {
-        // One wait settles both hazards: the forward neither writes nor reads any
-        // page any more, so the walk may move every survivor.
-        if (readers && !readers->is_complete()) plan_.waits.push_back(readers);
-        readers.reset();
+CompletionTokenPtr AllocatorCore::settle_forward(bool pack, std::vector<index_t>& write_set) {
+    if (pack) {
+        // One wait settles both hazards: the forward neither writes nor reads
+        // any page any more, so the walk may move every survivor and the
+        // moved-from pages are free at once.
+        if (latest_forward_done_ && !latest_forward_done_->is_complete())
+            plan_.waits.push_back(latest_forward_done_);
         inflight_forward_done_.reset();
         inflight_virtual_pages_.clear();
-    } else if (inflight_forward_done_ && !inflight_forward_done_->is_complete()) {
+        return nullptr;
+    }
+    if (inflight_forward_done_ && !inflight_forward_done_->is_complete()) {
         for (index_t v : inflight_virtual_pages_)
-            if (v < virtual_table_pages_ && v2p_[v] != unbound) write_set.push_back(v2p_[v]);
+            if (v < virtual_table_pages_ && v2p_[v] != unbound)
+                write_set.push_back(v2p_[v]);
         std::sort(write_set.begin(), write_set.end());
     } else {
         inflight_forward_done_.reset();
         inflight_virtual_pages_.clear();
     }
+    return latest_forward_done_;
+}
 
-    // Two pointers: the topmost survivor moves into the deepest hole, until they cross.
-    const index_t cap = urgent ? -1 : options_.max_moves_per_flush;
+std::vector<index_t> AllocatorCore::move_survivors(const std::vector<index_t>& holes, index_t cap,
+                                                   const std::vector<index_t>& write_set) {
+    // Two pointers: the survivor nearest the frontier moves into the hole
+    // nearest the anchor, until they cross; a page the forward in flight
+    // writes stops the walk.
+    const BandDirection band(geometry_);
     std::vector<index_t> moved_from;
-    std::size_t dst_used = 0;
-    index_t src = up ? watermark_ - 1 : watermark_ + 1;
-    while (dst_used < holes.size() &&
+    index_t src = band.frontier_page(watermark_);
+    while (moved_from.size() < holes.size() &&
            (cap < 0 || static_cast<index_t>(moved_from.size()) < cap)) {
-        while (up ? src >= geometry_.min_page_index : src < geometry_.num_physical_pages) {
-            if (page_state_[src] == PageState::live) break;
-            src += up ? -1 : 1;
-        }
-        if (up ? src < geometry_.min_page_index : src >= geometry_.num_physical_pages) break;
-        const index_t dst = up ? holes[dst_used] : holes[holes.size() - 1 - dst_used];
-        if (up ? src < dst : src > dst) break;
-        if (std::binary_search(write_set.begin(), write_set.end(), src)) break;
+        while (band.on_side(src) && page_state_[src] != PageState::live)
+            src = band.toward_anchor(src);
+        if (!band.on_side(src))
+            break;
+        const index_t dst = holes[moved_from.size()];
+        if (band.nearer_anchor(src, dst) ||
+            std::binary_search(write_set.begin(), write_set.end(), src))
+            break;
         move_page(src, dst);
         page_state_[src] = PageState::moved_out;
         moved_from.push_back(src);
-        ++dst_used;
-        src += up ? -1 : 1;
+        src = band.toward_anchor(src);
     }
+    return moved_from;
+}
 
-    // The holes left over, in ascending order.
-    std::vector<index_t> remaining =
-        up ? std::vector<index_t>(holes.begin() + static_cast<std::ptrdiff_t>(dst_used), holes.end())
-           : std::vector<index_t>(holes.begin(),
-                                  holes.end() - static_cast<std::ptrdiff_t>(dst_used));
-    holes_.clear();
-    if (urgent && !holes.empty()) {
-        // Fully packed: every leftover hole and moved-from page lies past the new frontier.
-        const auto reclaimed = static_cast<index_t>(holes.size());
-        if (up) {
-            for (index_t p = watermark_ - reclaimed; p < watermark_; ++p) page_state_[p] = PageState::outside;
-            watermark_ -= reclaimed;
-        } else {
-            for (index_t p = watermark_ + 1; p <= watermark_ + reclaimed; ++p)
-                page_state_[p] = PageState::outside;
-            watermark_ += reclaimed;
+void AllocatorCore::release_moved_from(const CompletionTokenPtr& readers,
+                                       const std::vector<index_t>& moved_from) {
+    if (moved_from.empty())
+        return;
+    if (!readers || readers->is_complete()) {
+        for (index_t p : moved_from) {
+            page_state_[p] = PageState::hole;
+            holes_.push_back(p);
         }
-        counters_.pages_absorbed += reclaimed;
-    } else {
-        holes_.assign(remaining.begin(), remaining.end());
-        if (!moved_from.empty()) {
-            if (!readers || readers->is_complete()) {
-                for (index_t p : moved_from) {
-                    page_state_[p] = PageState::hole;
-                    holes_.push_back(p);
-                }
-            } else {
-                // A forward still reads the moved-from pages: reuse waits for it.
-                for (index_t p : moved_from) page_state_[p] = PageState::pending;
-                pending_pages_ += static_cast<index_t>(moved_from.size());
-                pending_.push_back({readers, moved_from});
-            }
-        }
+        return;
     }
-    note_holes_peak();
-    if (!moved_from.empty() || absorbed > 0) ++counters_.flushes;
-    return static_cast<index_t>(moved_from.size());
+    // A forward still reads the moved-from pages: reuse waits for it.
+    for (index_t p : moved_from)
+        page_state_[p] = PageState::pending;
+    pending_pages_ += static_cast<index_t>(moved_from.size());
+    add_pending(readers, moved_from);
 }
 
 // ---------------------------------------------------------------- backup / restore
@@ -647,7 +735,8 @@ void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
         undo_log_.pop_back();
         undo_binding(r.binding, r.virtual_pages_from_free_list);
     }
-    if (snapshot.opened_window) open_window_id_ = 0;
+    if (snapshot.opened_window)
+        open_window_id_ = 0;
 }
 
 // ---------------------------------------------------------------- clear
@@ -667,11 +756,11 @@ void AllocatorCore::clear() {
     v2p_[0] = 0;
     p2v_[0] = 0;
     page_state_.assign(static_cast<std::size_t>(ppages), PageState::outside);
-    watermark_ = geometry_.grow() == GrowDirection::up ? geometry_.min_page_index
-                                                       : geometry_.num_physical_pages - 1;
+    watermark_ = BandDirection(geometry_).empty_watermark();
     free_virtual_pages_.clear();
     if (options_.is_id_owner)
-        for (index_t v = min_virtual_page_; v < vpages; ++v) free_virtual_pages_.push_back(v);
+        for (index_t v = min_virtual_page_; v < vpages; ++v)
+            free_virtual_pages_.push_back(v);
     holes_.clear();
     pending_.clear();
     pending_pages_ = 0;
@@ -685,96 +774,4 @@ void AllocatorCore::clear() {
     undo_log_.clear();
 }
 
-// ---------------------------------------------------------------- checks
-
-void AllocatorCore::fail(const std::string& what) const {
-    throw Error(ErrorCode::internal,
-                fmt::format("{}: invariant broken: {}. State: {}", geometry_.spec.name, what,
-                            state_string()));
-}
-
-void AllocatorCore::check_invariants() const {
-    const index_t vpages = virtual_table_pages_;
-    const index_t ppages = geometry_.num_physical_pages;
-    const index_t min_page = geometry_.min_page_index;
-    const index_t min_virtual = min_virtual_page_;
-    const bool up = geometry_.grow() == GrowDirection::up;
-    if (v2p_[0] != 0 || p2v_[0] != 0) fail("the padding anchor 0 <-> 0 is gone");
-    const index_t band_lo = up ? min_page : watermark_ + 1;
-    const index_t band_hi = up ? watermark_ : ppages;
-    if (band_lo < min_page || band_hi > ppages || band_lo > band_hi)
-        fail(fmt::format("band [{}, {}) outside [{}, {})", band_lo, band_hi, min_page, ppages));
-
-    index_t live = 0, holes = 0, pending = 0;
-    for (index_t p = min_page; p < ppages; ++p) {
-        const bool in_band = p >= band_lo && p < band_hi;
-        const PageState s = page_state_[p];
-        if (!in_band && s != PageState::outside)
-            fail(fmt::format("page {} outside the band is not free", p));
-        if (in_band && s == PageState::outside) fail(fmt::format("page {} inside the band is in no state", p));
-        if (s == PageState::moved_out) fail(fmt::format("page {} left in the moved-out state", p));
-        if (s == PageState::live) {
-            ++live;
-            const index_t v = p2v_[p];
-            if (v < min_virtual || v >= vpages || v2p_[v] != p)
-                fail(fmt::format("p2v[{}] = {} is not the inverse of v2p", p, v));
-        } else if (p2v_[p] != unbound) {
-            fail(fmt::format("page {} is not live but p2v = {}", p, p2v_[p]));
-        }
-        holes += s == PageState::hole;
-        pending += s == PageState::pending;
-    }
-    if (live != live_pages_) fail(fmt::format("{} live pages counted, {} recorded", live, live_pages_));
-    if (holes != hole_pages()) fail(fmt::format("{} holes counted, {} listed", holes, hole_pages()));
-    if (pending != pending_pages_)
-        fail(fmt::format("{} pending pages counted, {} recorded", pending, pending_pages_));
-    for (index_t p : holes_)
-        if (page_state_[p] != PageState::hole) fail(fmt::format("listed hole {} is not a hole", p));
-    for (const auto& batch : pending_)
-        for (index_t p : batch.pages)
-            if (page_state_[p] != PageState::pending)
-                fail(fmt::format("pending page {} is not pending", p));
-    if (live + holes + pending != band_pages())
-        fail(fmt::format("conservation: live {} + holes {} + pending {} != band {}", live, holes,
-                         pending, band_pages()));
-    if (!is_lazy() && (holes != 0 || pending != 0)) fail("eager mode holds holes");
-
-    index_t bound = 0;
-    for (index_t v = min_virtual; v < vpages; ++v) {
-        if (v2p_[v] == unbound) continue;
-        ++bound;
-        const index_t p = v2p_[v];
-        if (p < band_lo || p >= band_hi || page_state_[p] != PageState::live || p2v_[p] != v)
-            fail(fmt::format("v2p[{}] = {} is not a live page mapped back", v, p));
-    }
-    if (bound != live) fail(fmt::format("{} virtual pages bound, {} live", bound, live));
-
-    if (options_.is_id_owner) {
-        std::vector<char> seen(static_cast<std::size_t>(vpages), 0);
-        for (index_t v : free_virtual_pages_) {
-            if (v < min_virtual || v >= vpages || v2p_[v] != unbound || seen[v])
-                fail(fmt::format("free virtual id {} is bound, repeated or out of range", v));
-            seen[v] = 1;
-        }
-        if (static_cast<index_t>(free_virtual_pages_.size()) + live != geometry_.page_capacity())
-            fail(fmt::format("conservation: free ids {} + live {} != capacity {}",
-                             free_virtual_pages_.size(), live, geometry_.page_capacity()));
-    }
-    if (peer_ && gap_bytes() == 0) {
-        const bool overlap = up ? byte_high_frontier() > peer_->byte_low_frontier()
-                                : peer_->byte_high_frontier() > byte_low_frontier();
-        if (overlap) fail("the band overlaps the peer's band");
-    }
-}
-
-std::string AllocatorCore::state_string() const {
-    return fmt::format(
-        "sub_pool='{}' grow={} mode={} id_owner={} page_size={} pages={} virtual_pages={} "
-        "min_page={} watermark={} band={} live={} holes={} pending={} free_ids={} gap_bytes={}",
-        geometry_.spec.name, to_string(geometry_.grow()), to_string(options_.mode),
-        options_.is_id_owner, page_size(), geometry_.num_physical_pages,
-        virtual_table_pages_, geometry_.min_page_index, watermark_, band_pages(),
-        live_pages_, hole_pages(), pending_pages_, free_virtual_page_count(), gap_bytes());
-}
-
-}  // namespace kvpool::detail
+} // namespace kvpool::detail

@@ -1,46 +1,24 @@
-// Differential test: random operation mixes on a two-sided pool, every step
-// compared with the naive host model in reference_model.hpp (sizes, live
-// virtual ids, the exact ids every allocation returns, physical placement),
-// check_invariants() after every step, and the KV data check (bytes stamped
-// with their virtual id must survive every compaction).
+// Differential test of one allocator side and its peer: random operation mixes
+// on a two-sided pool, with the engine's forward events set, pending and fired
+// across allocations, every step compared with the reference model
+// (reference_model.hpp): sizes, the exact ids every allocation returns, the
+// physical page of every virtual page, the hole list and the free ids in reuse
+// order, the pages pending reuse; an allocation of schedulable_available_size()
+// probed on copies of the cores; check_invariants(); and the KV data check
+// (bytes stamped with their virtual id must survive every compaction).
 //
 // Reproduce one seed: kvpool_tests_<backend> "[differential]" --kvpool-seed N
 // (--kvpool-ops N changes the operations per seed, --kvpool-seeds K the count).
-#include "reference_model.hpp"
-#include "test_config.hpp"
-#include "side_comparison.hpp"
-#include "test_random.hpp"
-#include "test_support.hpp"
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+#include "differential_harness.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <deque>
 #include <map>
-#include <memory>
 #include <set>
-#include <stdexcept>
-#include <string>
-#include <vector>
 
 using namespace kvpool;
 using namespace kvpool::test;
 
 namespace {
-
-#ifndef KVPOOL_TEST_BACKEND_NAME
-#define KVPOOL_TEST_BACKEND_NAME "backend"
-#endif
-
-
-// A failed comparison; carries the full context.
-struct Mismatch : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
 
 struct Config {
     CompactionMode mode;
@@ -61,192 +39,95 @@ struct Request {
     bool growable = true; // its last token's page is still live
 };
 
-struct Stats {
-    long ops = 0, allocs = 0, failed_allocs = 0, extends = 0, decodes = 0, frees = 0, flushes = 0;
-    long peer_flush_allocs = 0, windows = 0, data_checks = 0;
-    index_t pages_moved = 0;
-    void add(const Stats& o) {
-        ops += o.ops;
-        allocs += o.allocs;
-        failed_allocs += o.failed_allocs;
-        extends += o.extends;
-        decodes += o.decodes;
-        frees += o.frees;
-        flushes += o.flushes;
-        peer_flush_allocs += o.peer_flush_allocs;
-        windows += o.windows;
-        data_checks += o.data_checks;
-        pages_moved += o.pages_moved;
-    }
-};
-
-class DifferentialRun {
+class SideRun final : public DifferentialRun {
 public:
-    DifferentialRun(std::uint64_t seed, const Config& config, int ops)
-        : seed_(seed), config_(config), ops_(ops), rng_(seed ^ config_hash(config)) {
+    SideRun(std::uint64_t seed, const Config& config, int ops)
+        : DifferentialRun("differential", seed, config.name(), ops, salt(config)),
+          mode_(config.mode) {
         // Geometry from the seed: entry bytes small and not multiples of each
-        // other, the peer's page size equal or different, a virtual cap on
-        // the side under test now and then, a small opportunistic move cap.
+        // other, the peer's page size equal or different, a virtual cap on the
+        // side under test now and then, small opportunistic move caps.
         static const std::vector<std::pair<index_t, index_t>> entry_pairs = {
             {24, 40}, {40, 24}, {12, 20}, {36, 28}, {20, 13}, {17, 24}, {48, 30}, {9, 14}};
         const auto entries = rng_.pick(entry_pairs);
-        const index_t ps = config_.page_size;
+        const index_t ps = config.page_size;
         const index_t peer_ps = rng_.chance(0.5) ? ps : (ps == 1 ? 2 : 8);
         const index_t page_bytes_max = std::max(entries.first * ps, entries.second * peer_ps);
         const index_t total_bytes =
             rng_.uniform(160, 320) * page_bytes_max + rng_.uniform(0, page_bytes_max - 1);
         const GrowDirection peer_grow =
-            config_.test_grow == GrowDirection::up ? GrowDirection::down : GrowDirection::up;
-        SubPoolSpec test_spec = spec("test", entries.first, ps, config_.test_grow);
+            config.test_grow == GrowDirection::up ? GrowDirection::down : GrowDirection::up;
+        SubPoolSpec test_spec = spec("test", entries.first, ps, config.test_grow);
         SubPoolSpec peer_spec = spec("peer", entries.second, peer_ps, peer_grow);
         if (rng_.chance(0.25))
             test_spec.max_tokens = total_bytes / (entries.first * ps) * ps * 2 / 5;
-        static const std::vector<index_t> caps = {1, 2, 3, 5, 8, 4096};
-        max_moves_ = rng_.pick(caps);
-        AllocatorOptions o = options(config_.mode);
-        o.max_moves_per_flush = max_moves_;
+        const AllocatorOptions o[2] = {side_options(mode_), side_options(mode_)};
 
         pool_ = std::make_unique<Pool>(PoolLayout(total_bytes, {test_spec, peer_spec}));
-        real_[0] = std::make_unique<Allocator>(*pool_, "test", o);
-        real_[1] = std::make_unique<Allocator>(*pool_, "peer", o);
+        for (int s = 0; s < 2; ++s) {
+            real_[s] = std::make_unique<Allocator>(*pool_, s == 0 ? "test" : "peer", o[s]);
+            model_[s] = std::make_unique<ReferenceSide>(
+                pool_->layout().side(static_cast<std::size_t>(s)), total_bytes, o[s]);
+        }
         real_[0]->bind_peer(*real_[1]);
-        for (int s = 0; s < 2; ++s)
-            model_[s] =
-                std::make_unique<ReferenceSide>(pool_->layout().side(static_cast<std::size_t>(s)),
-                                                total_bytes, config_.mode, max_moves_);
         model_[0]->bind_peer(*model_[1]);
-        geometry_ =
-            fmt::format("total_bytes={} test(entry={}, page_size={}, pages={}, virtual_pages={}) "
-                        "peer(entry={}, "
-                        "page_size={}, pages={}) max_moves_per_flush={}",
-                        total_bytes, entries.first, ps, pool_->layout().side(0).num_physical_pages,
-                        pool_->layout().side(0).num_virtual_pages, entries.second, peer_ps,
-                        pool_->layout().side(1).num_physical_pages, max_moves_);
+        add_side("test", *real_[0], *model_[0]);
+        add_side("peer", *real_[1], *model_[1]);
+        geometry_ = fmt::format(
+            "total_bytes={} test(entry={}, page_size={}, pages={}, virtual_pages={}, "
+            "max_moves_per_flush={}) "
+            "peer(entry={}, page_size={}, pages={}, max_moves_per_flush={})",
+            total_bytes, entries.first, ps, pool_->layout().side(0).num_physical_pages,
+            pool_->layout().side(0).num_virtual_pages, o[0].max_moves_per_flush, entries.second,
+            peer_ps, pool_->layout().side(1).num_physical_pages, o[1].max_moves_per_flush);
     }
-
-    // Runs every step; throws Mismatch (with context) on the first difference.
-    void run() {
-        compare_all();
-        for (step_ = 1; step_ <= ops_; ++step_) {
-            if ((step_ - 1) % 400 == 0)
-                regime_ = static_cast<int>(rng_.uniform(0, 2));
-            check_sides_ = step_ % 50 == 0 ? 3 : 0; // both sides now and then
-            try {
-                one_step();
-            } catch (const Mismatch&) {
-                throw;
-            } catch (const std::exception& e) {
-                fail(fmt::format("exception during the operation: {}", e.what()));
-            }
-            ++stats_.ops;
-            compare_all();
-            if (check_sides_ != 0)
-                data_check(check_sides_);
-        }
-        // Close the open windows so the closing state is a plain one.
-        while (window_side_ >= 0) {
-            ++step_;
-            const bool restore = rng_.chance(0.5);
-            begin_op(window_side_,
-                     restore ? "restore_state() (end of run)" : "commit_state() (end of run)");
-            close_window(restore);
-            compare_all();
-            data_check(3);
-        }
-    }
-
-    // Pages the library moved on both sides (eager compaction and lazy flushes).
-    index_t pages_moved() const {
-        return real_[0]->counters().pages_moved + real_[1]->counters().pages_moved;
-    }
-    const Stats& stats() const { return stats_; }
 
 private:
-    static std::uint64_t config_hash(const Config& c) {
+    static std::uint64_t salt(const Config& c) {
         return (c.mode == CompactionMode::lazy ? 0x51ull : 0x17ull) * 0x100000001b3ull +
                static_cast<std::uint64_t>(c.page_size) * 0x9e37ull +
                (c.test_grow == GrowDirection::up ? 0x1234567ull : 0x7654321ull);
     }
 
-    // ------------------------------------------------------------------ reporting
     std::string side_name(int s) const { return s == 0 ? "test" : "peer"; }
-
-    void begin_op(int side, const std::string& description) {
-        op_ = fmt::format("{} on {} ({} grows {})", description, side_name(side), side_name(side),
-                          to_string(real_[side]->geometry().grow()));
-        recent_.push_back(fmt::format("#{}: {}", step_, op_));
-        if (recent_.size() > 12)
-            recent_.pop_front();
+    void begin_side_op(int s, const std::string& description) {
+        begin_op(fmt::format("{} on {} (grows {})", description, side_name(s),
+                             to_string(real_[s]->geometry().grow())));
     }
 
-    [[noreturn]] void fail(const std::string& what) const {
-        std::string recent;
-        for (const auto& r : recent_)
-            recent += "\n    " + r;
-        throw Mismatch(fmt::format("differential mismatch: seed={} config={} step={} op=[{}]\n  "
-                                   "{}\n  geometry: {}\n  real test: {}\n  "
-                                   "model test: {}\n  real peer: {}\n  model peer: {}\n  recent "
-                                   "ops:{}\n  reproduce: kvpool_tests_{} "
-                                   "\"[differential]\" --kvpool-seed {}",
-                                   seed_, config_.name(), step_, op_, what, geometry_,
-                                   real_[0]->state_string(), model_[0]->describe(),
-                                   real_[1]->state_string(), model_[1]->describe(), recent,
-                                   KVPOOL_TEST_BACKEND_NAME, seed_));
+    void compare() override { compare_sides(); }
+
+    void after_step() override {
+        if (step_ % 50 == 0 || data_check_due_)
+            data_check();
+        data_check_due_ = false;
     }
 
-    template <class A, class B>
-    void expect_eq(const A& real, const B& model, const std::string& what) const {
-        if (!(real == model))
-            fail(fmt::format("{}: real {} != model {}", what, real, model));
-    }
-
-    // ------------------------------------------------------------------ comparison
-    void compare_all() {
-        compare_side(0);
-        compare_side(1);
-    }
-
-    void compare_side(int s) {
-        if (const std::string difference = side_mismatch(side_name(s), *real_[s], *model_[s]); !difference.empty())
-            fail(difference);
-    }
-
-    // Every request's tokens are live and no live page is unaccounted for; the
-    // stamps of every live token are intact. sides: bit 0 test, bit 1 peer.
-    void data_check(int sides) {
-        ++stats_.data_checks;
-        for (int s = 0; s < 2; ++s) {
-            if ((sides & (1 << s)) == 0)
-                continue;
-            std::vector<index_t> live;
-            const index_t ps = real_[s]->page_size();
-            std::vector<char> held(static_cast<std::size_t>(real_[s]->geometry().num_virtual_pages),
-                                   0);
-            index_t held_pages = 0;
-            for (const auto& req : requests_[s])
-                for (index_t t : req.tokens) {
-                    live.push_back(t);
-                    char& h = held[static_cast<std::size_t>(t / ps)];
-                    if (h == 0) {
-                        h = 1;
-                        ++held_pages;
-                        if (model_[s]->physical_of_virtual(t / ps) == unbound)
-                            fail(fmt::format(
-                                "{}: test bookkeeping holds token {} whose page is not live",
-                                side_name(s), t));
-                    }
-                }
-            expect_eq(held_pages, model_[s]->live_pages(),
-                      side_name(s) + ": pages held by requests vs live pages");
-            const std::size_t bad = check_stamps(*pool_, *real_[s], s, live);
-            if (bad != 0)
-                fail(fmt::format("{}: {} live tokens lost their KV data (see the UNSCOPED_INFO "
-                                 "above for the first)",
-                                 side_name(s), bad));
+    // Close the open windows so the closing state is a plain one.
+    void finish() override {
+        while (window_side_ >= 0) {
+            ++step_;
+            const bool restore = rng_.chance(0.5);
+            begin_side_op(window_side_,
+                          restore ? "restore_state() (end of run)" : "commit_state() (end of run)");
+            close_window(restore);
+            compare();
+            data_check();
         }
     }
 
-    // ------------------------------------------------------------------ bookkeeping helpers
+    // On both sides, the requests hold exactly the live pages, and every live
+    // token's stamp is intact.
+    void data_check() {
+        for (int s = 0; s < 2; ++s) {
+            std::vector<index_t> live;
+            for (const auto& req : requests_[s])
+                live.insert(live.end(), req.tokens.begin(), req.tokens.end());
+            expect_live_data(side_name(s), *real_[s], *model_[s], s, live);
+        }
+    }
+
+    // ------------------------------------------------------------------ bookkeeping
     std::vector<std::size_t> growable_requests(int s) const {
         std::vector<std::size_t> out;
         for (std::size_t i = 0; i < requests_[s].size(); ++i)
@@ -280,58 +161,25 @@ private:
         return pages;
     }
 
-    void expect_alloc_outcome(bool real_ok, bool model_ok, const std::vector<index_t>& real_ids,
-                              const std::vector<index_t>& model_ids, int s) {
-        if (real_ok != model_ok)
-            fail(fmt::format("allocation {} in the real allocator but {} in the model",
-                             real_ok ? "succeeded" : "failed", model_ok ? "succeeded" : "failed"));
-        if (real_ok && real_ids != model_ids) {
-            std::size_t i = 0;
-            while (i < real_ids.size() && i < model_ids.size() && real_ids[i] == model_ids[i])
-                ++i;
-            // The ids around the first difference.
-            const auto around = [i](const std::vector<index_t>& ids) {
-                const std::size_t from = i < 3 ? 0 : i - 3;
-                const std::size_t to = std::min(ids.size(), i + 5);
-                return std::vector<index_t>(ids.begin() +
-                                                static_cast<std::ptrdiff_t>(std::min(from, to)),
-                                            ids.begin() + static_cast<std::ptrdiff_t>(to));
-            };
-            fail(fmt::format("returned ids differ first at index {} (real {} ids, model {}); from "
-                             "index {}: real {} "
-                             "model {}",
-                             i, real_ids.size(), model_ids.size(), i < 3 ? 0 : i - 3,
-                             around(real_ids), around(model_ids)));
-        }
-        if (real_ok)
-            ++stats_.allocs;
-        else
-            ++stats_.failed_allocs;
-        if (model_[s]->last_alloc_flushed_peer()) {
-            ++stats_.peer_flush_allocs;
-            check_sides_ |= 1 << (1 - s);
-        }
+    const Request& any_request(int s) {
+        return requests_[s][static_cast<std::size_t>(
+            rng_.uniform(0, static_cast<index_t>(requests_[s].size()) - 1))];
     }
 
     // ------------------------------------------------------------------ operations
-    void one_step() {
+    void one_step() override {
         const int s = rng_.chance(0.65) ? 0 : 1;
         if (window_side_ >= 0)
             return window_step(s);
         // Weights per regime: 0 grow, 1 shrink, 2 churn.
-        static const double weights[3][10] = {
-            // alloc extend decode freereq freepages freemid freemixed group flush over/window
-            {30, 18, 14, 8, 4, 4, 3, 2, 8, 9},
-            {8, 6, 10, 24, 12, 10, 6, 4, 10, 10},
-            {18, 14, 16, 14, 8, 6, 4, 3, 9, 8},
+        static const double weights[3][13] = {
+            // alloc extend decode freereq freepages freemid freemixed group flush
+            // beyond/window forward complete drain
+            {30, 18, 14, 8, 4, 4, 3, 2, 8, 9, 7, 5, 2},
+            {8, 6, 10, 24, 12, 10, 6, 4, 10, 10, 7, 5, 2},
+            {18, 14, 16, 14, 8, 6, 4, 3, 9, 8, 7, 5, 2},
         };
-        double total = 0;
-        for (double w : weights[regime_])
-            total += w;
-        double x = static_cast<double>(rng_.next() >> 11) * 0x1.0p-53 * total;
-        int kind = 0;
-        while (kind < 9 && x >= weights[regime_][kind])
-            x -= weights[regime_][kind++];
+        int kind = pick_kind(weights[regime_], 13);
         if (requests_[s].empty() && kind >= 3 && kind <= 7)
             kind = 0;
         switch (kind) {
@@ -353,10 +201,16 @@ private:
             return op_free_group(s);
         case 8:
             return op_flush(s);
-        default:
+        case 9:
             if (rng_.chance(0.5))
-                return rng_.chance(0.5) ? op_over_alloc(s) : op_extend(s, true);
+                return rng_.chance(0.5) ? op_beyond(s) : op_extend(s, true);
             return open_window(s);
+        case 10:
+            return op_forward();
+        case 11:
+            return op_complete();
+        default:
+            return op_drain();
         }
     }
 
@@ -369,7 +223,7 @@ private:
         const index_t sched_pages = m.schedulable_available_size() / ps;
         index_t pages;
         bool must_succeed = false;
-        const double u = static_cast<double>(rng_.next() >> 11) * 0x1.0p-53;
+        const double u = uniform01();
         if (u < 0.55) {
             pages = rng_.uniform(1, 4);
         } else if (u < 0.85) {
@@ -377,63 +231,49 @@ private:
         } else if (u < 0.93) {
             pages =
                 rng_.uniform(0, std::max<index_t>(avail_pages / 2, 1)); // the peer fills its end
-        } else if (u < 0.97) {
-            pages = sched_pages; // everything schedulable: must fit (after a peer flush)
-            must_succeed = true;
         } else {
-            pages = avail_pages;
+            pages = u < 0.97 ? sched_pages : avail_pages; // the lower bounds: must fit
             must_succeed = true;
         }
-        const index_t need = pages * ps;
-        begin_op(s, fmt::format("alloc({} tokens = {} pages) [available {}, schedulable {}]", need,
-                                pages, m.available_size(), m.schedulable_available_size()));
-        const std::string before = r.state_string();
-        auto got = r.alloc(Space(), need);
-        auto expected = m.alloc(need);
-        std::vector<index_t> ids = got ? to_host(*got) : std::vector<index_t>{};
-        expect_alloc_outcome(got.has_value(), expected.has_value(), ids, expected ? *expected : ids,
-                             s);
-        if (must_succeed && !got)
+        alloc_pages(s, pages, fmt::format("alloc({} tokens = {} pages)", pages * ps, pages));
+        if (must_succeed && last_alloc_failed_)
             fail("an allocation of at most schedulable_available_size() failed");
-        if (!got && !m.last_alloc_flushed_peer())
-            expect_eq(r.state_string(), before, "state after a failed alloc");
+    }
+
+    // An allocation beyond schedulable_available_size(): it may still succeed
+    // (an urgent flush also reclaims the peer's pages pending reuse), exactly
+    // when the model's does.
+    void op_beyond(int s) {
+        const index_t ps = real_[s]->page_size();
+        const index_t pages = model_[s]->schedulable_available_size() / ps + rng_.uniform(1, 6);
+        alloc_pages(s, pages, fmt::format("alloc({} tokens) beyond schedulable", pages * ps));
+    }
+
+    void alloc_pages(int s, index_t pages, const std::string& what) {
+        Allocator& r = *real_[s];
+        ReferenceSide& m = *model_[s];
+        const index_t need = pages * r.page_size();
+        const bool beyond = need > m.schedulable_available_size();
+        begin_side_op(
+            s, fmt::format("{} [available {}, schedulable {}, peer holes {}, peer pending {}]",
+                           what, m.available_size(), m.schedulable_available_size(),
+                           model_[1 - s]->hole_count(), model_[1 - s]->pending_pages()));
+        const std::string before = real_states();
+        auto [got, expected] =
+            replay([&] { return m.alloc(need); }, [&] { return r.alloc(Space(), need); });
+        const std::vector<index_t> ids = got ? to_host(*got) : std::vector<index_t>{};
+        expect_allocation("alloc", got.has_value(), expected, ids, beyond);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), got.has_value(), before);
+        last_alloc_failed_ = !got;
         if (!got || ids.empty())
             return;
         stamp_tokens(*pool_, r, s, ids);
-        Request req;
-        req.tokens = ids;
-        req.len = need;
-        requests_[s].push_back(std::move(req));
+        last_allocated_[s] = ids;
+        requests_[s].push_back({ids, need, true});
     }
 
-    // An allocation one or more pages beyond what is schedulable: "no allocation".
-    void op_over_alloc(int s) {
-        Allocator& r = *real_[s];
-        ReferenceSide& m = *model_[s];
-        const index_t ps = r.page_size();
-        const index_t pages = m.schedulable_available_size() / ps + rng_.uniform(1, 6);
-        begin_op(s, fmt::format("alloc({} tokens) beyond capacity [available {}, schedulable {}]",
-                                pages * ps, m.available_size(), m.schedulable_available_size()));
-        const std::string before = r.state_string();
-        const auto live_before = m.live();
-        auto got = r.alloc(Space(), pages * ps);
-        auto expected = m.alloc(pages * ps);
-        if (got)
-            fail("an allocation beyond schedulable_available_size() succeeded");
-        if (expected)
-            fail("the model allocated beyond schedulable_available_size() (test bug)");
-        ++stats_.failed_allocs;
-        if (m.last_alloc_flushed_peer()) {
-            ++stats_.peer_flush_allocs;
-            check_sides_ |= 1 << (1 - s);
-        } else {
-            expect_eq(r.state_string(), before, "state after a failed alloc");
-        }
-        if (m.live() != live_before)
-            fail("a failed allocation changed the live set");
-    }
-
-    // alloc_extend over a batch of new (prefix 0) and growing (prefix > 0) requests.
+    // alloc_extend over a batch of new (prefix 0) and growing (prefix > 0)
+    // requests; oversize adds a new request longer than everything schedulable.
     void op_extend(int s, bool oversize) {
         Allocator& r = *real_[s];
         ReferenceSide& m = *model_[s];
@@ -457,55 +297,50 @@ private:
             } else {
                 prefix.push_back(0);
                 seq.push_back(rng_.uniform(1, 3 * ps + 5));
-                last_loc.push_back(-1);
+                last_loc.push_back(unbound);
                 which.push_back(-1);
             }
         }
         if (oversize) {
-            // A new request longer than everything schedulable: "no allocation".
             prefix.push_back(0);
             seq.push_back(m.schedulable_available_size() + rng_.uniform(1, 3 * ps));
-            last_loc.push_back(-1);
+            last_loc.push_back(unbound);
             which.push_back(-1);
         }
         index_t tokens = 0;
         for (std::size_t b = 0; b < seq.size(); ++b)
             tokens += seq[b] - prefix[b];
-        begin_op(s, fmt::format(
-                        "alloc_extend{}(prefix_lens={}, seq_lens={}, last_loc={}) [available {}, "
+        const index_t pages = detail::pages_needed_for_extend(prefix.data(), seq.data(),
+                                                              static_cast<index_t>(seq.size()), ps);
+        const bool beyond = pages * ps > m.schedulable_available_size();
+        begin_side_op(
+            s,
+            fmt::format("alloc_extend{}(prefix_lens={}, seq_lens={}, last_loc={}) [available {}, "
                         "schedulable {}]",
-                        oversize ? " beyond capacity" : "", prefix, seq, last_loc,
+                        oversize ? " beyond schedulable" : "", prefix, seq, last_loc,
                         m.available_size(), m.schedulable_available_size()));
         auto out =
             kk::uninitialized<IndexView>("test::extend_out", static_cast<std::size_t>(tokens));
-        const std::string before = r.state_string();
-        const bool ok = r.alloc_extend(Space(), prefix, seq, to_device(last_loc), out);
-        auto expected = m.alloc_extend(prefix, seq, last_loc);
-        std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
-        expect_alloc_outcome(ok, expected.has_value(), ids, expected ? *expected : ids, s);
-        ++stats_.extends;
-        if (oversize && ok)
-            fail("alloc_extend beyond schedulable_available_size() succeeded");
-        if (!ok && !m.last_alloc_flushed_peer())
-            expect_eq(r.state_string(), before, "state after a failed alloc_extend");
+        const std::string before = real_states();
+        auto [ok, expected] =
+            replay([&] { return m.alloc_extend(prefix, seq, last_loc); },
+                   [&] { return r.alloc_extend(Space(), prefix, seq, to_device(last_loc), out); });
+        const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
+        expect_allocation("alloc_extend", ok, expected, ids, beyond);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), ok, before);
         if (!ok)
             return;
         stamp_tokens(*pool_, r, s, ids);
+        last_allocated_[s] = ids;
         std::size_t o = 0;
         for (std::size_t b = 0; b < seq.size(); ++b) {
-            const index_t n = seq[b] - prefix[b];
-            if (which[b] < 0) {
-                if (n == 0)
-                    continue;
-                Request req;
-                req.tokens.assign(ids.begin() + static_cast<std::ptrdiff_t>(o),
-                                  ids.begin() + static_cast<std::ptrdiff_t>(o + n));
-                req.len = seq[b];
-                requests_[s].push_back(std::move(req));
-            } else {
+            const auto n = static_cast<std::ptrdiff_t>(seq[b] - prefix[b]);
+            const auto from = ids.begin() + static_cast<std::ptrdiff_t>(o);
+            if (which[b] < 0 && n > 0) {
+                requests_[s].push_back({std::vector<index_t>(from, from + n), seq[b], true});
+            } else if (which[b] >= 0) {
                 Request& req = requests_[s][static_cast<std::size_t>(which[b])];
-                req.tokens.insert(req.tokens.end(), ids.begin() + static_cast<std::ptrdiff_t>(o),
-                                  ids.begin() + static_cast<std::ptrdiff_t>(o + n));
+                req.tokens.insert(req.tokens.end(), from, from + n);
                 req.len = seq[b];
             }
             o += static_cast<std::size_t>(n);
@@ -530,21 +365,21 @@ private:
             seq.push_back(requests_[s][i].len + 1);
             last_loc.push_back(requests_[s][i].tokens.back());
         }
-        begin_op(
+        begin_side_op(
             s, fmt::format("alloc_decode(seq_lens={}, last_loc={}) [available {}, schedulable {}]",
                            seq, last_loc, m.available_size(), m.schedulable_available_size()));
         auto out = kk::uninitialized<IndexView>("test::decode_out", seq.size());
-        const std::string before = r.state_string();
-        const bool ok = r.alloc_decode(Space(), seq, to_device(last_loc), out);
-        auto expected = m.alloc_decode(seq, last_loc);
-        std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
-        expect_alloc_outcome(ok, expected.has_value(), ids, expected ? *expected : ids, s);
-        ++stats_.decodes;
-        if (!ok && !m.last_alloc_flushed_peer())
-            expect_eq(r.state_string(), before, "state after a failed alloc_decode");
+        const std::string before = real_states();
+        auto [ok, expected] =
+            replay([&] { return m.alloc_decode(seq, last_loc); },
+                   [&] { return r.alloc_decode(Space(), seq, to_device(last_loc), out); });
+        const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
+        expect_allocation("alloc_decode", ok, expected, ids);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), ok, before);
         if (!ok)
             return;
         stamp_tokens(*pool_, r, s, ids);
+        last_allocated_[s] = ids;
         for (std::size_t k = 0; k < growable.size(); ++k) {
             Request& req = requests_[s][growable[k]];
             req.tokens.push_back(ids[k]);
@@ -552,15 +387,13 @@ private:
         }
     }
 
-    // Frees the tokens (both sides of the comparison), updates the bookkeeping.
+    // Frees the tokens on both sides of the comparison; updates the bookkeeping.
     void do_free(int s, const std::vector<index_t>& tokens) {
         const auto pages = pages_of(s, tokens);
-        real_[s]->free(Space(), tokens);
-        model_[s]->free(tokens);
+        replay_void([&] { model_[s]->free(tokens); }, [&] { real_[s]->free(Space(), tokens); });
         forget_pages(s, pages);
         ++stats_.frees;
-        if (!pages.empty() && config_.mode == CompactionMode::eager)
-            check_sides_ |= 1 << s;
+        data_check_due_ = data_check_due_ || (!pages.empty() && mode_ == CompactionMode::eager);
     }
 
     void op_free_requests(int s) {
@@ -576,15 +409,20 @@ private:
             tokens.insert(tokens.end(), reqs[i].tokens.begin(), reqs[i].tokens.end());
         if (rng_.chance(0.3))
             std::reverse(tokens.begin(), tokens.end());
-        begin_op(s, fmt::format("free of {} whole request(s), {} tokens", count, tokens.size()));
+        if (rng_.chance(0.2))
+            for (std::size_t i = tokens.size(); i > 1; --i)
+                std::swap(
+                    tokens[i - 1],
+                    tokens[static_cast<std::size_t>(rng_.uniform(0, static_cast<index_t>(i) - 1))]);
+        begin_side_op(s,
+                      fmt::format("free of {} whole request(s), {} tokens", count, tokens.size()));
         do_free(s, tokens);
     }
 
     // A random subset of one request's pages, named by one random token of each.
     void op_free_pages(int s) {
         const index_t ps = real_[s]->page_size();
-        const Request& req = requests_[s][static_cast<std::size_t>(
-            rng_.uniform(0, static_cast<index_t>(requests_[s].size()) - 1))];
+        const Request& req = any_request(s);
         std::map<index_t, std::vector<index_t>> by_page;
         for (index_t t : req.tokens)
             by_page[t / ps].push_back(t);
@@ -594,21 +432,20 @@ private:
                 tokens.push_back(rng_.pick(ts));
         if (tokens.empty())
             tokens.push_back(rng_.pick(req.tokens));
-        begin_op(s, fmt::format("free of {} of a request's {} pages by one token each: {}",
-                                tokens.size(), by_page.size(), tokens));
+        begin_side_op(s, fmt::format("free of {} of a request's {} pages by one token each: {}",
+                                     tokens.size(), by_page.size(), tokens));
         do_free(s, tokens);
     }
 
     // A run of tokens from the middle of a request, not page aligned.
     void op_free_middle(int s) {
-        const Request& req = requests_[s][static_cast<std::size_t>(
-            rng_.uniform(0, static_cast<index_t>(requests_[s].size()) - 1))];
+        const Request& req = any_request(s);
         const index_t n = static_cast<index_t>(req.tokens.size());
         const index_t a = rng_.uniform(0, n - 1);
         const index_t b = rng_.uniform(a, std::min(n - 1, a + 2 * real_[s]->page_size() + 1));
         std::vector<index_t> tokens(req.tokens.begin() + a, req.tokens.begin() + b + 1);
-        begin_op(s, fmt::format("free of tokens [{}, {}] of a request of {} tokens: {}", a, b, n,
-                                tokens));
+        begin_side_op(s, fmt::format("free of tokens [{}, {}] of a request of {} tokens: {}", a, b,
+                                     n, tokens));
         do_free(s, tokens);
     }
 
@@ -617,13 +454,11 @@ private:
         std::vector<index_t> tokens;
         const index_t n = rng_.uniform(1, 6);
         for (index_t k = 0; k < n; ++k) {
-            const Request& req = requests_[s][static_cast<std::size_t>(
-                rng_.uniform(0, static_cast<index_t>(requests_[s].size()) - 1))];
-            tokens.push_back(rng_.pick(req.tokens));
+            tokens.push_back(rng_.pick(any_request(s).tokens));
             if (rng_.chance(0.2))
                 tokens.push_back(tokens.back());
         }
-        begin_op(s, fmt::format("free of scattered tokens {}", tokens));
+        begin_side_op(s, fmt::format("free of scattered tokens {}", tokens));
         do_free(s, tokens);
     }
 
@@ -633,8 +468,7 @@ private:
         std::vector<index_t> all;
         const index_t n = rng_.uniform(1, 3);
         for (index_t k = 0; k < n; ++k) {
-            const Request& req = requests_[s][static_cast<std::size_t>(
-                rng_.uniform(0, static_cast<index_t>(requests_[s].size()) - 1))];
+            const Request& req = any_request(s);
             std::vector<index_t> part;
             if (rng_.chance(0.5))
                 part = req.tokens;
@@ -643,30 +477,61 @@ private:
             all.insert(all.end(), part.begin(), part.end());
             frees.push_back(std::move(part));
         }
-        begin_op(s, fmt::format("free group of {} frees: {}", frees.size(), frees));
+        begin_side_op(s, fmt::format("free group of {} frees: {}", frees.size(), frees));
         const auto pages = pages_of(s, all);
-        real_[s]->free_group_begin();
-        for (const auto& f : frees)
-            real_[s]->free(Space(), f);
-        real_[s]->free_group_end(Space());
-        model_[s]->free(all);
+        replay_void(
+            [&] {
+                model_[s]->free_group_begin();
+                for (const auto& f : frees)
+                    model_[s]->free(f);
+                model_[s]->free_group_end();
+            },
+            [&] {
+                real_[s]->free_group_begin();
+                for (const auto& f : frees)
+                    real_[s]->free(Space(), f);
+                real_[s]->free_group_end(Space());
+            });
         forget_pages(s, pages);
         ++stats_.frees;
-        if (config_.mode == CompactionMode::eager)
-            check_sides_ |= 1 << s;
+        if (mode_ == CompactionMode::eager)
+            data_check_due_ = true;
     }
 
     void op_flush(int s) {
         const bool urgent = rng_.chance(0.35);
-        begin_op(s, urgent ? "flush(urgent)" : "flush_opportunistic()");
-        const index_t moved =
-            urgent ? real_[s]->flush(Space(), true) : real_[s]->flush_opportunistic(Space());
-        const index_t expected = model_[s]->flush(urgent);
+        begin_side_op(s, urgent ? "flush(urgent)" : "flush_opportunistic()");
+        auto [moved, expected] = replay(
+            [&] { return urgent ? model_[s]->flush(true) : model_[s]->flush_opportunistic(); },
+            [&] {
+                return urgent ? real_[s]->flush(Space(), true)
+                              : real_[s]->flush_opportunistic(Space());
+            });
         expect_eq(moved, expected, "pages moved by the flush");
-        if (rng_.chance(0.2))
-            real_[s]->drain_pending_reuse(); // nothing pending: a no-op
         ++stats_.flushes;
-        check_sides_ |= 1 << s;
+        data_check_due_ = true;
+    }
+
+    // ------------------------------------------------------------------ forward events
+    // A forward launched over both pools writes the tokens of each side's last
+    // allocation still live.
+    void op_forward() {
+        const std::vector<std::vector<index_t>> written = {
+            still_live(last_allocated_[0], *model_[0]), still_live(last_allocated_[1], *model_[1])};
+        forward(written, [&](const CompletionTokenPtr& token) {
+            for (int s = 0; s < 2; ++s) {
+                real_[s]->set_latest_forward_done(token);
+                if (token)
+                    real_[s]->set_inflight_forward(token, written[static_cast<std::size_t>(s)]);
+            }
+        });
+    }
+
+    void op_drain() {
+        drain([&] {
+            real_[0]->drain_pending_reuse();
+            real_[1]->drain_pending_reuse();
+        });
     }
 
     // ------------------------------------------------------------------ backup windows
@@ -675,7 +540,7 @@ private:
     // allocation since the snapshot undone) or commit_state() (kept) of the
     // innermost snapshot.
     void open_window(int s) {
-        begin_op(s, snapshots_.empty() ? "backup_state()" : "backup_state() (nested)");
+        begin_side_op(s, snapshots_.empty() ? "backup_state()" : "backup_state() (nested)");
         const AllocatorSnapshot snapshot = real_[s]->backup_state();
         expect_eq(snapshot.opened_window, snapshots_.empty(), "snapshot.opened_window");
         snapshots_.push_back(snapshot);
@@ -691,7 +556,8 @@ private:
             real_[s]->restore_state(Space(), snapshots_.back());
             model_[s]->restore();
             requests_[s] = window_requests_.back();
-            check_sides_ |= 1 << s;
+            last_allocated_[s].clear();
+            data_check_due_ = true;
         } else {
             real_[s]->commit_state(snapshots_.back());
             model_[s]->commit();
@@ -705,36 +571,37 @@ private:
     void window_step(int s) {
         const int w = window_side_;
         if (s == w) {
-            const double u = static_cast<double>(rng_.next() >> 11) * 0x1.0p-53;
+            const double u = uniform01();
             if (u < 0.25) {
                 const bool restore = rng_.chance(0.6);
-                const char* what = restore ? "restore_state()" : "commit_state()";
-                begin_op(w, snapshots_.size() > 1 ? std::string(what) + " (inner)"
-                                                  : std::string(what));
+                const std::string what = restore ? "restore_state()" : "commit_state()";
+                begin_side_op(w, snapshots_.size() > 1 ? what + " (inner)" : what);
                 return close_window(restore);
             }
             if (u < 0.30 && snapshots_.size() < 2)
                 return open_window(w);
             if (u < 0.45)
                 return op_alloc(w);
-            if (u < 0.65)
+            if (u < 0.60)
                 return op_decode(w);
-            if (u < 0.80)
+            if (u < 0.72)
                 return op_extend(w, false);
-            if (u < 0.90) {
-                begin_op(w, "flush(urgent) inside a backup window (must move nothing)");
-                const index_t moved = real_[w]->flush(Space(), true);
-                expect_eq(moved, model_[w]->flush(true), "pages moved by a flush inside a window");
+            if (u < 0.78)
+                return op_drain();
+            if (u < 0.88) {
+                begin_side_op(w, "flush(urgent) inside a backup window (must move nothing)");
+                auto [moved, expected] = replay([&] { return model_[w]->flush(true); },
+                                                [&] { return real_[w]->flush(Space(), true); });
+                expect_eq(moved, expected, "pages moved by a flush inside a window");
                 expect_eq(moved, index_t(0), "pages moved by a flush inside a window");
                 return;
             }
             if (requests_[w].empty())
                 return op_alloc(w);
             // A free inside the window is refused and changes nothing.
-            const Request& req = requests_[w][static_cast<std::size_t>(
-                rng_.uniform(0, static_cast<index_t>(requests_[w].size()) - 1))];
-            const std::vector<index_t> tokens{rng_.pick(req.tokens)};
-            begin_op(w, fmt::format("free({}) inside a backup window (must be refused)", tokens));
+            const std::vector<index_t> tokens{rng_.pick(any_request(w).tokens)};
+            begin_side_op(w,
+                          fmt::format("free({}) inside a backup window (must be refused)", tokens));
             const std::string before = real_[w]->state_string();
             try {
                 real_[w]->free(Space(), tokens);
@@ -746,96 +613,51 @@ private:
             expect_eq(real_[w]->state_string(), before, "state after a refused free");
             return;
         }
-        // The peer carries on as usual, frees and flushes included.
-        const double u = static_cast<double>(rng_.next() >> 11) * 0x1.0p-53;
-        if (u < 0.3 || requests_[s].empty())
+        // The peer carries on as usual, frees, flushes and forwards included.
+        const double u = uniform01();
+        if (u < 0.25 || requests_[s].empty())
             return op_alloc(s);
-        if (u < 0.45)
+        if (u < 0.4)
             return op_decode(s);
-        if (u < 0.7)
+        if (u < 0.6)
             return op_free_requests(s);
-        if (u < 0.85)
+        if (u < 0.7)
             return op_free_middle(s);
+        if (u < 0.8)
+            return op_forward();
+        if (u < 0.9)
+            return op_complete();
         return op_flush(s);
     }
 
-    std::uint64_t seed_;
-    Config config_;
-    int ops_;
-    Rng rng_;
-    index_t max_moves_ = 0;
-    std::unique_ptr<Pool> pool_;
+    CompactionMode mode_;
     std::unique_ptr<Allocator> real_[2];
     std::unique_ptr<ReferenceSide> model_[2];
     std::vector<Request> requests_[2];
-    std::string geometry_;
-
-    int step_ = 0;
-    int regime_ = 0;
-    int check_sides_ = 0; // sides the KV data check runs on after this step
-    std::string op_ = "initial state";
-    std::deque<std::string> recent_;
+    std::vector<index_t> last_allocated_[2]; // what the next forward writes
+    bool last_alloc_failed_ = false;
 
     int window_side_ = -1;                              // the side with open snapshots
     std::vector<AllocatorSnapshot> snapshots_;          // innermost last
     std::vector<std::vector<Request>> window_requests_; // its bookkeeping at each snapshot
-
-    Stats stats_;
 };
 
-void run_differential(CompactionMode mode) {
-    const auto& config = randomised_config();
-    const auto start = std::chrono::steady_clock::now();
-    Stats total;
-    int runs = 0, failures = 0;
-    for (const std::uint64_t seed : config.seed_list()) {
-        INFO("seed " << seed
-                     << "; reproduce: kvpool_tests_" KVPOOL_TEST_BACKEND_NAME
-                        " \"[differential]\" --kvpool-seed "
-                     << seed);
-        std::printf(
-            "[differential] %s seed %llu (%d ops); reproduce: kvpool_tests_%s \"[differential]\" "
-            "--kvpool-seed %llu\n",
-            to_string(mode), static_cast<unsigned long long>(seed), config.ops,
-            KVPOOL_TEST_BACKEND_NAME, static_cast<unsigned long long>(seed));
-        std::fflush(stdout);
-        for (const index_t page_size : {index_t(1), index_t(16)})
-            for (const GrowDirection grow : {GrowDirection::up, GrowDirection::down}) {
-                const Config c{mode, page_size, grow};
-                DifferentialRun run(seed, c, config.ops);
-                ++runs;
-                try {
-                    run.run();
-                } catch (const Mismatch& e) {
-                    ++failures;
-                    std::printf("%s\n", e.what());
-                    std::fflush(stdout);
-                    FAIL_CHECK(e.what());
-                }
-                total.add(run.stats());
-                total.pages_moved += run.pages_moved();
-            }
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("[differential] %s: %d runs, %d failed, %.2f s; ops %ld: allocs ok %ld, failed %ld "
-                "(with peer "
-                "flush %ld), extends %ld, decodes %ld, frees %ld, flushes %ld, pages moved %lld, "
-                "backup windows %ld, data checks %ld\n",
-                to_string(mode), runs, failures, seconds, total.ops, total.allocs,
-                total.failed_allocs, total.peer_flush_allocs, total.extends, total.decodes,
-                total.frees, total.flushes, static_cast<long long>(total.pages_moved),
-                total.windows, total.data_checks);
-    std::fflush(stdout);
-    CHECK(failures == 0);
+void run_side_differential(CompactionMode mode) {
+    std::vector<Config> configs;
+    for (const index_t page_size : {index_t(1), index_t(16)})
+        for (const GrowDirection grow : {GrowDirection::up, GrowDirection::down})
+            configs.push_back({mode, page_size, grow});
+    run_differential("differential", configs, [](std::uint64_t seed, const Config& c, int ops) {
+        return std::make_unique<SideRun>(seed, c, ops);
+    });
 }
 
 } // namespace
 
 TEST_CASE("differential: eager allocator against the reference model", "[differential][eager]") {
-    run_differential(CompactionMode::eager);
+    run_side_differential(CompactionMode::eager);
 }
 
 TEST_CASE("differential: lazy allocator against the reference model", "[differential][lazy]") {
-    run_differential(CompactionMode::lazy);
+    run_side_differential(CompactionMode::lazy);
 }

@@ -1,36 +1,26 @@
-// A deliberately naive host model of one side of a two-sided unified buffer,
-// for the differential test. Written from the design brief and SGLang's
-// MultiEndedAllocator semantics, not from src/allocator_core.cpp: plain
-// containers, linear scans, no cleverness. Only the geometry (SideGeometry) is
+// A host model of SGLang's unified-pool allocator for the differential tests,
+// written from the reference (../shared/reference/sglang/multi_ended_allocator.py:
+// MultiEndedAllocator, UnifiedSWATokenToKVPoolAllocator,
+// UnifiedMambaTokenToKVPoolAllocator), not from src/allocator_core.cpp. It keeps
+// the reference's own state (watermark, free physical page list, pending-reuse
+// batches keyed by their forward event, free virtual ids, v2p / p2v) and makes
+// its decisions step by step: the same size views from the same formulas, the
+// same hole order, the same flush walk, the same drain order. Plain containers
+// and linear scans; only the geometry (SideGeometry) and the options struct are
 // shared with the library.
 //
-// What it models (everything complete: no completion tokens):
-//   * a per-physical-page owner array and an explicit band [lo, hi) of pages;
-//     the "up" side's band starts at min_page_index and grows upward, the
-//     "down" side's band ends at num_physical_pages and grows downward;
-//   * the byte gap between the up side's band end and the down side's band
-//     start, shared by both sides;
-//   * a FIFO free virtual page list (alloc takes from the front, free appends
-//     the freed pages at the back in ascending virtual page order);
-//   * eager mode: a free of K pages shrinks the band by K at the frontier and
-//     moves the survivors of the vacated positions into the holes;
-//   * lazy mode: a free leaves holes (FIFO list, in ascending virtual page
-//     order), allocation drains holes first and then extends the frontier; a
-//     flush retires holes at the frontier, then moves the survivors nearest
-//     the frontier into the holes farthest from it until the two meet, capped
-//     when opportunistic; urgent flushes pack fully; an allocation that falls
-//     short flushes the (lazy) peer urgently once;
-//   * available_size / schedulable_available_size;
-//   * alloc / alloc_extend / alloc_decode token ids, tail-page reuse included;
-//   * backup_state / restore_state / commit_state, windows nested (a stack of
-//     whole-state copies; no flush moves anything while a window is open);
-//   * a non-owner side (the SWA side of an SWA pair): it binds the virtual
-//     pages its owner minted, in the owner's id space, and keeps no free list;
-//   * the two pairs' composite rules (ReferenceSwaPair, ReferenceMambaPair),
-//     from SGLang's UnifiedSWATokenToKVPoolAllocator and
-//     UnifiedMambaTokenToKVPoolAllocator.
+// Where kvpool deliberately differs from the reference (README, "Differences
+// from SGLang's reference behaviour"), the model follows kvpool; each such
+// place is marked "kvpool:".
+//
+// Completion tokens are the engine's forward-done events. Every wait the
+// reference would enqueue on a token that has not completed is recorded
+// (take_waits()), so a test can complete those tokens before it replays the
+// call on the library (a GPU backend waits for them).
 #pragma once
 
+#include <kvpool/completion_token.hpp>
+#include <kvpool/detail/allocator_core.hpp>
 #include <kvpool/pool_layout.hpp>
 #include <kvpool/types.hpp>
 
@@ -48,489 +38,798 @@ namespace kvpool::test {
 
 class ReferenceSide {
 public:
-    // Owner array values that are not virtual page ids.
-    static constexpr index_t outside = -1; // not in the band (free space or sink)
-    static constexpr index_t hole = -2;    // in the band, free (lazy only)
-    static constexpr index_t vacated = -3; // transient: a page a flush just moved out of
+    using Token = CompletionTokenPtr;
+    // Moved-from pages waiting for a forward's readers, keyed by its event.
+    struct PendingBatch {
+        Token event;
+        std::vector<index_t> pages;
+    };
 
-    ReferenceSide(const SideGeometry& geometry, index_t total_bytes, CompactionMode mode,
-                  index_t max_moves_per_flush)
-        : g_(geometry), total_bytes_(total_bytes), mode_(mode), max_moves_(max_moves_per_flush) {
-        const index_t n = g_.num_physical_pages;
-        s_.owner.assign(static_cast<std::size_t>(n), outside);
-        s_.owner[0] = 0; // the padding anchor, never part of the band
-        if (up()) {
-            s_.lo = s_.hi = g_.min_page_index;
-        } else {
-            s_.lo = s_.hi = n;
-        }
+    ReferenceSide(const SideGeometry& geometry, index_t total_bytes,
+                  const AllocatorOptions& options)
+        : g_(geometry), total_bytes_(total_bytes), lazy_(options.mode == CompactionMode::lazy),
+          max_moves_(options.max_moves_per_flush) {
+        p2v_.assign(static_cast<std::size_t>(num_pages()), unbound);
+        p2v_[0] = 0; // the padding anchor
+        wm_ = up() ? g_.min_page_index : num_pages() - 1;
+        // kvpool: a side capped by max_tokens mints ids only below its cap.
         for (index_t v = g_.min_page_index; v < g_.num_virtual_pages; ++v)
-            s_.free_ids.push_back(v);
+            free_ids_.push_back(v);
     }
+    // The sides point at each other: not copyable.
+    ReferenceSide(const ReferenceSide&) = delete;
+    ReferenceSide& operator=(const ReferenceSide&) = delete;
 
     void bind_peer(ReferenceSide& peer) {
         peer_ = &peer;
         peer.peer_ = this;
     }
-
-    // Makes this (still empty) side a non-owner of owner's ids: its virtual
-    // page space becomes the owner's, and its id headroom is its own page
-    // capacity less its live pages.
+    // A non-owner (the SWA side) binds the ids its owner mints; it keeps no
+    // free id list.
     void bind_ids_of(const ReferenceSide& owner) {
         id_owner_ = false;
         min_virtual_page_ = owner.g_.min_page_index;
         virtual_pages_ = owner.g_.num_virtual_pages;
-        s_.free_ids.clear();
+        free_ids_.clear();
     }
 
     // ------------------------------------------------------------ observation
     bool up() const { return g_.grow() == GrowDirection::up; }
-    bool lazy() const { return mode_ == CompactionMode::lazy; }
+    bool lazy() const { return lazy_; }
     index_t page_size() const { return g_.page_size(); }
+    index_t num_pages() const { return g_.num_physical_pages; }
+    index_t page_bytes() const { return g_.page_bytes; }
     const SideGeometry& geometry() const { return g_; }
-    index_t band_pages() const { return s_.hi - s_.lo; }
-    index_t hole_count() const { return static_cast<index_t>(s_.holes.size()); }
-    index_t free_id_count() const {
-        return id_owner_ ? static_cast<index_t>(s_.free_ids.size())
-                         : g_.page_capacity() - live_pages();
-    }
-    // Rows of the virtual page table: the id owner's virtual page space.
     index_t virtual_table_pages() const { return virtual_pages_; }
-    // Virtual pages the last successful allocation or binding took, in order.
-    const std::vector<index_t>& last_allocated_virtual_pages() const { return last_pages_; }
-    index_t live_pages() const { return static_cast<index_t>(s_.v2p.size()); }
-    index_t allocated_count() const { return live_pages() * page_size(); }
-    bool window_open() const { return s_.window_open; }
-    // virtual page -> physical page of every live page, ordered by virtual page.
-    const std::map<index_t, index_t>& live() const { return s_.v2p; }
-    // Physical page -> virtual page, unbound (-1) for free pages; 0 <-> 0 kept.
-    index_t virtual_of_physical(index_t p) const {
-        const index_t o = s_.owner[static_cast<std::size_t>(p)];
-        return o >= 0 ? o : unbound;
-    }
+    const std::map<index_t, index_t>& live() const { return v2p_; }
+    index_t live_pages() const { return static_cast<index_t>(v2p_.size()); }
+    const std::vector<index_t>& hole_list() const { return free_phys_; }
+    index_t hole_count() const { return static_cast<index_t>(free_phys_.size()); }
+    const std::vector<PendingBatch>& pending_batches() const { return pending_; }
+    index_t pending_pages() const { return static_cast<index_t>(pending_set_.size()); }
+    const std::deque<index_t>& free_ids() const { return free_ids_; }
     index_t physical_of_virtual(index_t v) const {
         if (v == 0)
             return 0;
-        auto it = s_.v2p.find(v);
-        return it == s_.v2p.end() ? unbound : it->second;
+        const auto it = v2p_.find(v);
+        return it == v2p_.end() ? unbound : it->second;
     }
+    index_t virtual_of_physical(index_t p) const { return p2v_[static_cast<std::size_t>(p)]; }
+    // Virtual pages the last successful allocation or binding took, in order.
+    const std::vector<index_t>& last_allocated_virtual_pages() const { return last_.virtual_pages; }
     // True when the last allocation attempt on this side flushed the peer.
     bool last_alloc_flushed_peer() const { return last_alloc_flushed_peer_; }
+    bool window_open() const { return !window_depths_.empty(); }
+    std::size_t window_depth() const { return window_depths_.size(); }
+    // The waits on unfinished tokens since the last call, emptied.
+    std::vector<Token> take_waits() {
+        std::vector<Token> out;
+        out.swap(waits_);
+        return out;
+    }
 
+    // ------------------------------------------------------------ sizes (the reference's)
+    // _allocated_pages(): the band, holes and pending pages included.
+    index_t allocated_pages() const {
+        return up() ? std::max<index_t>(0, wm_ - g_.min_page_index)
+                    : std::max<index_t>(0, num_pages() - 1 - wm_);
+    }
+    // Lazy counts live pages; eager's band is all live.
+    index_t allocated_count() const {
+        return (lazy() ? live_page_count_ : allocated_pages()) * page_size();
+    }
+    index_t byte_high_frontier() const {
+        return up() ? wm_ * page_bytes() : num_pages() * page_bytes();
+    }
+    index_t byte_low_frontier() const {
+        return up() ? g_.min_page_index * page_bytes() : (wm_ + 1) * page_bytes();
+    }
     index_t gap_bytes() const {
-        // The gap lies between the up side's band end and the down side's band start.
-        if (up()) {
-            const index_t limit = peer_ ? peer_->s_.lo * peer_->g_.page_bytes : total_bytes_;
-            return std::max<index_t>(0, limit - s_.hi * g_.page_bytes);
-        }
-        const index_t limit = peer_ ? peer_->s_.hi * peer_->g_.page_bytes : 0;
-        return std::max<index_t>(0, s_.lo * g_.page_bytes - limit);
+        if (up())
+            return std::max<index_t>(0, (peer_ ? peer_->byte_low_frontier() : total_bytes_) -
+                                            byte_high_frontier());
+        return std::max<index_t>(0,
+                                 byte_low_frontier() - (peer_ ? peer_->byte_high_frontier() : 0));
     }
-    // Page indices left between the frontier and the end of this side's index range.
-    index_t index_headroom() const {
-        return up() ? g_.num_physical_pages - s_.hi : s_.lo - g_.min_page_index;
+    // pages_by_index_space: own index headroom, not added to by peer bytes.
+    index_t index_headroom() const { return num_pages() - g_.min_page_index - allocated_pages(); }
+    // kvpool: ids a side can still take (its max_tokens cap; a non-owner's
+    // counts its own page capacity).
+    index_t free_id_count() const {
+        return id_owner_ ? static_cast<index_t>(free_ids_.size())
+                         : g_.page_capacity() - live_pages();
     }
-    index_t pages_allocatable(index_t extra_gap_bytes) const {
-        const index_t extend =
-            std::min(index_headroom(), (gap_bytes() + extra_gap_bytes) / g_.page_bytes);
-        return std::min(free_id_count(), extend + hole_count());
+    // _available_tokens(extra_gap_bytes).
+    index_t available_tokens(index_t extra_gap_bytes) const {
+        const index_t pages_by_bytes = (gap_bytes() + extra_gap_bytes) / page_bytes();
+        const index_t pages_extend = std::min(pages_by_bytes, index_headroom());
+        const index_t pages_drain = lazy() ? hole_count() : 0;
+        return std::min(pages_extend + pages_drain, free_id_count()) * page_size();
     }
-    index_t available_size() const { return pages_allocatable(0) * page_size(); }
-    // What an urgent flush of the peer would add: its holes, unless the peer
-    // is lazy-less or inside a backup window (where its flushes move nothing).
+    index_t available_size() const { return available_tokens(0); }
+    // _peer_drainable_hole_bytes(): the peer's free list only, not its pages
+    // pending reuse, so the credit is realisable. kvpool: a peer inside a
+    // backup window cannot flush, so it credits nothing.
+    index_t peer_drainable_hole_bytes() const {
+        if (!peer_ || !peer_->lazy() || peer_->window_open())
+            return 0;
+        return peer_->hole_count() * peer_->page_bytes();
+    }
     index_t schedulable_available_size() const {
-        const bool drainable = peer_ && peer_->lazy() && !peer_->window_open();
-        const index_t extra = drainable ? peer_->hole_count() * peer_->g_.page_bytes : 0;
-        return pages_allocatable(extra) * page_size();
+        return available_tokens(peer_drainable_hole_bytes());
     }
 
     std::string describe() const {
         std::ostringstream o;
         o << "model{" << g_.spec.name << " grow=" << to_string(g_.grow())
-          << " mode=" << to_string(mode_) << " band=[" << s_.lo << "," << s_.hi
-          << ") live=" << live_pages() << " holes=" << hole_count()
-          << " free_ids=" << free_id_count() << " gap_bytes=" << gap_bytes() << "}";
+          << " mode=" << (lazy() ? "lazy" : "eager") << " watermark=" << wm_
+          << " band=" << allocated_pages() << " live=" << live_pages() << " holes=" << hole_count()
+          << " pending=" << pending_pages() << " free_ids=" << free_id_count()
+          << " gap_bytes=" << gap_bytes() << "}";
         return o.str();
     }
 
     // ------------------------------------------------------------ allocation
-    // need_tokens must be a multiple of the page size.
+    // alloc(need_size): need_size must be a multiple of the page size.
     std::optional<std::vector<index_t>> alloc(index_t need_tokens) {
+        start_alloc();
         if (need_tokens % page_size() != 0)
             throw std::logic_error("model alloc: misaligned size");
-        auto pages = take(need_tokens / page_size());
-        if (!pages)
+        if (need_tokens <= 0)
+            return std::vector<index_t>{};
+        if (need_tokens > available_size() && !flush_peer_for_alloc(need_tokens))
             return std::nullopt;
+        const auto pages = take_ids(need_tokens / page_size());
+        if (!alloc_bind(pages, true)) {
+            free_ids_.insert(free_ids_.begin(), pages.begin(), pages.end());
+            return std::nullopt;
+        }
         std::vector<index_t> tokens;
-        for (index_t v : *pages)
+        for (index_t v : pages)
             for (index_t j = 0; j < page_size(); ++j)
                 tokens.push_back(v * page_size() + j);
         return tokens;
     }
 
-    // Request r grows from prefix[r] to seq[r] tokens; last_loc[r] is the virtual
-    // id of its token at position prefix[r] - 1 (unused when prefix[r] == 0).
+    // alloc_extend: request r grows from prefix[r] to seq[r] tokens; last_loc[r]
+    // is the virtual id of its token at position prefix[r] - 1.
     std::optional<std::vector<index_t>> alloc_extend(const std::vector<index_t>& prefix,
                                                      const std::vector<index_t>& seq,
                                                      const std::vector<index_t>& last_loc) {
-        const index_t ps = page_size();
         index_t pages = 0;
         for (std::size_t r = 0; r < seq.size(); ++r)
             pages += pages_covering(seq[r]) - pages_covering(prefix[r]);
-        auto fresh = take(pages);
+        const auto fresh = take_request_pages(pages);
         if (!fresh)
             return std::nullopt;
+        // alloc_extend_kernel: each request first fills the tail of its last
+        // prefix page, then takes whole new pages in order.
+        const index_t ps = page_size();
         std::vector<index_t> tokens;
-        std::size_t next_fresh = 0;
+        std::size_t next = 0;
         for (std::size_t r = 0; r < seq.size(); ++r) {
             const index_t prefix_pages = pages_covering(prefix[r]);
-            std::vector<index_t> mine; // this request's new pages, in order
+            std::vector<index_t> mine;
             for (index_t k = prefix_pages; k < pages_covering(seq[r]); ++k)
-                mine.push_back((*fresh)[next_fresh++]);
-            for (index_t pos = prefix[r]; pos < seq[r]; ++pos) {
-                if (pos / ps < prefix_pages)
-                    tokens.push_back(last_loc[r] +
-                                     (pos - (prefix[r] - 1))); // same page as the prefix's end
-                else
-                    tokens.push_back(mine[static_cast<std::size_t>(pos / ps - prefix_pages)] * ps +
-                                     pos % ps);
-            }
+                mine.push_back((*fresh)[next++]);
+            for (index_t pos = prefix[r]; pos < seq[r]; ++pos)
+                tokens.push_back(
+                    pos / ps < prefix_pages
+                        ? last_loc[r] + (pos - (prefix[r] - 1))
+                        : mine[static_cast<std::size_t>(pos / ps - prefix_pages)] * ps + pos % ps);
         }
         return tokens;
     }
 
-    // One new token per request; seq[r] counts it.
+    // alloc_decode: one new token per request; seq[r] counts it.
     std::optional<std::vector<index_t>> alloc_decode(const std::vector<index_t>& seq,
                                                      const std::vector<index_t>& last_loc) {
-        const index_t ps = page_size();
         index_t pages = 0;
         for (index_t s : seq)
-            pages += (s - 1) % ps == 0 ? 1 : 0;
-        auto fresh = take(pages);
+            pages += pages_covering(s) - pages_covering(s - 1);
+        const auto fresh = take_request_pages(pages);
         if (!fresh)
             return std::nullopt;
         std::vector<index_t> tokens;
-        std::size_t next_fresh = 0;
-        for (std::size_t r = 0; r < seq.size(); ++r) {
-            if ((seq[r] - 1) % ps == 0)
-                tokens.push_back((*fresh)[next_fresh++] * ps);
-            else
-                tokens.push_back(last_loc[r] + 1);
-        }
+        std::size_t next = 0;
+        for (std::size_t r = 0; r < seq.size(); ++r)
+            tokens.push_back((seq[r] - 1) % page_size() == 0 ? (*fresh)[next++] * page_size()
+                                                             : last_loc[r] + 1);
         return tokens;
     }
 
-    // Non-owner: binds the owner's virtual pages, in order, to pages of this
-    // side; false when there is no room (after one urgent peer flush, lazy).
+    // alloc_with_virtual on a non-owner. kvpool: it checks its own room and
+    // answers false instead of asserting (in a pair, its shortfall flush of
+    // the owner is held back, so it flushes nothing).
     bool bind_virtual(const std::vector<index_t>& virtual_pages) {
+        start_alloc();
         if (id_owner_)
             throw std::logic_error("model bind_virtual: on the id owner");
-        return take(static_cast<index_t>(virtual_pages.size()), &virtual_pages).has_value();
+        const auto n = static_cast<index_t>(virtual_pages.size());
+        if (n == 0)
+            return true;
+        if (n * page_size() > available_size())
+            return false;
+        return alloc_bind(virtual_pages, false);
+    }
+
+    // kvpool: takes back the last allocation (an SWA pair's follower could
+    // not bind it), as restore_state() takes back each one.
+    void undo_last_allocation() {
+        if (window_open())
+            undo_log_.pop_back();
+        undo(last_);
+        last_ = {};
     }
 
     // ------------------------------------------------------------ free
-    // Frees every page holding one of the tokens. The caller (the test) never
-    // frees an unallocated id; the model treats that as a test bug.
+    // free(free_index): the test never frees an unallocated id.
     void free(const std::vector<index_t>& tokens) {
-        std::set<index_t> pages;
-        for (index_t t : tokens) {
-            const index_t v = t / page_size();
-            if (t < 0 || v < min_virtual_page_ || s_.v2p.count(v) == 0)
-                throw std::logic_error("model free: token " + std::to_string(t) +
-                                       " is not allocated");
-            pages.insert(v);
-        }
-        if (pages.empty())
+        if (tokens.empty())
             return;
-        if (s_.window_open)
-            throw std::logic_error("model free: inside a backup window");
-        std::vector<index_t> physical;
-        for (index_t v : pages) {
-            physical.push_back(s_.v2p[v]);
-            s_.v2p.erase(v);
+        if (in_group_) {
+            group_.insert(group_.end(), tokens.begin(), tokens.end());
+            return;
         }
-        if (lazy()) {
-            for (index_t p : physical) { // ascending virtual page order
-                s_.owner[static_cast<std::size_t>(p)] = hole;
-                s_.holes.push_back(p);
-            }
-        } else {
-            free_eager(physical);
-        }
-        if (id_owner_)
-            for (index_t v : pages)
-                s_.free_ids.push_back(v);
+        free_pages(pages_of(tokens));
+    }
+    // Tokens whose page is not bound here are skipped (the SWA side's pages
+    // released earlier by free_swa: the reference's `v2p > 0` filter).
+    void free_if_bound(const std::vector<index_t>& tokens) { free(bound_only(tokens)); }
+    void free_group_begin() {
+        in_group_ = true;
+        group_.clear();
+    }
+    // kvpool: a page several frees of the group named is freed once.
+    void free_group_end() {
+        in_group_ = false;
+        std::vector<index_t> merged;
+        merged.swap(group_);
+        free_pages(pages_of(bound_only(merged)));
     }
 
-    // Like free, but tokens whose page is not bound here are skipped (the SWA
-    // side's pages already released by free_swa).
-    void free_if_bound(const std::vector<index_t>& tokens) {
-        std::vector<index_t> bound;
-        for (index_t t : tokens)
-            if (t >= 0 && s_.v2p.count(t / page_size()) != 0)
-                bound.push_back(t);
-        free(bound);
+    // ------------------------------------------------------------ lazy compaction
+    void set_latest_forward_done(Token event) { latest_event_ = std::move(event); }
+    void set_inflight_forward(Token event, const std::vector<index_t>& virtual_tokens) {
+        if (!lazy())
+            return;
+        inflight_event_ = virtual_tokens.empty() ? nullptr : std::move(event);
+        inflight_tokens_ = inflight_event_ ? virtual_tokens : std::vector<index_t>{};
     }
-
-    // ------------------------------------------------------------ flush
-    // Returns the pages moved. No-op in eager mode and inside a backup window.
-    index_t flush(bool urgent) {
-        if (!lazy() || s_.window_open || s_.holes.empty())
+    void drain_pending_reuse() {
+        if (lazy() && !pending_.empty())
+            drain_pending(false);
+    }
+    index_t flush_opportunistic() {
+        if (!lazy() || (free_phys_.empty() && pending_.empty()))
             return 0;
-        // Holes that touch the frontier leave the band without a move.
-        while (band_pages() > 0 && owner_at_depth(band_pages() - 1) == hole) {
-            set_owner_at_depth(band_pages() - 1, outside);
-            retreat(1);
-        }
-        // Remaining holes, by depth (0 = the page farthest from the frontier).
-        std::vector<index_t> hole_depths;
-        for (index_t d = 0; d < band_pages(); ++d)
-            if (owner_at_depth(d) == hole)
-                hole_depths.push_back(d);
-        // Survivors nearest the frontier move into the holes farthest from it.
-        std::vector<index_t> moved_from; // physical pages, in move order
-        index_t src = band_pages() - 1;
-        std::size_t next_dst = 0;
-        while (next_dst < hole_depths.size() &&
-               (urgent || static_cast<index_t>(moved_from.size()) < max_moves_)) {
-            while (src >= 0 && owner_at_depth(src) < 0)
-                --src;
-            if (src < 0)
-                break;
-            const index_t dst = hole_depths[next_dst];
-            if (src < dst)
-                break; // the pointers crossed: the band is packed
-            const index_t v = owner_at_depth(src);
-            const index_t dst_page = page_at_depth(dst);
-            set_owner_at_depth(dst, v);
-            s_.v2p[v] = dst_page;
-            set_owner_at_depth(src, vacated);
-            moved_from.push_back(page_at_depth(src));
-            ++next_dst;
-            --src;
-        }
-        s_.holes.clear();
-        if (urgent) {
-            // Full pack: everything free above the last survivor leaves the band.
-            while (band_pages() > 0 && owner_at_depth(band_pages() - 1) < 0) {
-                set_owner_at_depth(band_pages() - 1, outside);
-                retreat(1);
-            }
-        }
-        // Whatever is still free inside the band: the unused holes (ascending
-        // physical page order), then the moved-from pages in move order.
-        for (index_t p = s_.lo; p < s_.hi; ++p)
-            if (s_.owner[static_cast<std::size_t>(p)] == hole)
-                s_.holes.push_back(p);
-        for (index_t p : moved_from)
-            if (p >= s_.lo && p < s_.hi) {
-                s_.owner[static_cast<std::size_t>(p)] = hole;
-                s_.holes.push_back(p);
-            }
-        return static_cast<index_t>(moved_from.size());
+        return flush(false);
     }
 
-    // ------------------------------------------------------------ backup / restore
-    // Snapshots nest; restore and commit act on the innermost one.
-    void backup() {
-        snapshots_.push_back(s_);
-        s_.window_open = true;
+    // _flush(urgent): one compaction pass; returns the pages moved.
+    index_t flush(bool urgent) {
+        if (!lazy())
+            return 0;
+        // kvpool: relocations inside a backup window could not be undone.
+        if (window_open())
+            return 0;
+        drain_pending(urgent);
+        std::sort(free_phys_.begin(), free_phys_.end());
+        const std::vector<index_t> holes = absorb_boundary_holes(); // == free_phys_ now
+
+        Token latest = latest_event_;
+        // Urgent: one wait on the latest forward settles both hazards, so the
+        // walk may move every survivor and the band packs fully.
+        const bool single_pass_absorb = urgent && !holes.empty();
+        std::optional<std::set<index_t>> write_set;
+        if (single_pass_absorb) {
+            wait_for(latest_event_);
+            inflight_event_ = nullptr;
+            latest = nullptr;
+            write_set = std::set<index_t>{};
+        }
+
+        std::vector<index_t> srcs, dsts, released;
+        std::optional<index_t> cursor;
+        std::size_t dst_cursor = up() ? 0 : holes.size() - 1;
+        std::size_t consumed = 0;
+        index_t moves = 0;
+        while (consumed < holes.size()) {
+            const auto src = topmost_survivor(cursor, holes);
+            if (!src)
+                break;
+            if (!write_set)
+                write_set = inflight_write_set();
+            if (write_set->count(*src) != 0) {
+                if (!urgent)
+                    break; // the top blocker stops an opportunistic walk
+                moves += commit_moves(srcs, dsts, latest, released);
+                wait_for(inflight_event_);
+                inflight_event_ = nullptr;
+                write_set = std::set<index_t>{};
+                latest = nullptr;
+                continue;
+            }
+            const index_t dst = holes[dst_cursor];
+            if (up() ? *src < dst : *src > dst)
+                break; // the pointers crossed: packed
+            dst_cursor = up() ? dst_cursor + 1 : dst_cursor - 1;
+            ++consumed;
+            if (p2v_[static_cast<std::size_t>(*src)] < 0)
+                throw std::logic_error("model flush: a survivor has no virtual page");
+            srcs.push_back(*src);
+            dsts.push_back(dst);
+            cursor = up() ? *src - 1 : *src + 1;
+            if (!urgent && static_cast<index_t>(srcs.size()) >= max_moves_)
+                break;
+        }
+        moves += commit_moves(srcs, dsts, latest, released);
+
+        if (single_pass_absorb) {
+            // Full pack: every interior hole now lies past the frontier.
+            wm_ += up() ? -static_cast<index_t>(holes.size()) : static_cast<index_t>(holes.size());
+            free_phys_.clear();
+        } else {
+            if (up())
+                free_phys_.erase(free_phys_.begin(),
+                                 free_phys_.begin() + static_cast<std::ptrdiff_t>(consumed));
+            else
+                free_phys_.resize(free_phys_.size() - consumed);
+            free_phys_.insert(free_phys_.end(), released.begin(), released.end());
+        }
+        return moves;
     }
+
+    // ------------------------------------------------------------ backup windows (kvpool)
+    // restore() undoes every allocation since the innermost backup(); commit()
+    // keeps them (an enclosing window may still undo them).
+    void backup() { window_depths_.push_back(undo_log_.size()); }
     void restore() {
-        if (snapshots_.empty())
+        if (!window_open())
             throw std::logic_error("model restore: no window open");
-        s_ = snapshots_.back();
-        snapshots_.pop_back();
+        while (undo_log_.size() > window_depths_.back()) {
+            undo(undo_log_.back());
+            undo_log_.pop_back();
+        }
+        window_depths_.pop_back();
     }
     void commit() {
-        if (snapshots_.empty())
+        if (!window_open())
             throw std::logic_error("model commit: no window open");
-        snapshots_.pop_back();
-        if (snapshots_.empty())
-            s_.window_open = false;
+        window_depths_.pop_back();
+        if (window_depths_.empty())
+            undo_log_.clear();
     }
-    std::size_t window_depth() const { return snapshots_.size(); }
 
 private:
-    struct State {
-        std::vector<index_t> owner; // per physical page: virtual page, outside, hole
-        index_t lo = 0, hi = 0;     // the band [lo, hi) of physical pages
-        std::deque<index_t> free_ids;
-        std::deque<index_t> holes;
-        std::map<index_t, index_t> v2p;
-        bool window_open = false;
+    struct Allocation {
+        std::vector<index_t> virtual_pages;
+        std::vector<index_t> physical_pages;
+        std::size_t drained = 0; // physical_pages[0, drained) came from the free list
+        index_t watermark_before = 0;
+        bool ids_from_free_list = false;
     };
 
     index_t pages_covering(index_t tokens) const {
         return (tokens + page_size() - 1) / page_size();
     }
 
-    // Depth d counts band pages from the anchor end (0) toward the frontier.
-    index_t page_at_depth(index_t d) const { return up() ? s_.lo + d : s_.hi - 1 - d; }
-    index_t owner_at_depth(index_t d) const {
-        return s_.owner[static_cast<std::size_t>(page_at_depth(d))];
-    }
-    void set_owner_at_depth(index_t d, index_t o) {
-        s_.owner[static_cast<std::size_t>(page_at_depth(d))] = o;
-    }
-    void retreat(index_t k) {
-        if (up())
-            s_.hi -= k;
-        else
-            s_.lo += k;
-    }
-
-    // Takes num_pages fresh virtual pages (or, on a non-owner, the given ones)
-    // and binds them; nullopt when there is no room (after one urgent peer
-    // flush in lazy mode).
-    std::optional<std::vector<index_t>> take(index_t num_pages,
-                                             const std::vector<index_t>* given = nullptr) {
+    void start_alloc() {
         last_alloc_flushed_peer_ = false;
-        last_pages_.clear();
-        if (num_pages == 0)
-            return std::vector<index_t>{};
-        if (num_pages > pages_allocatable(0)) {
-            if (lazy() && peer_ && peer_->lazy()) {
-                peer_->flush(true);
-                last_alloc_flushed_peer_ = true;
-            }
-            if (num_pages > pages_allocatable(0))
-                return std::nullopt;
-        }
-        std::vector<index_t> physical;
-        while (static_cast<index_t>(physical.size()) < num_pages && !s_.holes.empty()) {
-            physical.push_back(s_.holes.front());
-            s_.holes.pop_front();
-        }
-        const index_t extend = num_pages - static_cast<index_t>(physical.size());
-        if (up()) {
-            for (index_t k = 0; k < extend; ++k)
-                physical.push_back(s_.hi + k);
-            s_.hi += extend;
-        } else {
-            s_.lo -= extend;
-            for (index_t k = 0; k < extend; ++k)
-                physical.push_back(s_.lo + k);
-        }
-        std::vector<index_t> virtual_pages;
-        for (index_t i = 0; i < num_pages; ++i) {
-            const index_t v = given ? (*given)[static_cast<std::size_t>(i)] : s_.free_ids.front();
-            if (!given)
-                s_.free_ids.pop_front();
-            const index_t p = physical[static_cast<std::size_t>(i)];
-            if (s_.owner[static_cast<std::size_t>(p)] >= 0)
-                throw std::logic_error("model take: physical page " + std::to_string(p) +
-                                       " is in use");
-            s_.owner[static_cast<std::size_t>(p)] = v;
-            s_.v2p[v] = p;
-            virtual_pages.push_back(v);
-        }
-        last_pages_ = virtual_pages;
-        return virtual_pages;
+        last_ = {};
     }
 
-    void free_eager(const std::vector<index_t>& physical) {
-        for (index_t p : physical)
-            s_.owner[static_cast<std::size_t>(p)] = outside;
-        const index_t k = static_cast<index_t>(physical.size());
-        // The new band keeps the band_pages() - k pages nearest the anchor end.
-        const index_t kept = band_pages() - k;
-        std::vector<index_t> holes, survivors; // ascending physical pages
-        for (index_t p : physical) {
-            const index_t d = up() ? p - s_.lo : s_.hi - 1 - p;
-            if (d < kept)
-                holes.push_back(p);
+    std::vector<index_t> take_ids(index_t n) {
+        std::vector<index_t> pages(free_ids_.begin(), free_ids_.begin() + n);
+        free_ids_.erase(free_ids_.begin(), free_ids_.begin() + n);
+        return pages;
+    }
+
+    // alloc_extend / alloc_decode: too few free ids fails before any flush;
+    // then the shortfall flushes the peer, then the pages are bound.
+    std::optional<std::vector<index_t>> take_request_pages(index_t pages) {
+        start_alloc();
+        if (pages > free_id_count())
+            return std::nullopt;
+        if (pages * page_size() > available_size() && !flush_peer_for_alloc(pages * page_size()))
+            return std::nullopt;
+        if (pages == 0)
+            return std::vector<index_t>{};
+        const auto fresh = take_ids(pages);
+        if (!alloc_bind(fresh, true)) {
+            free_ids_.insert(free_ids_.begin(), fresh.begin(), fresh.end());
+            return std::nullopt;
         }
-        for (index_t d = kept; d < band_pages(); ++d)
-            if (owner_at_depth(d) >= 0)
-                survivors.push_back(page_at_depth(d));
-        std::sort(holes.begin(), holes.end());
-        std::sort(survivors.begin(), survivors.end());
-        if (holes.size() != survivors.size())
-            throw std::logic_error("model free_eager: holes != survivors");
-        for (std::size_t i = 0; i < holes.size(); ++i) {
-            const index_t v = s_.owner[static_cast<std::size_t>(survivors[i])];
-            s_.owner[static_cast<std::size_t>(holes[i])] = v;
-            s_.owner[static_cast<std::size_t>(survivors[i])] = outside;
-            s_.v2p[v] = holes[i];
+        return fresh;
+    }
+
+    // _flush_peer_for_alloc: one urgent flush of the peer; only the peer's
+    // compaction opens gap. kvpool: whenever the peer is lazy (the reference
+    // asks whether this side is).
+    bool flush_peer_for_alloc(index_t need_tokens) {
+        if (!peer_ || !peer_->lazy())
+            return false;
+        peer_->flush(true);
+        last_alloc_flushed_peer_ = true;
+        return need_tokens <= available_size();
+    }
+
+    // _alloc_bind_fast_or_slow: without holes (or eager) the watermark extends
+    // and the new range binds ascending; with holes, take_physical.
+    bool alloc_bind(const std::vector<index_t>& virtual_pages, bool ids_from_free_list) {
+        const auto n = static_cast<index_t>(virtual_pages.size());
+        Allocation a;
+        a.virtual_pages = virtual_pages;
+        a.watermark_before = wm_;
+        a.ids_from_free_list = ids_from_free_list && id_owner_;
+        if (!lazy() || free_phys_.empty()) {
+            const index_t start = wm_;
+            if (!extend_watermark(n))
+                return false;
+            const index_t first = up() ? start : start - n + 1;
+            for (index_t i = 0; i < n; ++i)
+                a.physical_pages.push_back(first + i);
+            if (lazy())
+                live_page_count_ += n;
+        } else {
+            if (!take_physical(n, a))
+                return false;
         }
-        retreat(k);
+        for (index_t i = 0; i < n; ++i) {
+            const index_t v = a.virtual_pages[static_cast<std::size_t>(i)];
+            const index_t p = a.physical_pages[static_cast<std::size_t>(i)];
+            if (p2v_[static_cast<std::size_t>(p)] != unbound)
+                throw std::logic_error("model alloc: physical page " + std::to_string(p) +
+                                       " is in use");
+            v2p_[v] = p;
+            p2v_[static_cast<std::size_t>(p)] = v;
+        }
+        last_ = a;
+        if (window_open())
+            undo_log_.push_back(a);
+        return true;
+    }
+
+    // _extend_watermark: index space and the peer's frontier.
+    bool extend_watermark(index_t n) {
+        const index_t new_wm = up() ? wm_ + n : wm_ - n;
+        if (up() ? new_wm > num_pages() : new_wm < g_.min_page_index - 1)
+            return false;
+        if (lazy() && peer_) {
+            if (up() && new_wm * page_bytes() > peer_->byte_low_frontier())
+                return false;
+            if (!up() && (new_wm + 1) * page_bytes() < peer_->byte_high_frontier())
+                return false;
+        }
+        wm_ = new_wm;
+        return true;
+    }
+
+    // take_physical (lazy): extend first (nothing changes on failure), then
+    // drain the free list from its front; drained pages come first, then the
+    // extension: ascending on an up side, descending from the frontier on a
+    // down side (a pure extension binds ascending on both).
+    bool take_physical(index_t n, Allocation& a) {
+        const index_t n_drain = std::min(n, hole_count());
+        const index_t need_more = n - n_drain;
+        if (need_more > 0 && !extend_watermark(need_more))
+            return false;
+        a.physical_pages.assign(free_phys_.begin(), free_phys_.begin() + n_drain);
+        free_phys_.erase(free_phys_.begin(), free_phys_.begin() + n_drain);
+        a.drained = static_cast<std::size_t>(n_drain);
+        live_page_count_ += n;
+        if (up())
+            for (index_t p = wm_ - need_more; p < wm_; ++p)
+                a.physical_pages.push_back(p);
+        else
+            for (index_t p = wm_ + need_more; p > wm_; --p)
+                a.physical_pages.push_back(p);
+        return true;
+    }
+
+    void undo(const Allocation& a) {
+        for (std::size_t i = 0; i < a.virtual_pages.size(); ++i) {
+            v2p_.erase(a.virtual_pages[i]);
+            p2v_[static_cast<std::size_t>(a.physical_pages[i])] = unbound;
+        }
+        free_phys_.insert(free_phys_.begin(), a.physical_pages.begin(),
+                          a.physical_pages.begin() + static_cast<std::ptrdiff_t>(a.drained));
+        if (a.ids_from_free_list)
+            free_ids_.insert(free_ids_.begin(), a.virtual_pages.begin(), a.virtual_pages.end());
+        wm_ = a.watermark_before;
+        if (lazy())
+            live_page_count_ -= static_cast<index_t>(a.virtual_pages.size());
+    }
+
+    std::vector<index_t> bound_only(const std::vector<index_t>& tokens) const {
+        std::vector<index_t> out;
+        for (index_t t : tokens)
+            if (t >= 0 && v2p_.count(t / page_size()) != 0)
+                out.push_back(t);
+        return out;
+    }
+
+    // The pages a free releases, in the reference's order: a lazy side's
+    // page-size-1 ids in the caller's order (kvpool: each once), every other
+    // free ascending (torch.unique).
+    std::vector<index_t> pages_of(const std::vector<index_t>& tokens) const {
+        std::vector<index_t> pages;
+        for (index_t t : tokens) {
+            const index_t v = t / page_size();
+            if (t < 0 || v < min_virtual_page_ || v2p_.count(v) == 0)
+                throw std::logic_error("model free: token " + std::to_string(t) +
+                                       " is not allocated");
+            if (lazy() && page_size() == 1) {
+                if (std::find(pages.begin(), pages.end(), v) == pages.end())
+                    pages.push_back(v);
+            } else {
+                pages.push_back(v);
+            }
+        }
+        if (!(lazy() && page_size() == 1)) {
+            std::sort(pages.begin(), pages.end());
+            pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+        }
+        return pages;
+    }
+
+    void free_pages(const std::vector<index_t>& pages) {
+        if (pages.empty())
+            return;
+        if (window_open())
+            throw std::logic_error("model free: inside a backup window");
+        std::vector<index_t> physical;
+        for (index_t v : pages) {
+            physical.push_back(v2p_.at(v));
+            v2p_.erase(v);
+        }
+        if (id_owner_)
+            free_ids_.insert(free_ids_.end(), pages.begin(), pages.end());
+        if (lazy()) {
+            // _free_lazy: holes at the back of the free list, in this order.
+            for (index_t p : physical) {
+                p2v_[static_cast<std::size_t>(p)] = unbound;
+                free_phys_.push_back(p);
+            }
+            live_page_count_ -= static_cast<index_t>(physical.size());
+        } else {
+            // kvpool: the eager free waits for the forward in flight (the
+            // reference waits for the forward stream).
+            wait_for(latest_event_);
+            compact_pending(physical);
+        }
+    }
+
+    // _compact_pending: the band shrinks by K at the frontier; the survivors of
+    // the vacated positions (ascending) move into the holes of the kept band
+    // (ascending).
+    void compact_pending(const std::vector<index_t>& freed) {
+        const std::set<index_t> freed_set(freed.begin(), freed.end());
+        const auto k = static_cast<index_t>(freed_set.size());
+        const index_t old_wm = wm_;
+        const index_t new_wm = up() ? old_wm - k : old_wm + k;
+        const index_t vacated_lo = up() ? new_wm : old_wm + 1;
+        const index_t vacated_hi = up() ? old_wm : new_wm + 1;
+        std::vector<index_t> src, dst;
+        for (index_t s = vacated_lo; s < vacated_hi; ++s)
+            if (freed_set.count(s) == 0)
+                src.push_back(s);
+        for (index_t h : freed_set)
+            if (h < vacated_lo || h >= vacated_hi)
+                dst.push_back(h);
+        if (src.size() != dst.size())
+            throw std::logic_error("model eager free: survivors != holes");
+        wm_ = new_wm;
+        std::vector<index_t> moved;
+        for (index_t s : src)
+            moved.push_back(p2v_[static_cast<std::size_t>(s)]);
+        for (index_t p = vacated_lo; p < vacated_hi; ++p)
+            p2v_[static_cast<std::size_t>(p)] = unbound;
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            v2p_[moved[i]] = dst[i];
+            p2v_[static_cast<std::size_t>(dst[i])] = moved[i];
+        }
+    }
+
+    void wait_for(const Token& event) {
+        if (event && !event->is_complete())
+            waits_.push_back(event);
+    }
+
+    // _drain_pending_reuse: batches whose event has fired (or every batch,
+    // urgent, after a wait) rejoin the free list in batch order.
+    void drain_pending(bool urgent) {
+        std::vector<PendingBatch> kept;
+        for (auto& batch : pending_) {
+            const bool fired = !batch.event || batch.event->is_complete();
+            if (!fired && !urgent) {
+                kept.push_back(std::move(batch));
+                continue;
+            }
+            if (!fired)
+                wait_for(batch.event);
+            for (index_t p : batch.pages)
+                pending_set_.erase(p);
+            free_phys_.insert(free_phys_.end(), batch.pages.begin(), batch.pages.end());
+        }
+        pending_.swap(kept);
+    }
+
+    // _absorb_boundary_holes: the watermark retreats past free pages already
+    // touching it; returns the interior holes (ascending).
+    std::vector<index_t> absorb_boundary_holes() {
+        const std::size_t m = free_phys_.size();
+        std::size_t n = 0;
+        if (up()) {
+            while (n < m && free_phys_[m - 1 - n] == wm_ - 1 - static_cast<index_t>(n))
+                ++n;
+            wm_ -= static_cast<index_t>(n);
+            free_phys_.resize(m - n);
+        } else {
+            while (n < m && free_phys_[n] == wm_ + 1 + static_cast<index_t>(n))
+                ++n;
+            wm_ += static_cast<index_t>(n);
+            free_phys_.erase(free_phys_.begin(),
+                             free_phys_.begin() + static_cast<std::ptrdiff_t>(n));
+        }
+        return free_phys_;
+    }
+
+    // _topmost_survivor: the live page nearest the frontier, from the cursor
+    // on, skipping the interior holes and the pages pending reuse.
+    std::optional<index_t> topmost_survivor(std::optional<index_t> cursor,
+                                            const std::vector<index_t>& holes) const {
+        const auto skipped = [&](index_t p) {
+            return std::binary_search(holes.begin(), holes.end(), p) || pending_set_.count(p) != 0;
+        };
+        if (up()) {
+            for (index_t p = cursor && *cursor < wm_ ? *cursor : wm_ - 1; p >= g_.min_page_index;
+                 --p)
+                if (!skipped(p))
+                    return p;
+        } else {
+            for (index_t p = cursor && *cursor > wm_ ? *cursor : wm_ + 1; p < num_pages(); ++p)
+                if (!skipped(p))
+                    return p;
+        }
+        return std::nullopt;
+    }
+
+    // _materialize_inflight_write_set: the physical pages the forward in
+    // flight writes (its virtual tokens through v2p, tombstones clamped to the
+    // sink), empty once it has completed.
+    std::set<index_t> inflight_write_set() {
+        if (!inflight_event_)
+            return {};
+        if (inflight_event_->is_complete()) {
+            inflight_event_ = nullptr;
+            return {};
+        }
+        std::set<index_t> pages;
+        for (index_t t : inflight_tokens_)
+            pages.insert(std::max<index_t>(0, physical_of_virtual(t / page_size())));
+        return pages;
+    }
+
+    // _commit_move_batch: remap; the moved-from pages rejoin the free list at
+    // the end of the flush when the readers' event has fired, else wait for it
+    // in the batch of that event. kvpool: a later batch of the same event
+    // joins the earlier one (the reference's dict entry replaced it, and the
+    // earlier pages were never reused). Returns the moves, then clears them.
+    index_t commit_moves(std::vector<index_t>& srcs, std::vector<index_t>& dsts,
+                         const Token& latest, std::vector<index_t>& released) {
+        const auto n = static_cast<index_t>(srcs.size());
+        for (std::size_t i = 0; i < srcs.size(); ++i) {
+            const index_t v = p2v_[static_cast<std::size_t>(srcs[i])];
+            v2p_[v] = dsts[i];
+            p2v_[static_cast<std::size_t>(dsts[i])] = v;
+            p2v_[static_cast<std::size_t>(srcs[i])] = unbound;
+        }
+        if (!latest || latest->is_complete()) {
+            released.insert(released.end(), srcs.begin(), srcs.end());
+        } else if (n > 0) {
+            auto batch = std::find_if(pending_.begin(), pending_.end(),
+                                      [&](const PendingBatch& b) { return b.event == latest; });
+            if (batch == pending_.end())
+                batch = pending_.insert(pending_.end(), PendingBatch{latest, {}});
+            batch->pages.insert(batch->pages.end(), srcs.begin(), srcs.end());
+            pending_set_.insert(srcs.begin(), srcs.end());
+        }
+        srcs.clear();
+        dsts.clear();
+        return n;
     }
 
     SideGeometry g_;
     index_t total_bytes_;
-    CompactionMode mode_;
+    bool lazy_;
     index_t max_moves_;
     ReferenceSide* peer_ = nullptr;
-    State s_;
-    std::vector<State> snapshots_;
-    bool last_alloc_flushed_peer_ = false;
     bool id_owner_ = true;
     index_t min_virtual_page_ = g_.min_page_index;
     index_t virtual_pages_ = g_.num_virtual_pages;
-    std::vector<index_t> last_pages_;
+
+    index_t wm_ = 0;                 // up: first page past the band; down: the page just below it
+    std::map<index_t, index_t> v2p_; // live virtual page -> physical page
+    std::vector<index_t> p2v_;
+    std::deque<index_t> free_ids_;
+    std::vector<index_t> free_phys_; // _free_phys_pages, in order
+    std::vector<PendingBatch> pending_;
+    std::set<index_t> pending_set_;
+    index_t live_page_count_ = 0;
+
+    Token latest_event_;
+    Token inflight_event_;
+    std::vector<index_t> inflight_tokens_;
+
+    bool in_group_ = false;
+    std::vector<index_t> group_;
+
+    std::vector<Allocation> undo_log_;
+    std::vector<std::size_t> window_depths_;
+    Allocation last_;
+    bool last_alloc_flushed_peer_ = false;
+    std::vector<Token> waits_;
 };
 
-// The SWA pair: the full side mints the virtual ids, the SWA side (a
-// non-owner) binds the same virtual pages; every allocation binds both sides
-// or neither. free releases both sides (SWA pages already released skipped),
-// free_swa the SWA side only. From SGLang's UnifiedSWATokenToKVPoolAllocator.
+// UnifiedSWATokenToKVPoolAllocator: the full side mints the virtual ids, the
+// SWA side (a non-owner) binds the same virtual pages; every allocation binds
+// both sides or neither. free releases both sides (SWA pages released before
+// skipped), free_swa the SWA side only.
 class ReferenceSwaPair {
 public:
     ReferenceSwaPair(const SideGeometry& full, const SideGeometry& swa, index_t total_bytes,
-                     CompactionMode mode, index_t max_moves_per_flush)
-        : full_(full, total_bytes, mode, max_moves_per_flush),
-          swa_(swa, total_bytes, mode, max_moves_per_flush) {
+                     const AllocatorOptions& full_options, const AllocatorOptions& swa_options)
+        : full_(full, total_bytes, full_options), swa_(swa, total_bytes, swa_options) {
         full_.bind_peer(swa_);
         swa_.bind_ids_of(full_);
     }
-    // The sides point at each other.
-    ReferenceSwaPair(const ReferenceSwaPair&) = delete;
-    ReferenceSwaPair& operator=(const ReferenceSwaPair&) = delete;
 
+    ReferenceSide& full() { return full_; }
+    ReferenceSide& swa() { return swa_; }
     const ReferenceSide& full() const { return full_; }
     const ReferenceSide& swa() const { return swa_; }
     index_t page_size() const { return full_.page_size(); }
 
-    // Joint pages one allocation can take now, each costing a page on both
-    // sides. Phase 1: both sides drain holes; phase 2: the side with fewer
-    // holes extends into the gap while the other still drains; phase 3: both
-    // extend. Capped by each side's index range and ids (eager: no holes, so
-    // the gap divided by both page sizes).
+    // available_size(): the joint budget of one allocation, each page costing
+    // a page on both sides. Phase 1: both drain holes; phase 2: the side with
+    // fewer holes extends while the other drains; phase 3: both extend. Capped
+    // by each side's holes plus index room (eager sides have no holes, which
+    // leaves the eager formula). kvpool: also by each side's ids.
     index_t available_pages() const {
-        const index_t e_full = full_.geometry().page_bytes, e_swa = swa_.geometry().page_bytes;
-        const index_t h_full = full_.hole_count(), h_swa = swa_.hole_count();
+        const index_t e_f = full_.page_bytes(), e_s = swa_.page_bytes();
         index_t gap = full_.gap_bytes();
-        const index_t both_drain = std::min(h_full, h_swa);
-        const index_t e_extends = h_full <= h_swa ? e_full : e_swa;
-        const index_t one_extends = std::min(std::max(h_full, h_swa) - both_drain, gap / e_extends);
-        gap -= one_extends * e_extends;
-        const index_t both_extend = gap / (e_full + e_swa);
-        return std::min({both_drain + one_extends + both_extend, h_full + full_.index_headroom(),
-                         h_swa + swa_.index_headroom(), full_.free_id_count(),
-                         swa_.free_id_count()});
+        const index_t h_f = full_.hole_count(), h_s = swa_.hole_count();
+        const index_t k1 = std::min(h_f, h_s);
+        const index_t e_phase2 = h_f <= h_s ? e_f : e_s;
+        const index_t k2 = std::min((h_f <= h_s ? h_s : h_f) - k1, gap / e_phase2);
+        gap -= k2 * e_phase2;
+        const index_t k3 = gap / (e_f + e_s);
+        return std::min({k1 + k2 + k3, h_f + full_.index_headroom(), h_s + swa_.index_headroom(),
+                         full_.free_id_count(), swa_.free_id_count()});
     }
     index_t available_size() const { return available_pages() * page_size(); }
-    // What one allocation can take once a shortfall's urgent flushes have packed
-    // both sides: every hole is gap again.
+    // What one allocation can take once a shortfall's urgent flushes have
+    // packed both sides (their pending pages released too): every hole and
+    // pending page is gap again. A test's view, not the reference's.
     index_t available_after_flush_size() const {
-        const index_t e_full = full_.geometry().page_bytes, e_swa = swa_.geometry().page_bytes;
-        const index_t h_full = full_.hole_count(), h_swa = swa_.hole_count();
-        const index_t gap = full_.gap_bytes() + h_full * e_full + h_swa * e_swa;
-        return std::min({gap / (e_full + e_swa), h_full + full_.index_headroom(),
-                         h_swa + swa_.index_headroom(), full_.free_id_count(),
+        const index_t e_f = full_.page_bytes(), e_s = swa_.page_bytes();
+        const index_t free_f = full_.hole_count() + full_.pending_pages();
+        const index_t free_s = swa_.hole_count() + swa_.pending_pages();
+        const index_t gap = full_.gap_bytes() + (full_.lazy() ? free_f * e_f : 0) +
+                            (swa_.lazy() ? free_s * e_s : 0);
+        const index_t room_f = full_.index_headroom() + (full_.lazy() ? free_f : 0);
+        const index_t room_s = swa_.index_headroom() + (swa_.lazy() ? free_s : 0);
+        return std::min({gap / (e_f + e_s), room_f, room_s, full_.free_id_count(),
                          swa_.free_id_count()}) *
                page_size();
     }
-    // Slot conservation against each side's static capacity.
     index_t conserve_full_available_size() const {
         return full_.geometry().page_capacity() * page_size() - full_.allocated_count();
     }
     index_t conserve_swa_available_size() const {
         return swa_.geometry().page_capacity() * page_size() - swa_.allocated_count();
     }
-    // The per-side scheduler views: the tighter of conservation and what the
-    // side could take once its peer's holes are compacted.
     index_t full_available_size() const {
         return std::min(conserve_full_available_size(), full_.schedulable_available_size());
     }
@@ -556,14 +855,13 @@ public:
             pages += pages_covering(s) - pages_covering(s - 1);
         return both_or_neither(pages, [&] { return full_.alloc_decode(seq, last_loc); });
     }
-    // True when the last allocation ran an urgent flush on a side that had holes.
+    // True when the last allocation flushed a side (pages may have moved).
     bool last_alloc_flushed() const { return last_alloc_flushed_; }
 
     void free(const std::vector<index_t>& tokens) {
-        full_.free(tokens);
         swa_.free_if_bound(tokens);
+        full_.free(tokens);
     }
-    // Tokens that left the window: the SWA pages only; the ids stay live.
     void free_swa(const std::vector<index_t>& tokens) {
         for (index_t t : tokens)
             if (t < 0 || full_.live().count(t / page_size()) == 0)
@@ -571,7 +869,17 @@ public:
                                        " is not allocated");
         swa_.free_if_bound(tokens);
     }
-    index_t flush_opportunistic() { return full_.flush(false) + swa_.flush(false); }
+    void free_group_begin() {
+        full_.free_group_begin();
+        swa_.free_group_begin();
+    }
+    void free_group_end() {
+        full_.free_group_end();
+        swa_.free_group_end();
+    }
+    index_t flush_opportunistic() {
+        return full_.flush_opportunistic() + swa_.flush_opportunistic();
+    }
 
     // Virtual pages live on the full side whose SWA pages were released.
     std::set<index_t> tombstones() const {
@@ -587,31 +895,30 @@ private:
         return (tokens + page_size() - 1) / page_size();
     }
 
-    // A shortfall flushes both sides urgently once (either side's compaction
-    // opens gap for the other); then the full side allocates and the SWA side
-    // binds the same virtual pages, or the full side's allocation is undone.
+    // The joint check; a shortfall flushes both sides urgently once
+    // (_flush_both_for_alloc), then the full side allocates and the SWA side
+    // binds the same virtual pages. kvpool: if the SWA side cannot, the full
+    // side's allocation is undone (the reference asserts).
     template <class AllocateFull>
     std::optional<std::vector<index_t>> both_or_neither(index_t pages,
                                                         AllocateFull&& allocate_full) {
         last_alloc_flushed_ = false;
         if (pages > available_pages()) {
-            last_alloc_flushed_ = full_.hole_count() + swa_.hole_count() > 0;
+            last_alloc_flushed_ = full_.lazy() || swa_.lazy();
             full_.flush(true);
             swa_.flush(true);
             if (pages > available_pages())
                 return std::nullopt;
         }
-        // The undo window also keeps the SWA side's shortfall from flushing the
-        // full side mid-allocation, as in the library.
-        full_.backup();
         auto tokens = allocate_full();
-        const bool ok = tokens && swa_.bind_virtual(full_.last_allocated_virtual_pages());
         last_alloc_flushed_ = last_alloc_flushed_ || full_.last_alloc_flushed_peer();
-        if (ok)
-            full_.commit();
-        else
-            full_.restore();
-        return ok ? tokens : std::nullopt;
+        if (!tokens)
+            return std::nullopt;
+        if (!swa_.bind_virtual(full_.last_allocated_virtual_pages())) {
+            full_.undo_last_allocation();
+            return std::nullopt;
+        }
+        return tokens;
     }
 
     ReferenceSide full_;
@@ -619,46 +926,45 @@ private:
     bool last_alloc_flushed_ = false;
 };
 
-// The Mamba pair: full KV (paged) and per-request state slots (page size 1),
-// each side owning its own ids, sharing one gap. The sides' calls are the
-// plain ReferenceSide ones; this adds the composite views. From SGLang's
-// UnifiedMambaTokenToKVPoolAllocator.
+// UnifiedMambaTokenToKVPoolAllocator: full KV (paged) and per-request state
+// slots (page size 1), each side owning its own ids, sharing one gap. The
+// sides' calls are the plain ReferenceSide ones; this adds the composite views.
 class ReferenceMambaPair {
 public:
     ReferenceMambaPair(const SideGeometry& full, const SideGeometry& state, index_t total_bytes,
-                       CompactionMode mode, index_t max_moves_per_flush)
-        : full_(full, total_bytes, mode, max_moves_per_flush),
-          state_(state, total_bytes, mode, max_moves_per_flush) {
+                       const AllocatorOptions& full_options, const AllocatorOptions& state_options)
+        : full_(full, total_bytes, full_options), state_(state, total_bytes, state_options) {
         full_.bind_peer(state_);
     }
-    ReferenceMambaPair(const ReferenceMambaPair&) = delete;
-    ReferenceMambaPair& operator=(const ReferenceMambaPair&) = delete;
 
     ReferenceSide& full() { return full_; }
     ReferenceSide& state() { return state_; }
     const ReferenceSide& full() const { return full_; }
     const ReferenceSide& state() const { return state_; }
 
-    // Full-token equivalents of the gap one state slot takes, rounded up.
+    // mamba_slot_full_token_cost(): full tokens of gap one state slot takes.
     index_t state_slot_full_token_cost() const {
         const index_t token_bytes = full_.geometry().spec.entry_bytes;
-        return (state_.geometry().page_bytes + token_bytes - 1) / token_bytes;
+        return (state_.page_bytes() + token_bytes - 1) / token_bytes;
     }
-    // Full tokens admissible once the state side's holes are compacted.
+    // available_size(): full tokens schedulable once the state side's holes
+    // are compacted.
     index_t available_size() const { return full_.schedulable_available_size(); }
     index_t state_slots_available() const { return state_.available_size(); }
-    // The gap, even with the full side's holes compacted away, is narrower than
-    // one state slot and the state side has no hole to reuse, while the full
-    // side can still allocate.
+    // kvpool: the starvation the reference leaves silent. The gap, even with
+    // the full side's holes compacted away, is narrower than one state slot
+    // and the state side has no hole to reuse, while the full side can still
+    // allocate.
     bool state_slot_starved() const {
-        const index_t full_holes_bytes =
-            full_.lazy() ? full_.hole_count() * full_.geometry().page_bytes : 0;
+        const index_t full_holes_bytes = full_.lazy() ? full_.hole_count() * full_.page_bytes() : 0;
         return state_.hole_count() == 0 &&
-               state_.gap_bytes() + full_holes_bytes < state_.geometry().page_bytes &&
+               state_.gap_bytes() + full_holes_bytes < state_.page_bytes() &&
                full_.available_size() > 0;
     }
 
-    index_t flush_opportunistic() { return full_.flush(false) + state_.flush(false); }
+    index_t flush_opportunistic() {
+        return full_.flush_opportunistic() + state_.flush_opportunistic();
+    }
 
 private:
     ReferenceSide full_;

@@ -6,15 +6,17 @@
 #include "test_support.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 #include <vector>
 
 namespace kvpool::test {
 
-// One allocator side against its model: sizes, band, holes, ids, gap,
-// virtual <-> physical pages both ways, then the library's own invariants.
-// Returns the first difference, or an empty string.
+// One allocator side against its model: sizes, band, gap, the hole list and
+// the free ids in the order later allocations take them, the pages pending
+// reuse batch by batch, virtual <-> physical pages both ways, then the
+// library's own invariants. Returns the first difference, or an empty string.
 inline std::string side_mismatch(const std::string& n, const Allocator& r, const ReferenceSide& m) {
     const auto& core = r.core();
     struct Value {
@@ -23,26 +25,44 @@ inline std::string side_mismatch(const std::string& n, const Allocator& r, const
     };
     const std::vector<Value> values = {
         {".available_size()", r.available_size(), m.available_size()},
-        {".schedulable_available_size()", r.schedulable_available_size(), m.schedulable_available_size()},
+        {".schedulable_available_size()", r.schedulable_available_size(),
+         m.schedulable_available_size()},
         {".allocated_count()", r.allocated_count(), m.allocated_count()},
-        {" band pages", core.band_pages(), m.band_pages()},
-        {" hole pages", core.hole_pages(), m.hole_count()},
-        {" pending-reuse pages", core.pending_reuse_pages(), 0},
+        {" band pages", core.band_pages(), m.allocated_pages()},
+        {" pending-reuse pages", core.pending_reuse_pages(), m.pending_pages()},
         {" free virtual ids", core.free_virtual_page_count(), m.free_id_count()},
         {" gap bytes", core.gap_bytes(), m.gap_bytes()},
         {" virtual table pages", core.virtual_table_pages(), m.virtual_table_pages()},
     };
     for (const Value& v : values)
-        if (v.real != v.model) return fmt::format("{}{}: real {} != model {}", n, v.what, v.real, v.model);
+        if (v.real != v.model)
+            return fmt::format("{}{}: real {} != model {}", n, v.what, v.real, v.model);
+
+    const std::vector<index_t> holes(core.hole_list().begin(), core.hole_list().end());
+    if (holes != m.hole_list())
+        return fmt::format("{}: hole list (reuse order) {} (real) vs {} (model)", n, holes,
+                           m.hole_list());
+    if (!std::equal(core.free_virtual_pages().begin(), core.free_virtual_pages().end(),
+                    m.free_ids().begin(), m.free_ids().end()))
+        return fmt::format("{}: free virtual ids differ in order or content", n);
+    const auto& batches = core.pending_batches();
+    bool pending_same = batches.size() == m.pending_batches().size();
+    for (std::size_t i = 0; pending_same && i < batches.size(); ++i)
+        pending_same = batches[i].readers_done == m.pending_batches()[i].event &&
+                       batches[i].pages == m.pending_batches()[i].pages;
+    if (!pending_same)
+        return fmt::format("{}: the batches of pages pending reuse differ", n);
 
     auto it = m.live().begin();
     for (index_t v = 0; v < core.virtual_table_pages(); ++v) {
         index_t expected = v == 0 ? 0 : unbound;
-        if (it != m.live().end() && it->first == v) expected = (it++)->second;
+        if (it != m.live().end() && it->first == v)
+            expected = (it++)->second;
         const index_t got = core.physical_page_of(v);
         if (got != expected)
-            return fmt::format("{}: virtual page {} -> physical {} (real) vs {} (model; -1 = not live)", n, v,
-                               got, expected);
+            return fmt::format(
+                "{}: virtual page {} -> physical {} (real) vs {} (model; -1 = not live)", n, v, got,
+                expected);
     }
     if (it != m.live().end())
         return fmt::format("{}: model has live virtual page {} beyond the id space", n, it->first);
@@ -50,7 +70,8 @@ inline std::string side_mismatch(const std::string& n, const Allocator& r, const
         const index_t got = core.virtual_page_of(p);
         const index_t expected = m.virtual_of_physical(p);
         if (got != expected)
-            return fmt::format("{}: physical page {} -> virtual {} (real) vs {} (model)", n, p, got, expected);
+            return fmt::format("{}: physical page {} -> virtual {} (real) vs {} (model)", n, p, got,
+                               expected);
     }
     try {
         r.check_invariants();
@@ -60,4 +81,4 @@ inline std::string side_mismatch(const std::string& n, const Allocator& r, const
     return {};
 }
 
-}  // namespace kvpool::test
+} // namespace kvpool::test

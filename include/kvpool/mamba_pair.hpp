@@ -6,24 +6,33 @@
 
 namespace kvpool {
 
-template <class ExecutionSpace>
-class UnifiedMambaAllocator {
+template <class ExecutionSpace> class UnifiedMambaAllocator {
 public:
     using side_type = MultiEndedAllocator<ExecutionSpace>;
     using pool_type = typename side_type::pool_type;
     using index_view = typename side_type::index_view;
     using const_index_view = typename side_type::const_index_view;
 
-    // The layout must hold full_name (any page size) and state_name (page size 1).
-    UnifiedMambaAllocator(pool_type& pool, CompactionMode mode, const std::string& full_name = "full",
+    // The layout must hold full_name (any page size) and state_name (page size
+    // 1). Each side takes its own options; both own their ids.
+    UnifiedMambaAllocator(pool_type& pool, const AllocatorOptions& full_options,
+                          const AllocatorOptions& state_options,
+                          const std::string& full_name = "full",
                           const std::string& state_name = "mamba")
-        : full_(pool, full_name, owner_options(mode)), state_(pool, state_name, owner_options(mode)) {
+        : full_(pool, full_name, as_owner(full_options)),
+          state_(pool, state_name, as_owner(state_options)) {
         if (state_.page_size() != 1)
-            throw Error(ErrorCode::invalid_argument,
-                        "Mamba pair: the state side '" + state_name + "' must have page size 1, not " +
-                            std::to_string(state_.page_size()));
+            throw Error(ErrorCode::invalid_argument, "Mamba pair: the state side '" + state_name +
+                                                         "' must have page size 1, not " +
+                                                         std::to_string(state_.page_size()));
         full_.bind_peer(state_);
     }
+    // Both sides in one compaction mode, with the default options otherwise.
+    UnifiedMambaAllocator(pool_type& pool, CompactionMode mode,
+                          const std::string& full_name = "full",
+                          const std::string& state_name = "mamba")
+        : UnifiedMambaAllocator(pool, AllocatorOptions{mode}, AllocatorOptions{mode}, full_name,
+                                state_name) {}
 
     side_type& full() { return full_; }
     side_type& state() { return state_; }
@@ -48,8 +57,10 @@ public:
     bool state_slot_starved() const {
         const auto& state = state_.core();
         const auto& full = full_.core();
-        const index_t full_hole_bytes = full.is_lazy() ? full.hole_pages() * full.geometry().page_bytes : 0;
-        return state.hole_pages() == 0 && state.gap_bytes() + full_hole_bytes < state.geometry().page_bytes &&
+        const index_t full_hole_bytes =
+            full.is_lazy() ? full.hole_pages() * full.geometry().page_bytes : 0;
+        return state.hole_pages() == 0 &&
+               state.gap_bytes() + full_hole_bytes < state.geometry().page_bytes &&
                full_.available_size() > 0;
     }
 
@@ -96,7 +107,8 @@ public:
     }
     // Only the full side gets a write set: state slots are not written through
     // the forward's KV locations (the reference passes none for them either).
-    void set_inflight_forward(const CompletionTokenPtr& token, const std::vector<index_t>& virtual_tokens) {
+    void set_inflight_forward(const CompletionTokenPtr& token,
+                              const std::vector<index_t>& virtual_tokens) {
         full_.set_inflight_forward(token, virtual_tokens);
     }
     void drain_pending_reuse() {
@@ -115,9 +127,8 @@ public:
     }
 
 private:
-    static AllocatorOptions owner_options(CompactionMode mode) {
-        AllocatorOptions o;
-        o.mode = mode;
+    static AllocatorOptions as_owner(AllocatorOptions o) {
+        o.is_id_owner = true;
         return o;
     }
 
@@ -125,4 +136,4 @@ private:
     side_type state_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -105,26 +105,28 @@ public:
     // need_size virtual token ids (a multiple of the page size) into out, or
     // false when there is no room (nothing changed).
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
-        require_page_multiple("alloc", need_size);
-        require_length("alloc", out, need_size);
-        if (!allocate_pages(space, need_size / page_size())) return fail_alloc(space);
+        check_alloc("alloc", need_size, out);
+        if (!allocate_pages(space, need_size / page_size(), Request::whole_pages))
+            return fail_alloc(space);
         emit_allocated_tokens(space, out);
         return true;
     }
-    // As above into a new View. The View is only made for a request that could
-    // succeed (at most the schedulable size), so an impossible size never
-    // reaches the device allocator; it still fails the way any other does
-    // (flushing the peer first, as the reference does).
+    // As above into a new View. The View is made before anything changes, so
+    // that its failure changes nothing; a request beyond the side's capacity,
+    // which no state grants, gets none and fails in the core like any other
+    // shortfall (flushing the peer first, as the reference does).
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
-        require_page_multiple("alloc", need_size);
-        if (need_size > schedulable_available_size()) {
-            const bool allocated = core_.alloc_pages(need_size / page_size(), binding_);
-            if (allocated) throw Error(ErrorCode::internal, "alloc beyond schedulable_available_size() succeeded. " + state_string());
+        check_alloc_size("alloc", need_size);
+        const bool within_capacity = need_size <= geometry().page_capacity() * page_size();
+        const index_view out =
+            within_capacity ? kk::uninitialized<index_view>("kvpool::alloc_out",
+                                                            static_cast<std::size_t>(need_size))
+                            : index_view();
+        if (!allocate_pages(space, need_size / page_size(), Request::whole_pages)) {
             fail_alloc(space);
             return std::nullopt;
         }
-        index_view out = kk::uninitialized<index_view>("kvpool::alloc_out", static_cast<std::size_t>(need_size));
-        if (!alloc(space, need_size, out)) return std::nullopt;
+        emit_allocated_tokens(space, out);
         return out;
     }
     std::optional<index_view> alloc(index_t need_size) { return alloc(ExecutionSpace(), need_size); }
@@ -147,23 +149,11 @@ public:
                       const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
                       const index_view& out) {
         const index_t batch = static_cast<index_t>(seq_lens.size());
-        if (static_cast<index_t>(prefix_lens.size()) != batch)
-            throw Error(ErrorCode::invalid_argument, "alloc_extend: prefix_lens and seq_lens differ in length");
-        require_length("alloc_extend: last_loc", last_loc, batch);
         std::vector<index_t> out_start(static_cast<std::size_t>(batch)), page_start(out_start.size());
-        index_t tokens = 0, pages = 0;
-        for (index_t r = 0; r < batch; ++r) {
-            if (prefix_lens[r] < 0 || seq_lens[r] < prefix_lens[r])
-                throw Error(ErrorCode::invalid_argument,
-                            "alloc_extend: request " + std::to_string(r) + " has prefix_len " +
-                                std::to_string(prefix_lens[r]) + " and seq_len " + std::to_string(seq_lens[r]));
-            out_start[r] = tokens;
-            page_start[r] = pages;
-            tokens += seq_lens[r] - prefix_lens[r];
-            pages += detail::pages_needed_for_extend(&prefix_lens[r], &seq_lens[r], 1, page_size());
-        }
-        require_length("alloc_extend: out", out, tokens);
-        if (!allocate_pages(space, pages)) return fail_alloc(space);
+        const index_t pages =
+            extend_layout(prefix_lens, seq_lens, last_loc, out, out_start, page_start);
+        if (!allocate_pages(space, pages, Request::per_request))
+            return fail_alloc(space);
         submit_peer(space);
         const std::size_t v = staging_.add(binding_.virtual_pages);
         const std::size_t p = staging_.add(binding_.physical_pages);
@@ -184,19 +174,10 @@ public:
     bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
                       const const_index_view& last_loc, const index_view& out) {
         const index_t batch = static_cast<index_t>(seq_lens.size());
-        require_length("alloc_decode: last_loc", last_loc, batch);
-        require_length("alloc_decode: out", out, batch);
         std::vector<index_t> page_start(static_cast<std::size_t>(batch));
-        index_t pages = 0;
-        for (index_t r = 0; r < batch; ++r) {
-            if (seq_lens[r] < 1)
-                throw Error(ErrorCode::invalid_argument,
-                            "alloc_decode: request " + std::to_string(r) + " has seq_len " +
-                                std::to_string(seq_lens[r]) + " (must count the new token)");
-            page_start[r] = pages;
-            pages += detail::pages_needed_for_decode(&seq_lens[r], 1, page_size());
-        }
-        if (!allocate_pages(space, pages)) return fail_alloc(space);
+        const index_t pages = decode_layout(seq_lens, last_loc, out, page_start);
+        if (!allocate_pages(space, pages, Request::per_request))
+            return fail_alloc(space);
         submit_peer(space);
         const std::size_t v = staging_.add(binding_.virtual_pages);
         const std::size_t p = staging_.add(binding_.physical_pages);
@@ -209,6 +190,29 @@ public:
                                    staging_.slice(seq, b), staging_.slice(ps, b), last_loc, page_size(),
                                    follower_views(fp, n), out);
         return true;
+    }
+
+    // ---- the checks of the calls above, for a composite that must decide
+    // before the first change (each throws what the call would throw)
+    void check_alloc_size(const char* what, index_t need_size) const {
+        require_page_multiple(what, need_size);
+    }
+    void check_alloc(const char* what, index_t need_size, const index_view& out) const {
+        require_page_multiple(what, need_size);
+        require_length(what, out, need_size);
+    }
+    // Pages alloc_extend needs for these arguments.
+    index_t extend_pages(const std::vector<index_t>& prefix_lens,
+                         const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
+                         const index_view& out) const {
+        std::vector<index_t> out_start(seq_lens.size()), page_start(seq_lens.size());
+        return extend_layout(prefix_lens, seq_lens, last_loc, out, out_start, page_start);
+    }
+    // Pages alloc_decode needs for these arguments.
+    index_t decode_pages(const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
+                         const index_view& out) const {
+        std::vector<index_t> page_start(seq_lens.size());
+        return decode_layout(seq_lens, last_loc, out, page_start);
     }
 
     // ---------------------------------------------------------------- free
@@ -323,10 +327,61 @@ private:
                                         page_size(), follower_views(fp, n), out);
     }
 
+    // Where request arrays start: out_start[r] in out, page_start[r] among the
+    // new pages. Returns the pages needed; malformed input throws first.
+    index_t extend_layout(const std::vector<index_t>& prefix_lens,
+                          const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
+                          const index_view& out, std::vector<index_t>& out_start,
+                          std::vector<index_t>& page_start) const {
+        const index_t batch = static_cast<index_t>(seq_lens.size());
+        if (static_cast<index_t>(prefix_lens.size()) != batch)
+            throw Error(ErrorCode::invalid_argument,
+                        "alloc_extend: prefix_lens and seq_lens differ in length");
+        require_length("alloc_extend: last_loc", last_loc, batch);
+        index_t tokens = 0, pages = 0;
+        for (index_t r = 0; r < batch; ++r) {
+            if (prefix_lens[r] < 0 || seq_lens[r] < prefix_lens[r])
+                throw Error(ErrorCode::invalid_argument,
+                            "alloc_extend: request " + std::to_string(r) + " has prefix_len " +
+                                std::to_string(prefix_lens[r]) + " and seq_len " +
+                                std::to_string(seq_lens[r]));
+            out_start[r] = tokens;
+            page_start[r] = pages;
+            tokens += seq_lens[r] - prefix_lens[r];
+            pages += detail::pages_needed_for_extend(&prefix_lens[r], &seq_lens[r], 1, page_size());
+        }
+        require_length("alloc_extend: out", out, tokens);
+        return pages;
+    }
+    index_t decode_layout(const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
+                          const index_view& out, std::vector<index_t>& page_start) const {
+        const index_t batch = static_cast<index_t>(seq_lens.size());
+        require_length("alloc_decode: last_loc", last_loc, batch);
+        require_length("alloc_decode: out", out, batch);
+        index_t pages = 0;
+        for (index_t r = 0; r < batch; ++r) {
+            if (seq_lens[r] < 1)
+                throw Error(ErrorCode::invalid_argument,
+                            "alloc_decode: request " + std::to_string(r) + " has seq_len " +
+                                std::to_string(seq_lens[r]) + " (must count the new token)");
+            page_start[r] = pages;
+            pages += detail::pages_needed_for_decode(&seq_lens[r], 1, page_size());
+        }
+        return pages;
+    }
+
+    // alloc takes whole pages; alloc_extend and alloc_decode serve requests,
+    // and (as the reference's) fail at once when the free ids run short.
+    enum class Request { whole_pages, per_request };
+
     // num_pages new pages on this side and, with a follower, the same virtual
     // pages bound there: both or neither (the follower may lack room).
-    bool allocate_pages(const ExecutionSpace& space, index_t num_pages) {
-        if (!core_.alloc_pages(num_pages, binding_)) return false;
+    bool allocate_pages(const ExecutionSpace& space, index_t num_pages, Request request) {
+        const bool allocated = request == Request::whole_pages
+                                   ? core_.alloc_pages(num_pages, binding_)
+                                   : core_.alloc_request_pages(num_pages, binding_);
+        if (!allocated)
+            return false;
         if (!follower_) return true;
         const auto undo = [&] {
             core_.undo_allocation(binding_);

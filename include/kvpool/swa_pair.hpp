@@ -10,8 +10,7 @@
 
 namespace kvpool {
 
-template <class ExecutionSpace>
-class UnifiedSWAAllocator {
+template <class ExecutionSpace> class UnifiedSWAAllocator {
 public:
     using side_type = MultiEndedAllocator<ExecutionSpace>;
     using pool_type = typename side_type::pool_type;
@@ -19,17 +18,25 @@ public:
     using const_index_view = typename side_type::const_index_view;
 
     // The pool's layout must hold sub-pools named full_name and swa_name with
-    // the same page size.
-    UnifiedSWAAllocator(pool_type& pool, CompactionMode mode, const std::string& full_name = "full",
+    // the same page size. Each side takes its own options; the pair sets their
+    // roles (the full side owns the ids).
+    UnifiedSWAAllocator(pool_type& pool, const AllocatorOptions& full_options,
+                        const AllocatorOptions& swa_options, const std::string& full_name = "full",
                         const std::string& swa_name = "swa")
-        : full_(pool, full_name, side_options(mode, true)), swa_(pool, swa_name, side_options(mode, false)) {
+        : full_(pool, full_name, with_role(full_options, true)),
+          swa_(pool, swa_name, with_role(swa_options, false)) {
         if (full_.page_size() != swa_.page_size())
             throw Error(ErrorCode::invalid_argument,
-                        "SWA pair: page sizes differ (full " + std::to_string(full_.page_size()) + ", swa " +
-                            std::to_string(swa_.page_size()) + ")");
+                        "SWA pair: page sizes differ (full " + std::to_string(full_.page_size()) +
+                            ", swa " + std::to_string(swa_.page_size()) + ")");
         full_.bind_peer(swa_);
         full_.bind_follower(swa_);
     }
+    // Both sides in one compaction mode, with the default options otherwise.
+    UnifiedSWAAllocator(pool_type& pool, CompactionMode mode, const std::string& full_name = "full",
+                        const std::string& swa_name = "swa")
+        : UnifiedSWAAllocator(pool, AllocatorOptions{mode}, AllocatorOptions{mode}, full_name,
+                              swa_name) {}
 
     side_type& full() { return full_; }
     side_type& swa() { return swa_; }
@@ -62,53 +69,52 @@ public:
 
     // ---- allocation: both sides or neither
     // need_size virtual token ids into out (a caller-owned View), or false.
+    // Each checks its arguments, then the joint room (a shortfall flushes both
+    // sides urgently, as the reference does), then allocates on both sides.
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
-        if (need_size >= 0 && need_size % page_size() == 0 && !make_room(space, need_size / page_size()))
+        full_.check_alloc("alloc", need_size, out);
+        if (!make_room(space, need_size / page_size()))
             return false;
         return full_.alloc(space, need_size, out);
     }
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
-        if (need_size < 0 || need_size % page_size() != 0)
-            return full_.alloc(space, need_size);  // raises the misalignment error
-        index_view out = kk::uninitialized<index_view>("kvpool::alloc_out", static_cast<std::size_t>(need_size));
-        if (!alloc(space, need_size, out)) return std::nullopt;
-        return out;
+        full_.check_alloc_size("alloc", need_size);
+        if (!make_room(space, need_size / page_size()))
+            return std::nullopt;
+        return full_.alloc(space, need_size);
     }
 
     bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
                       const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
                       const index_view& out) {
-        if (prefix_lens.size() == seq_lens.size() &&
-            !make_room(space, detail::pages_needed_for_extend(prefix_lens.data(), seq_lens.data(),
-                                                              static_cast<index_t>(seq_lens.size()),
-                                                              page_size())))
+        if (!make_room(space, full_.extend_pages(prefix_lens, seq_lens, last_loc, out)))
             return false;
         return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
     }
 
     bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
                       const const_index_view& last_loc, const index_view& out) {
-        const bool lengths_ok = std::all_of(seq_lens.begin(), seq_lens.end(), [](index_t s) { return s >= 1; });
-        if (lengths_ok && !make_room(space, detail::pages_needed_for_decode(
-                                                seq_lens.data(), static_cast<index_t>(seq_lens.size()),
-                                                page_size())))
+        if (!make_room(space, full_.decode_pages(seq_lens, last_loc, out)))
             return false;
         return full_.alloc_decode(space, seq_lens, last_loc, out);
     }
 
     // ---- free
     // Releases both sides; SWA pages already released by free_swa are skipped.
+    // Checked on both sides before either changes.
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        full_.free(space, virtual_tokens);  // validates first: the full side owns the ids
+        if (!swa_.core().in_free_group())
+            swa_.core().check_free_allowed();
+        full_.free(space, virtual_tokens); // validates the ids: the full side owns them
         swa_.free_if_bound(space, virtual_tokens);
     }
     // Tokens that left the window: the SWA side only; the virtual ids stay live.
     void free_swa(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
         for (index_t t : virtual_tokens)
             if (!full_.is_slot_allocated(t))
-                throw Error(ErrorCode::not_allocated,
-                            "free_swa of id " + std::to_string(t) + ", which is not allocated. " +
-                                full_.state_string());
+                throw Error(ErrorCode::not_allocated, "free_swa of id " + std::to_string(t) +
+                                                          ", which is not allocated. " +
+                                                          full_.state_string());
         swa_.free_if_bound(space, virtual_tokens);
     }
     void free_group_begin() {
@@ -116,6 +122,8 @@ public:
         swa_.free_group_begin();
     }
     void free_group_end(const ExecutionSpace& space) {
+        if (swa_.core().in_free_group())
+            swa_.core().check_free_allowed();
         full_.free_group_end(space);
         swa_.free_group_end(space);
     }
@@ -140,7 +148,8 @@ public:
         swa_.set_latest_forward_done(token);
     }
     // The forward writes the same virtual ids on both sides.
-    void set_inflight_forward(const CompletionTokenPtr& token, const std::vector<index_t>& virtual_tokens) {
+    void set_inflight_forward(const CompletionTokenPtr& token,
+                              const std::vector<index_t>& virtual_tokens) {
         full_.set_inflight_forward(token, virtual_tokens);
         swa_.set_inflight_forward(token, virtual_tokens);
     }
@@ -159,16 +168,15 @@ public:
     }
 
 private:
-    static AllocatorOptions side_options(CompactionMode mode, bool owner) {
-        AllocatorOptions o;
-        o.mode = mode;
+    static AllocatorOptions with_role(AllocatorOptions o, bool owner) {
         o.is_id_owner = owner;
         return o;
     }
 
     // Either side's compaction opens gap for the other: flush both when short.
     bool make_room(const ExecutionSpace& space, index_t pages) {
-        if (pages * page_size() <= available_size()) return true;
+        if (pages * page_size() <= available_size())
+            return true;
         full_.flush(space, true);
         swa_.flush(space, true);
         return pages * page_size() <= available_size();
@@ -178,4 +186,4 @@ private:
     side_type swa_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

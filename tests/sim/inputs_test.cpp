@@ -197,7 +197,7 @@ TEST_CASE("command line", "[sim][inputs]") {
     REQUIRE(o.step_time.has_value());
     CHECK(o.step_time->overhead_s == 10e-3);
     CHECK(o.json_path == std::optional<std::string>("-"));
-    CHECK(o.kokkos_threads_given);
+    CHECK(o.kokkos_threads == 2);
     CHECK(o.sweep_points == 5);
     CHECK_THROWS_WITH(parse_cli({"--frobnicate"}),
                       ContainsSubstring("unknown option '--frobnicate'"));
@@ -208,6 +208,24 @@ TEST_CASE("command line", "[sim][inputs]") {
     CHECK_THROWS_WITH(parse_cli({"--json", "-", "--csv", "-"}),
                       ContainsSubstring("both ask for stdout"));
     CHECK_THAT(help_text(), ContainsSubstring("--workload default|long-context|shift|FILE"));
+}
+
+TEST_CASE("command line: both spellings of the thread count, on every Kokkos version",
+          "[sim][inputs]") {
+    // Kokkos 3 reads only --kokkos-threads, Kokkos 4 only --kokkos-num-threads:
+    // the simulator takes either and hands the count on itself, not as an option.
+    for (const char* spelling : {"--kokkos-threads", "--kokkos-num-threads"}) {
+        INFO(spelling);
+        CliOptions o = parse_cli({std::string(spelling) + "=3", "--kokkos-disable-warnings"});
+        CHECK(o.kokkos_threads == 3);
+        CHECK(o.kokkos_args == std::vector<std::string>{"--kokkos-disable-warnings"});
+        o = parse_cli({spelling, "4"});
+        CHECK(o.kokkos_threads == 4);
+        CHECK(o.kokkos_args.empty());
+        CHECK_THROWS_WITH(parse_cli({std::string(spelling) + "=0"}),
+                          ContainsSubstring(std::string(spelling) + ": expected a whole number"));
+    }
+    CHECK_FALSE(parse_cli({}).kokkos_threads.has_value());
 }
 
 TEST_CASE("memory too small for one request is refused", "[sim][inputs]") {

@@ -29,7 +29,7 @@ struct AllocatorOptions {
 struct AllocatorSnapshot {
     std::uint64_t window_id = 0;
     std::size_t undo_depth = 0;
-    bool opened_window = false;  // false inside an enclosing window
+    bool opened_window = false; // false inside an enclosing window
 };
 
 namespace detail {
@@ -51,7 +51,11 @@ public:
     // ---- sizes, in tokens unless named pages ----
     // Allocatable now, without compacting the peer.
     index_t available_size() const;
-    // Allocatable once the peer's drainable holes are compacted away.
+    // Allocatable once the peer's drainable holes are compacted away: a lower
+    // bound that an allocation of this size always reaches (the reference's
+    // realisable view). Pages the peer holds for a forward's readers are not
+    // credited, though an urgent flush reclaims them too, so an allocation
+    // beyond it may still succeed.
     index_t schedulable_available_size() const;
     // Live tokens (holes and pages awaiting reuse excluded).
     index_t allocated_count() const { return live_pages_ * page_size(); }
@@ -62,6 +66,10 @@ public:
     // Pages the band may still grow by, by index space alone (bytes aside).
     index_t index_headroom_pages() const;
     index_t watermark() const { return watermark_; }
+    // Holes in the order allocations reuse them (front first).
+    const std::deque<index_t>& hole_list() const { return holes_; }
+    // Free virtual pages in the order allocations take them (front first).
+    const std::deque<index_t>& free_virtual_pages() const { return free_virtual_pages_; }
     // Rows of the v2p table: the id owner's virtual page space.
     index_t virtual_table_pages() const { return static_cast<index_t>(v2p_.size()); }
     index_t band_pages() const;
@@ -77,8 +85,15 @@ public:
     index_t translate_token(index_t virtual_token) const;
 
     // ---- allocation; false means "no room" and nothing changed ----
+    // Decided by trying, as the reference does: any shortfall first flushes a
+    // lazy peer urgently (which may free more than schedulable_available_size()
+    // promised, e.g. pages awaiting reuse), so a flushed peer is the one change
+    // a failed allocation can leave.
     // Id owner: take num_pages fresh virtual pages and bind each to a physical page.
     bool alloc_pages(index_t num_pages, PageBinding& out);
+    // As alloc_pages, but too few free virtual ids fails at once, without
+    // flushing the peer (the reference's alloc_extend and alloc_decode).
+    bool alloc_request_pages(index_t num_pages, PageBinding& out);
     // Non-owner: bind the given (peer-minted) virtual pages to physical pages.
     bool bind_virtual_pages(const index_t* virtual_pages, index_t count, PageBinding& out);
     // Takes back the allocation that filled binding, the last change made here
@@ -94,6 +109,10 @@ public:
     void free_tokens(const index_t* virtual_tokens, index_t count, bool skip_unbound = false);
     void free_group_begin();
     void free_group_end();
+    bool in_free_group() const { return in_free_group_; }
+    // Throws the invalid_state error a free of bound pages raises now (inside a
+    // backup window), so a composite can check both sides before freeing either.
+    void check_free_allowed() const;
 
     // ---- lazy compaction ----
     // One compaction pass; returns pages moved. Urgent packs fully and waits for
@@ -108,6 +127,7 @@ public:
                               index_t count);
 
     // ---- speculative decoding ----
+    bool backup_window_open() const { return open_window_id_ != 0; }
     AllocatorSnapshot backup_state();
     void restore_state(const AllocatorSnapshot& snapshot);
     // Keeps what was allocated since the snapshot; closes the window it opened.
@@ -122,13 +142,21 @@ public:
 
     DevicePlan& plan() { return plan_; }
 
-private:
-    enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
-
+    // Moved-from pages waiting for their readers, one batch per token, in the
+    // order they return to the hole list.
     struct PendingBatch {
         CompletionTokenPtr readers_done;
         std::vector<index_t> pages;
     };
+    const std::vector<PendingBatch>& pending_batches() const { return pending_; }
+
+private:
+    // Tests corrupt and repair the state through it to force internal errors.
+    friend struct AllocatorCoreTestAccess;
+
+    enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
+    enum class ShortOfIds { flush_peer_first, fail_at_once };
+
     struct UndoRecord {
         PageBinding binding;
         bool virtual_pages_from_free_list;
@@ -137,15 +165,28 @@ private:
     void undo_binding(const PageBinding& binding, bool from_free_list);
     index_t available_pages(index_t extra_gap_bytes) const;
     index_t peer_drainable_hole_bytes() const;
+    bool alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds short_of_ids);
     bool ensure_room(index_t num_pages);
     void take_physical(index_t num_pages, std::vector<index_t>& out, std::size_t& drained);
-    void bind(const std::vector<index_t>& virtual_pages, const std::vector<index_t>& physical_pages);
+    void bind(const std::vector<index_t>& virtual_pages,
+              const std::vector<index_t>& physical_pages);
     std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,
                                          bool skip_unbound) const;
     void free_pages(const std::vector<index_t>& virtual_pages);
     void free_pages_eager(const std::vector<index_t>& virtual_pages);
     void free_pages_lazy(const std::vector<index_t>& virtual_pages);
     void drain_pending(bool urgent);
+    // The steps of flush(): retire the holes at the frontier (holes ordered
+    // anchor first), settle the forward in flight (the readers moved-from
+    // pages wait for, and the pages it writes), move survivors into holes,
+    // and return the moved-from pages.
+    index_t absorb_frontier_holes(std::vector<index_t>& holes);
+    CompletionTokenPtr settle_forward(bool pack, std::vector<index_t>& write_set);
+    std::vector<index_t> move_survivors(const std::vector<index_t>& holes, index_t cap,
+                                        const std::vector<index_t>& write_set);
+    void release_moved_from(const CompletionTokenPtr& readers,
+                            const std::vector<index_t>& moved_from);
+    void add_pending(const CompletionTokenPtr& readers_done, const std::vector<index_t>& pages);
     void move_page(index_t src, index_t dst);
     void note_holes_peak();
     void require_open_window(const AllocatorSnapshot& snapshot, const char* call) const;
@@ -157,10 +198,10 @@ private:
     bool relocations_held_ = false;
     AllocatorCore* peer_ = nullptr;
 
-    index_t virtual_table_pages_ = 0;  // the owner's virtual page space
-    index_t min_virtual_page_ = 0;     // below this, virtual pages are never minted
-    index_t watermark_ = 0;  // up: first page past the band; down: last page below it
-    std::deque<index_t> free_virtual_pages_;  // id owner only
+    index_t virtual_table_pages_ = 0; // the owner's virtual page space
+    index_t min_virtual_page_ = 0;    // below this, virtual pages are never minted
+    index_t watermark_ = 0;           // up: first page past the band; down: last page below it
+    std::deque<index_t> free_virtual_pages_; // id owner only
     std::vector<index_t> v2p_;
     std::vector<index_t> p2v_;
     std::vector<PageState> page_state_;
@@ -177,7 +218,7 @@ private:
     std::vector<index_t> free_group_tokens_;
 
     std::uint64_t next_window_id_ = 1;
-    std::uint64_t open_window_id_ = 0;  // 0: no backup window open
+    std::uint64_t open_window_id_ = 0; // 0: no backup window open
     std::vector<UndoRecord> undo_log_;
 
     AllocatorCounters counters_;
@@ -186,10 +227,10 @@ private:
 
 // Pages that alloc_extend needs: for each request, pages covering seq_len that
 // the prefix's pages do not cover.
-index_t pages_needed_for_extend(const index_t* prefix_lens, const index_t* seq_lens,
-                                index_t batch, index_t page_size);
+index_t pages_needed_for_extend(const index_t* prefix_lens, const index_t* seq_lens, index_t batch,
+                                index_t page_size);
 // Pages that alloc_decode needs: requests whose new token starts a page.
 index_t pages_needed_for_decode(const index_t* seq_lens, index_t batch, index_t page_size);
 
-}  // namespace detail
-}  // namespace kvpool
+} // namespace detail
+} // namespace kvpool

@@ -1,0 +1,114 @@
+// The allocator core's self-checks: the invariants check_invariants() walks,
+// the internal error that reports a broken one, and the state string every
+// error message carries.
+#include "band_direction.hpp"
+
+#include <kvpool/detail/allocator_core.hpp>
+#include <kvpool/error.hpp>
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace kvpool::detail {
+
+void AllocatorCore::fail(const std::string& what) const {
+    throw Error(ErrorCode::internal, fmt::format("{}: invariant broken: {}. State: {}",
+                                                 geometry_.spec.name, what, state_string()));
+}
+
+void AllocatorCore::check_invariants() const {
+    const index_t vpages = virtual_table_pages_;
+    const index_t ppages = geometry_.num_physical_pages;
+    const index_t min_page = geometry_.min_page_index;
+    const index_t min_virtual = min_virtual_page_;
+    const BandDirection band(geometry_);
+    if (v2p_[0] != 0 || p2v_[0] != 0)
+        fail("the padding anchor 0 <-> 0 is gone");
+    const index_t band_lo = band.band_begin(watermark_);
+    const index_t band_hi = band.band_end(watermark_);
+    if (band_lo < min_page || band_hi > ppages || band_lo > band_hi)
+        fail(fmt::format("band [{}, {}) outside [{}, {})", band_lo, band_hi, min_page, ppages));
+
+    index_t live = 0, holes = 0, pending = 0;
+    for (index_t p = min_page; p < ppages; ++p) {
+        const bool in_band = p >= band_lo && p < band_hi;
+        const PageState s = page_state_[p];
+        if (!in_band && s != PageState::outside)
+            fail(fmt::format("page {} outside the band is not free", p));
+        if (in_band && s == PageState::outside)
+            fail(fmt::format("page {} inside the band is in no state", p));
+        if (s == PageState::moved_out)
+            fail(fmt::format("page {} left in the moved-out state", p));
+        if (s == PageState::live) {
+            ++live;
+            const index_t v = p2v_[p];
+            if (v < min_virtual || v >= vpages || v2p_[v] != p)
+                fail(fmt::format("p2v[{}] = {} is not the inverse of v2p", p, v));
+        } else if (p2v_[p] != unbound) {
+            fail(fmt::format("page {} is not live but p2v = {}", p, p2v_[p]));
+        }
+        holes += s == PageState::hole;
+        pending += s == PageState::pending;
+    }
+    if (live != live_pages_)
+        fail(fmt::format("{} live pages counted, {} recorded", live, live_pages_));
+    if (holes != hole_pages())
+        fail(fmt::format("{} holes counted, {} listed", holes, hole_pages()));
+    if (pending != pending_pages_)
+        fail(fmt::format("{} pending pages counted, {} recorded", pending, pending_pages_));
+    for (index_t p : holes_)
+        if (page_state_[p] != PageState::hole)
+            fail(fmt::format("listed hole {} is not a hole", p));
+    for (const auto& batch : pending_)
+        for (index_t p : batch.pages)
+            if (page_state_[p] != PageState::pending)
+                fail(fmt::format("pending page {} is not pending", p));
+    if (live + holes + pending != band_pages())
+        fail(fmt::format("conservation: live {} + holes {} + pending {} != band {}", live, holes,
+                         pending, band_pages()));
+    if (!is_lazy() && (holes != 0 || pending != 0))
+        fail("eager mode holds holes");
+
+    index_t bound = 0;
+    for (index_t v = min_virtual; v < vpages; ++v) {
+        if (v2p_[v] == unbound)
+            continue;
+        ++bound;
+        const index_t p = v2p_[v];
+        if (p < band_lo || p >= band_hi || page_state_[p] != PageState::live || p2v_[p] != v)
+            fail(fmt::format("v2p[{}] = {} is not a live page mapped back", v, p));
+    }
+    if (bound != live)
+        fail(fmt::format("{} virtual pages bound, {} live", bound, live));
+
+    if (options_.is_id_owner) {
+        std::vector<char> seen(static_cast<std::size_t>(vpages), 0);
+        for (index_t v : free_virtual_pages_) {
+            if (v < min_virtual || v >= vpages || v2p_[v] != unbound || seen[v])
+                fail(fmt::format("free virtual id {} is bound, repeated or out of range", v));
+            seen[v] = 1;
+        }
+        if (static_cast<index_t>(free_virtual_pages_.size()) + live != geometry_.page_capacity())
+            fail(fmt::format("conservation: free ids {} + live {} != capacity {}",
+                             free_virtual_pages_.size(), live, geometry_.page_capacity()));
+    }
+    if (peer_ && gap_bytes() == 0) {
+        const bool overlap = band.up() ? byte_high_frontier() > peer_->byte_low_frontier()
+                                       : peer_->byte_high_frontier() > byte_low_frontier();
+        if (overlap)
+            fail("the band overlaps the peer's band");
+    }
+}
+
+std::string AllocatorCore::state_string() const {
+    return fmt::format(
+        "sub_pool='{}' grow={} mode={} id_owner={} page_size={} pages={} virtual_pages={} "
+        "min_page={} watermark={} band={} live={} holes={} pending={} free_ids={} gap_bytes={}",
+        geometry_.spec.name, to_string(geometry_.grow()), to_string(options_.mode),
+        options_.is_id_owner, page_size(), geometry_.num_physical_pages, virtual_table_pages_,
+        geometry_.min_page_index, watermark_, band_pages(), live_pages_, hole_pages(),
+        pending_pages_, free_virtual_page_count(), gap_bytes());
+}
+
+} // namespace kvpool::detail

@@ -1,0 +1,565 @@
+// What the differential tests share: the step loop and its failure report, the
+// comparisons with the reference model, the engine's forward-done events, the
+// probe of the lower bound that schedulable_available_size() promises, and the
+// loop over seeds and configurations.
+#pragma once
+
+#include "reference_model.hpp"
+#include "side_comparison.hpp"
+#include "test_config.hpp"
+#include "test_random.hpp"
+#include "test_support.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#ifndef KVPOOL_TEST_BACKEND_NAME
+#define KVPOOL_TEST_BACKEND_NAME "backend"
+#endif
+
+namespace kvpool::test {
+
+// A failed comparison; carries the full context.
+struct Mismatch : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A forward-done marker the test completes. A GPU backend waits for an
+// unfinished host token by polling it; the test completes every token the
+// model waited for first, so a poll that never ends means the library waited
+// where the reference does not: it fails instead of hanging.
+class ForwardToken final : public CompletionToken {
+public:
+    bool is_complete() const override {
+        if (done_.load())
+            return true;
+        if (++polls_ > max_polls)
+            throw std::runtime_error("a wait for a forward token that nothing completes");
+        return false;
+    }
+    void complete() { done_.store(true); }
+
+private:
+    static constexpr long max_polls = 50'000'000;
+    std::atomic<bool> done_{false};
+    mutable std::atomic<long> polls_{0};
+};
+
+// The engine's forward passes in flight: each launch is a new token; tokens
+// complete oldest first or out of order, and a wait completes its token.
+class ForwardEvents {
+public:
+    std::shared_ptr<ForwardToken> launch() {
+        in_flight_.push_back(std::make_shared<ForwardToken>());
+        ++launched_;
+        return in_flight_.back();
+    }
+    void complete_one(Rng& rng) {
+        if (in_flight_.empty())
+            return;
+        const std::size_t i =
+            rng.chance(0.7) ? 0
+                            : static_cast<std::size_t>(
+                                  rng.uniform(0, static_cast<index_t>(in_flight_.size()) - 1));
+        in_flight_[i]->complete();
+        in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    // The tokens the model waited for: the device waited, so they are done.
+    void complete(const std::vector<CompletionTokenPtr>& waited) {
+        for (const auto& token : waited)
+            for (std::size_t i = 0; i < in_flight_.size(); ++i)
+                if (in_flight_[i] == token) {
+                    in_flight_[i]->complete();
+                    in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
+                    ++waited_;
+                    break;
+                }
+    }
+    std::size_t in_flight() const { return in_flight_.size(); }
+    long launched() const { return launched_; }
+    long waited() const { return waited_; }
+
+private:
+    std::vector<std::shared_ptr<ForwardToken>> in_flight_;
+    long launched_ = 0, waited_ = 0;
+};
+
+// Whether an allocation of schedulable_available_size() succeeds on this side
+// (the lower bound it promises), tried on copies of both sides' host cores so
+// the run itself goes on unchanged. An empty string, or what failed.
+inline std::string schedulable_mismatch(const std::string& n, const Allocator& side,
+                                        const Allocator& peer) {
+    detail::AllocatorCore mine = side.core(), theirs = peer.core();
+    mine.bind_peer(&theirs);
+    theirs.bind_peer(&mine);
+    const index_t pages = side.schedulable_available_size() / side.page_size();
+    detail::PageBinding binding;
+    bool ok;
+    if (mine.options().is_id_owner) {
+        ok = mine.alloc_pages(pages, binding);
+    } else {
+        // A non-owner binds ids of its owner's space only: as many as are unbound here.
+        std::vector<index_t> ids;
+        for (index_t v = peer.geometry().min_page_index;
+             v < mine.virtual_table_pages() && static_cast<index_t>(ids.size()) < pages; ++v)
+            if (mine.physical_page_of(v) == unbound)
+                ids.push_back(v);
+        ok = mine.bind_virtual_pages(ids.data(), static_cast<index_t>(ids.size()), binding);
+    }
+    return ok ? std::string()
+              : fmt::format("{}: an allocation of schedulable_available_size() = {} tokens failed",
+                            n, pages * side.page_size());
+}
+
+// Counts that show what a run covered.
+struct RunStats {
+    long ops = 0, allocs = 0, failed_allocs = 0, beyond_schedulable = 0, peer_flushes = 0,
+         flushes = 0, frees = 0, forwards = 0, waits = 0, pending_seen = 0, windows = 0,
+         data_checks = 0;
+    void add(const RunStats& o) {
+        ops += o.ops;
+        allocs += o.allocs;
+        failed_allocs += o.failed_allocs;
+        beyond_schedulable += o.beyond_schedulable;
+        peer_flushes += o.peer_flushes;
+        flushes += o.flushes;
+        frees += o.frees;
+        forwards += o.forwards;
+        waits += o.waits;
+        pending_seen += o.pending_seen;
+        windows += o.windows;
+        data_checks += o.data_checks;
+    }
+    std::string str() const {
+        return fmt::format("ops {}: allocations {} ok, {} failed, {} beyond "
+                           "schedulable_available_size() that succeeded, "
+                           "{} that flushed a peer; frees {}, flushes {}, forwards {} ({} waited "
+                           "for), steps with pages "
+                           "pending reuse {}, backup windows {}, data checks {}",
+                           ops, allocs, failed_allocs, beyond_schedulable, peer_flushes, frees,
+                           flushes, forwards, waits, pending_seen, windows, data_checks);
+    }
+};
+
+// One randomised run: the step loop, the failure report and the comparisons.
+class DifferentialRun {
+public:
+    virtual ~DifferentialRun() = default;
+
+    // Runs every step; throws Mismatch (with context) on the first difference.
+    void run() {
+        compare();
+        for (step_ = 1; step_ <= ops_; ++step_) {
+            if ((step_ - 1) % 400 == 0)
+                regime_ = static_cast<int>(rng_.uniform(0, 2));
+            try {
+                one_step();
+                ++stats_.ops;
+                compare();
+                after_step();
+            } catch (const Mismatch&) {
+                throw;
+            } catch (const std::exception& e) {
+                fail(fmt::format("exception: {}", e.what()));
+            }
+        }
+        finish();
+        stats_.forwards = events_.launched();
+        stats_.waits = events_.waited();
+    }
+    const RunStats& stats() const { return stats_; }
+
+protected:
+    DifferentialRun(std::string tag, std::uint64_t seed, std::string config, int ops,
+                    std::uint64_t salt)
+        : tag_(std::move(tag)), seed_(seed), config_(std::move(config)), ops_(ops),
+          rng_(seed ^ salt) {}
+
+    virtual void one_step() = 0;
+    // Every view and table against the model; the lower-bound probe.
+    virtual void compare() = 0;
+    // The KV data check and whatever else runs after a step.
+    virtual void after_step() = 0;
+    virtual void finish() {}
+
+    // The model's call, then the tokens it waited for completed (the device
+    // waited for them), then the library's call. Returns {library, model}.
+    template <class ModelCall, class LibraryCall>
+    auto replay(ModelCall&& model_call, LibraryCall&& library_call) {
+        auto expected = model_call();
+        for (ReferenceSide* side : model_sides())
+            events_.complete(side->take_waits());
+        auto real = library_call();
+        return std::make_pair(std::move(real), std::move(expected));
+    }
+    template <class ModelCall, class LibraryCall>
+    void replay_void(ModelCall&& model_call, LibraryCall&& library_call) {
+        replay(
+            [&] {
+                model_call();
+                return 0;
+            },
+            [&] {
+                library_call();
+                return 0;
+            });
+    }
+
+    // The sides under test, each with its model, registered once by the run.
+    void add_side(std::string name, Allocator& real, ReferenceSide& model) {
+        names_.push_back(std::move(name));
+        real_.push_back(&real);
+        model_.push_back(&model);
+    }
+    // Both sides of the library and of the model, for the report.
+    std::string states() const {
+        std::string out;
+        for (std::size_t i = 0; i < real_.size(); ++i)
+            out += fmt::format("  real {}: {}\n  model {}: {}\n", names_[i],
+                               real_[i]->state_string(), names_[i], model_[i]->describe());
+        return out;
+    }
+    std::string real_states() const {
+        std::string out;
+        for (const Allocator* side : real_)
+            out += side->state_string() + " | ";
+        return out;
+    }
+    const std::vector<ReferenceSide*>& model_sides() const { return model_; }
+
+    // Each side against its model, and the lower bound its schedulable size
+    // promises (the peer is the other side).
+    void compare_sides() {
+        bool pending = false;
+        for (std::size_t i = 0; i < real_.size(); ++i) {
+            compare_side(names_[i], *real_[i], *model_[i]);
+            probe_schedulable(names_[i], *real_[i], *real_[1 - i]);
+            pending = pending || model_[i]->pending_pages() > 0;
+        }
+        stats_.pending_seen += pending;
+    }
+
+    // After an allocation: one that flushed a side may have moved its pages;
+    // a failure that flushed nothing changed nothing.
+    void after_allocation(bool flushed, bool ok, const std::string& before) {
+        if (flushed) {
+            ++stats_.peer_flushes;
+            data_check_due_ = true;
+        } else if (!ok) {
+            expect_eq(real_states(), before, "state of both sides after a failed allocation");
+        }
+    }
+
+    // The tokens whose pages are still live on the side.
+    static std::vector<index_t> still_live(const std::vector<index_t>& tokens,
+                                           const ReferenceSide& side) {
+        std::vector<index_t> out;
+        for (index_t t : tokens)
+            if (side.physical_of_virtual(t / side.page_size()) != unbound)
+                out.push_back(t);
+        return out;
+    }
+
+    // A forward launched: its done token becomes the latest on every side, and
+    // it writes written[i] on side i; now and then no forward is in flight
+    // (the latest is none). library passes the same to the allocators.
+    void forward(const std::vector<std::vector<index_t>>& written,
+                 const std::function<void(const CompletionTokenPtr&)>& library) {
+        if (rng_.chance(0.1)) {
+            begin_op("no forward in flight (latest forward done: none)");
+            for (ReferenceSide* side : model_)
+                side->set_latest_forward_done(nullptr);
+            library(nullptr);
+            return;
+        }
+        const CompletionTokenPtr token = events_.launch();
+        std::vector<std::size_t> counts;
+        for (const auto& w : written)
+            counts.push_back(w.size());
+        begin_op(fmt::format("forward launched ({} in flight), writing {} tokens per side",
+                             events_.in_flight(), counts));
+        for (std::size_t i = 0; i < model_.size(); ++i) {
+            model_[i]->set_latest_forward_done(token);
+            model_[i]->set_inflight_forward(token, written[i]);
+        }
+        library(token);
+    }
+
+    void op_complete() {
+        begin_op(fmt::format("a forward completes ({} in flight)", events_.in_flight()));
+        events_.complete_one(rng_);
+    }
+
+    // drain_pending_reuse() on every side.
+    void drain(const std::function<void()>& library) {
+        std::vector<index_t> pending;
+        for (const ReferenceSide* side : model_)
+            pending.push_back(side->pending_pages());
+        begin_op(fmt::format("drain_pending_reuse() [pages pending per side: {}]", pending));
+        for (ReferenceSide* side : model_)
+            side->drain_pending_reuse();
+        library();
+    }
+
+    // flush_opportunistic() on every side.
+    void flush_opportunistic(const std::function<index_t()>& library) {
+        begin_op("flush_opportunistic()");
+        auto [moved, expected] = replay(
+            [&] {
+                index_t sum = 0;
+                for (ReferenceSide* side : model_)
+                    sum += side->flush_opportunistic();
+                return sum;
+            },
+            library);
+        expect_eq(moved, expected, "pages moved by the flush");
+        ++stats_.flushes;
+        data_check_due_ = data_check_due_ || moved > 0;
+    }
+
+    // A side's options: its mode, and a flush cap drawn from the seed, often small.
+    AllocatorOptions side_options(CompactionMode mode) {
+        static const std::vector<index_t> caps = {1, 2, 3, 5, 8, 4096, 4096};
+        AllocatorOptions o = options(mode);
+        o.max_moves_per_flush = rng_.pick(caps);
+        return o;
+    }
+
+    double uniform01() { return static_cast<double>(rng_.next() >> 11) * 0x1.0p-53; }
+
+    // An operation kind drawn with the given weights.
+    int pick_kind(const double* weights, int kinds) {
+        double total = 0;
+        for (int k = 0; k < kinds; ++k)
+            total += weights[k];
+        double x = uniform01() * total;
+        int kind = 0;
+        while (kind < kinds - 1 && x >= weights[kind])
+            x -= weights[kind++];
+        return kind;
+    }
+
+    void begin_op(const std::string& description) {
+        op_ = description;
+        recent_.push_back(fmt::format("#{}: {}", step_, op_));
+        if (recent_.size() > 12)
+            recent_.pop_front();
+    }
+
+    [[noreturn]] void fail(const std::string& what) const {
+        std::string recent;
+        for (const auto& r : recent_)
+            recent += "\n    " + r;
+        throw Mismatch(fmt::format(
+            "differential mismatch: {} seed={} config={} step={} op=[{}]\n  {}\n  geometry: "
+            "{}\n{}  recent ops:{}\n  reproduce: kvpool_tests_{} \"[{}]\" --kvpool-seed {}",
+            tag_, seed_, config_, step_, op_, what, geometry_, states(), recent,
+            KVPOOL_TEST_BACKEND_NAME, tag_, seed_));
+    }
+
+    template <class A, class B>
+    void expect_eq(const A& real, const B& model, const std::string& what) const {
+        if (!(real == model))
+            fail(fmt::format("{}: real {} != model {}", what, real, model));
+    }
+
+    void compare_side(const std::string& n, const Allocator& real,
+                      const ReferenceSide& model) const {
+        if (const std::string difference = side_mismatch(n, real, model); !difference.empty())
+            fail(difference);
+    }
+    void probe_schedulable(const std::string& n, const Allocator& side,
+                           const Allocator& peer) const {
+        if (const std::string difference = schedulable_mismatch(n, side, peer); !difference.empty())
+            fail(difference);
+    }
+
+    // Up to max_count distinct indices of [0, n), in random order.
+    std::vector<std::size_t> pick_distinct(std::size_t n, index_t max_count) {
+        std::vector<std::size_t> all(n);
+        for (std::size_t i = 0; i < n; ++i)
+            all[i] = i;
+        for (std::size_t i = n; i > 1; --i)
+            std::swap(all[i - 1],
+                      all[static_cast<std::size_t>(rng_.uniform(0, static_cast<index_t>(i) - 1))]);
+        all.resize(std::min(n, static_cast<std::size_t>(max_count)));
+        return all;
+    }
+
+    // The tokens the requests hold on a side cover exactly the model's live
+    // pages, and read back their stamps through translate().
+    void expect_live_data(const std::string& n, const Allocator& real, const ReferenceSide& model,
+                          int tag, const std::vector<index_t>& tokens) {
+        ++stats_.data_checks;
+        std::set<index_t> pages, live;
+        for (index_t t : tokens)
+            pages.insert(t / real.page_size());
+        for (const auto& [v, p] : model.live())
+            live.insert(v);
+        expect_eq(pages, live, n + ": pages the requests hold vs the model's live pages");
+        if (const std::size_t bad = check_stamps(*pool_, real, tag, tokens); bad != 0)
+            fail(fmt::format(
+                "{}: {} live tokens lost their KV data (the first is in the UNSCOPED_INFO above)",
+                n, bad));
+    }
+
+    // The outcome and the exact ids of an allocation; counts it. beyond: its
+    // size exceeded schedulable_available_size() before the call.
+    void expect_allocation(const std::string& what, bool real_ok,
+                           const std::optional<std::vector<index_t>>& model,
+                           const std::vector<index_t>& real_ids, bool beyond = false) {
+        if (real_ok != model.has_value())
+            fail(fmt::format("{} {} in the library but {} in the model", what,
+                             real_ok ? "succeeded" : "failed", model ? "succeeded" : "failed"));
+        if (real_ok && real_ids != *model) {
+            std::size_t i = 0;
+            while (i < real_ids.size() && i < model->size() && real_ids[i] == (*model)[i])
+                ++i;
+            const auto around = [i](const std::vector<index_t>& ids) {
+                const std::size_t from = std::min(ids.size(), i < 3 ? 0 : i - 3),
+                                  to = std::min(ids.size(), i + 5);
+                return std::vector<index_t>(ids.begin() + static_cast<std::ptrdiff_t>(from),
+                                            ids.begin() + static_cast<std::ptrdiff_t>(to));
+            };
+            fail(fmt::format(
+                "{} returned ids that differ first at index {} ({} ids, model {}): around it "
+                "{} (library) vs {} (model)",
+                what, i, real_ids.size(), model->size(), around(real_ids), around(*model)));
+        }
+        ++(real_ok ? stats_.allocs : stats_.failed_allocs);
+        stats_.beyond_schedulable += real_ok && beyond;
+    }
+
+    std::string tag_;
+    std::uint64_t seed_;
+    std::string config_;
+    int ops_;
+    Rng rng_;
+    std::unique_ptr<Pool> pool_;
+    std::string geometry_;
+    int step_ = 0;
+    int regime_ = 0;
+    std::string op_ = "initial state";
+    std::deque<std::string> recent_;
+    ForwardEvents events_;
+    RunStats stats_;
+    bool data_check_due_ = false; // the KV data check runs after this step
+
+private:
+    std::vector<std::string> names_;
+    std::vector<Allocator*> real_;
+    std::vector<ReferenceSide*> model_;
+};
+
+// A pair's configuration: each side's compaction mode, the full side's page size.
+struct PairConfig {
+    CompactionMode full_mode, other_mode;
+    index_t page_size;
+    std::string name(const char* other) const {
+        return fmt::format("full {}/{} {}/page_size={}", to_string(full_mode), other,
+                           to_string(other_mode), page_size);
+    }
+    std::uint64_t salt() const {
+        return (full_mode == CompactionMode::lazy ? 0x51ull : 0x17ull) * 0x100000001b3ull ^
+               (other_mode == CompactionMode::lazy ? 0x2bull : 0x0dull) * 0x9e3779b97f4a7c15ull ^
+               static_cast<std::uint64_t>(page_size) * 0x9e37ull;
+    }
+    bool any_eager() const {
+        return full_mode == CompactionMode::eager || other_mode == CompactionMode::eager;
+    }
+};
+
+// Both modes on page sizes 1 and 16, and each side its own mode once each way
+// (a kvpool option: the reference has one mode per pair).
+inline std::vector<PairConfig> pair_configs() {
+    std::vector<PairConfig> configs;
+    for (const CompactionMode mode : {CompactionMode::eager, CompactionMode::lazy})
+        for (const index_t page_size : {index_t(1), index_t(16)})
+            configs.push_back({mode, mode, page_size});
+    configs.push_back({CompactionMode::lazy, CompactionMode::eager, 1});
+    configs.push_back({CompactionMode::eager, CompactionMode::lazy, 16});
+    return configs;
+}
+
+// What the two pair runs share: the composite and its model, and the tokens
+// of the last allocation (what the next forward writes).
+template <class Pair, class ModelPair> class PairRun : public DifferentialRun {
+protected:
+    PairRun(std::string tag, std::uint64_t seed, const PairConfig& config, const char* other,
+            int ops, std::uint64_t salt)
+        : DifferentialRun(std::move(tag), seed, config.name(other), ops, salt ^ config.salt()),
+          eager_(config.any_eager()) {}
+
+    // A forward writes the full side's tokens of the last allocation still
+    // live; the other side is written at the same virtual ids, or (other_writes
+    // false: Mamba state, written by the Mamba kernels) gets no write set.
+    void op_forward(bool other_writes) {
+        const std::vector<index_t> written = still_live(last_allocated_, model_->full());
+        forward({written, other_writes ? written : std::vector<index_t>{}},
+                [&](const CompletionTokenPtr& token) {
+                    pair_->set_latest_forward_done(token);
+                    if (token)
+                        pair_->set_inflight_forward(token, written);
+                });
+    }
+
+    std::unique_ptr<Pair> pair_;
+    std::unique_ptr<ModelPair> model_;
+    std::vector<index_t> last_allocated_;
+    bool eager_; // a side compacts on every free
+};
+
+// Runs make_run(seed, config)->run() for every seed and configuration; prints
+// each seed's reproduce line, each mismatch and the totals.
+template <class Config, class MakeRun>
+void run_differential(const char* tag, const std::vector<Config>& configs, MakeRun&& make_run) {
+    const auto& settings = randomised_config();
+    RunStats total;
+    int runs = 0, failures = 0;
+    for (const std::uint64_t seed : settings.seed_list()) {
+        std::printf(
+            "[%s] seed %llu (%d ops x %zu configurations); reproduce: kvpool_tests_%s \"[%s]\" "
+            "--kvpool-seed %llu\n",
+            tag, static_cast<unsigned long long>(seed), settings.ops, configs.size(),
+            KVPOOL_TEST_BACKEND_NAME, tag, static_cast<unsigned long long>(seed));
+        std::fflush(stdout);
+        for (const Config& config : configs) {
+            auto run = make_run(seed, config, settings.ops);
+            ++runs;
+            try {
+                run->run();
+            } catch (const Mismatch& e) {
+                ++failures;
+                std::printf("%s\n", e.what());
+                std::fflush(stdout);
+                FAIL_CHECK(e.what());
+            }
+            total.add(run->stats());
+        }
+    }
+    std::printf("[%s] %d runs, %d failed; %s\n", tag, runs, failures, total.str().c_str());
+    std::fflush(stdout);
+    CHECK(failures == 0);
+}
+
+// Every pair configuration of a Run(seed, PairConfig, ops).
+template <class Run> void run_pair_differential(const char* tag) {
+    run_differential(tag, pair_configs(), [](std::uint64_t seed, const PairConfig& c, int ops) {
+        return std::make_unique<Run>(seed, c, ops);
+    });
+}
+
+} // namespace kvpool::test
