@@ -4,7 +4,7 @@
 // host time until the call returned (host_us).
 #include "bench_common.hpp"
 
-#include <kokkos/dispatch.hpp>
+#include <kvpool/kernels/dispatch.hpp>
 
 #include <random>
 
@@ -86,7 +86,7 @@ void decode_alloc_behind_busy_device(benchmark::State& state) {
         const auto full_undo = s.pair.full().backup_state();
         const auto swa_undo = s.pair.swa().backup_state();
         s.space.fence();
-        kernels::move_pages(s.space, busy, busy_bytes, busy_src, busy_dst);
+        kernels::move_pages(s.space, kernels::PageMoves{busy, busy_bytes, busy_src, busy_dst});
         const auto start = clock::now();
         if (!s.pair.alloc_decode(s.space, seq_lens, last_loc, out)) state.SkipWithError("decode allocation failed");
         state.SetIterationTime(seconds_since(start));

@@ -3,7 +3,7 @@
 // into the lower half, as a lazy flush moves them.
 #include "bench_common.hpp"
 
-#include <kokkos/dispatch.hpp>
+#include <kvpool/kernels/dispatch.hpp>
 
 #include <numeric>
 
@@ -45,13 +45,14 @@ void move_pages(benchmark::State& state) {
     const index_t page_bytes = state.range(0);
     MoveSetup setup(page_bytes);
     const Space space;
+    const kernels::PageMoves moves{setup.bytes, page_bytes, setup.src, setup.dst};
     for (auto _ : state) {
         space.fence();
         const auto start = clock::now();
         if (Native)
-            kernels::move_pages(space, setup.bytes, page_bytes, setup.src, setup.dst);
+            kernels::move_pages(space, moves);
         else
-            kernels::move_pages_portable(space, setup.bytes, page_bytes, setup.src, setup.dst);
+            kernels::portable::move_pages(space, moves);
         space.fence();
         state.SetIterationTime(seconds_since(start));
     }
@@ -96,15 +97,17 @@ void plan_moves(benchmark::State& state) {
     Kokkos::deep_copy(device_src, host_src);
     Kokkos::deep_copy(device_dst, host_dst);
     const Space space;
+    const kernels::TableWrites writes{table, rows, values, table, rows, values};
+    const auto plan = [&] {
+        if constexpr (DeviceLists)
+            return kernels::CompactionPlan{kernels::PageMoves{bytes, page_bytes, device_src, device_dst}, writes};
+        else
+            return kernels::CompactionPlan{kernels::PageMoves{bytes, page_bytes, host_src, host_dst}, writes};
+    }();
     for (auto _ : state) {
         space.fence();
         const auto start = clock::now();
-        if constexpr (DeviceLists)
-            kernels::apply_plan(space, bytes, page_bytes, device_src, device_dst, table, rows, values, table, rows,
-                                values);
-        else
-            kernels::apply_plan(space, bytes, page_bytes, host_src, host_dst, table, rows, values, table, rows,
-                                values);
+        kernels::apply_plan(space, plan);
         space.fence();
         state.SetIterationTime(seconds_since(start));
     }

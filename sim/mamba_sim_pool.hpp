@@ -25,7 +25,7 @@ public:
 
     bool fits(const PoolDemand& demand) const override {
         const index_t full_pages = (demand.full_tokens + page_size() - 1) / page_size();
-        return two_sided_fits(pair_.full().core(), full_pages, pair_.state().core(),
+        return two_sided_fits(pair_.full().occupancy(), full_pages, pair_.state().occupancy(),
                               demand.state_slots);
     }
 

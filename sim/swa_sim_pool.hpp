@@ -25,7 +25,7 @@ public:
 
     bool fits(const PoolDemand& demand) const override {
         const auto pages = [&](index_t tokens) { return (tokens + page_size() - 1) / page_size(); };
-        return two_sided_fits(pair_.full().core(), pages(demand.full_tokens), pair_.swa().core(),
+        return two_sided_fits(pair_.full().occupancy(), pages(demand.full_tokens), pair_.swa().occupancy(),
                               pages(demand.window_tokens));
     }
 

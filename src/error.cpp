@@ -11,6 +11,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::wrong_role: return "wrong_role";
     case ErrorCode::invalid_state: return "invalid_state";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::device: return "device";
     }
     return "unknown";
 }

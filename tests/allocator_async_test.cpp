@@ -2,10 +2,9 @@
 // fence, no device-to-host copy, no wait for a staging slab the GPU has not
 // read yet. Only a GPU backend queues work; host backends finish each kernel
 // before returning, so there is nothing to overlap there.
-#include <kvpool/detail/stream_event.hpp>
+#include <kvpool/kernels/dispatch.hpp>
+#include <kvpool/kernels/stream_event.hpp>
 #include <kvpool/swa_pair.hpp>
-
-#include <kokkos/dispatch.hpp>
 
 #include "test_support.hpp"
 
@@ -29,7 +28,7 @@ double seconds_since(clock::time_point start) {
 
 // Queues copies of 1 GiB inside busy, one after another, and returns at once.
 void queue_busy_work(const Space& space, const Bytes& busy, const IndexView& src, const IndexView& dst, int copies) {
-    for (int i = 0; i < copies; ++i) kernels::move_pages(space, busy, index_t(1) << 30, src, dst);
+    for (int i = 0; i < copies; ++i) kernels::move_pages(space, kernels::PageMoves{busy, index_t(1) << 30, src, dst});
 }
 
 // Host ids of the tokens the last allocation minted (page-aligned allocations).
@@ -87,7 +86,7 @@ TEST_CASE("async: allocator calls behind busy device work return before it finis
             }
             const double call_seconds = seconds_since(calls_start);
             // Had any call waited for the device, the queue would be empty now.
-            detail::StreamEvent<Space> after_calls;
+            kernels::StreamEvent<Space> after_calls;
             after_calls.record(space);
             const bool device_still_busy = !after_calls.is_complete();
             space.fence();

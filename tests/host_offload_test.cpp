@@ -5,6 +5,8 @@
 #include "test_support.hpp"
 
 #include <kvpool/host_offload.hpp>
+#include <kvpool/page_major_pools.hpp>
+#include <kvpool/per_layer_pools.hpp>
 
 #include <cstring>
 #include <vector>

@@ -1,6 +1,6 @@
 // The native CUDA/HIP kernels against the portable Kokkos ones, same random
 // input, every byte compared. On host backends there is no native version.
-#include <kokkos/dispatch.hpp>
+#include <kvpool/kernels/dispatch.hpp>
 
 #include "test_support.hpp"
 
@@ -60,8 +60,8 @@ TEST_CASE("native: page move equals the portable move byte for byte", "[native]"
         Bytes portable("portable", native.extent(0));
         Kokkos::deep_copy(portable, native);
         const Space space;
-        kernels::move_pages(space, native, page_bytes, to_device(src), to_device(dst));
-        kernels::move_pages_portable(space, portable, page_bytes, to_device(src), to_device(dst));
+        kernels::move_pages(space, kernels::PageMoves{native, page_bytes, to_device(src), to_device(dst)});
+        kernels::portable::move_pages(space, kernels::PageMoves{portable, page_bytes, to_device(src), to_device(dst)});
         space.fence();
         CHECK(same_bytes(native, portable));
     }
@@ -97,7 +97,7 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
     std::iota(follower_ppages.begin(), follower_ppages.end(), 100);
     std::shuffle(follower_ppages.begin(), follower_ppages.end(), rng);
     const Space space;
-    using Follower = kernels::FollowerViews<IndexView, IndexView>;
+    using Follower = kernels::Follower<IndexView, IndexView>;
     auto run = [&](bool native) {
         IndexView v2p("v2p", table_rows), p2v("p2v", table_rows), out("out", static_cast<std::size_t>(tokens));
         IndexView decode_out("decode_out", seq.size()), plain_out("plain_out", vpages.size() * page_size);
@@ -113,22 +113,25 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
             Kokkos::deep_copy(followers.back().v2p, -1);
             Kokkos::deep_copy(followers.back().p2v, -1);
         }
+        const kernels::AllocExtend extend{kernels::NewPages{v2p, p2v, vp, pp, page_size, followers[0]},
+                                          to_device(prefix),
+                                          to_device(seq),
+                                          to_device(out_start),
+                                          to_device(page_start),
+                                          to_device(last),
+                                          out};
+        const kernels::AllocDecode decode{
+            kernels::NewPages{v2p, p2v, IndexView(dvp), IndexView(dvp), page_size, followers[1]},
+            to_device(decode_seq), to_device(decode_page_start), to_device(last), decode_out};
+        const kernels::AllocTokens plain{kernels::NewPages{v2p, p2v, vp, pp, page_size}, plain_out};
         if (native) {
-            kernels::alloc_extend_bind(space, v2p, p2v, vp, pp, to_device(prefix), to_device(seq),
-                                       to_device(out_start), to_device(page_start), to_device(last), page_size,
-                                       followers[0], out);
-            kernels::alloc_decode_bind(space, v2p, p2v, IndexView(dvp), IndexView(dvp), to_device(decode_seq),
-                                       to_device(decode_page_start), to_device(last), page_size, followers[1],
-                                       decode_out);
-            kernels::bind_pages_emit_tokens(space, v2p, p2v, vp, pp, page_size, Follower{}, plain_out);
+            kernels::alloc_extend_bind(space, extend);
+            kernels::alloc_decode_bind(space, decode);
+            kernels::bind_pages_emit_tokens(space, plain);
         } else {
-            kernels::alloc_extend_bind_portable(space, v2p, p2v, vp, pp, to_device(prefix), to_device(seq),
-                                                to_device(out_start), to_device(page_start), to_device(last),
-                                                page_size, followers[0], out);
-            kernels::alloc_decode_bind_portable(space, v2p, p2v, IndexView(dvp), IndexView(dvp),
-                                                to_device(decode_seq), to_device(decode_page_start),
-                                                to_device(last), page_size, followers[1], decode_out);
-            kernels::bind_pages_emit_tokens_portable(space, v2p, p2v, vp, pp, page_size, Follower{}, plain_out);
+            kernels::portable::alloc_extend_bind(space, extend);
+            kernels::portable::alloc_decode_bind(space, decode);
+            kernels::portable::bind_pages_emit_tokens(space, plain);
         }
         space.fence();
         return std::vector<std::vector<index_t>>{to_host(v2p),
@@ -173,13 +176,14 @@ TEST_CASE("native: compaction plan (moves and table writes in one launch) equals
         IndexView v2p("v2p", table_rows), p2v("p2v", table_rows);
         Kokkos::deep_copy(v2p, -1);
         Kokkos::deep_copy(p2v, -1);
+        const kernels::PageMoves moves{bytes, page_bytes, to_device(src), to_device(dst)};
+        const kernels::TableWrites writes{v2p, to_device(v2p_index), to_device(v2p_value),
+                                          p2v, to_device(p2v_index), to_device(p2v_value)};
         if (native)
-            kernels::apply_plan(space, bytes, page_bytes, to_device(src), to_device(dst), v2p, to_device(v2p_index),
-                                to_device(v2p_value), p2v, to_device(p2v_index), to_device(p2v_value));
+            kernels::apply_plan(space, kernels::CompactionPlan{moves, writes});
         else {
-            kernels::move_pages_portable(space, bytes, page_bytes, to_device(src), to_device(dst));
-            kernels::apply_table_writes_portable(space, v2p, to_device(v2p_index), to_device(v2p_value), p2v,
-                                                 to_device(p2v_index), to_device(p2v_value));
+            kernels::portable::move_pages(space, moves);
+            kernels::portable::apply_table_writes(space, writes);
         }
         space.fence();
         auto host_bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bytes);
@@ -209,10 +213,10 @@ TEST_CASE("native: translate equals the portable kernel, int64 and int32 out", "
     const Space space;
     IndexView native64("native64", ids.size()), portable64("portable64", ids.size());
     Int32View native32("native32", ids.size()), portable32("portable32", ids.size());
-    kernels::translate_tokens(space, v2p, page_size, in, native64);
-    kernels::translate_tokens_portable(space, v2p, page_size, in, portable64);
-    kernels::translate_tokens(space, v2p, page_size, in, native32);
-    kernels::translate_tokens_portable(space, v2p, page_size, in, portable32);
+    kernels::translate_tokens(space, kernels::Translation{v2p, page_size, in, native64});
+    kernels::portable::translate_tokens(space, kernels::Translation{v2p, page_size, in, portable64});
+    kernels::translate_tokens(space, kernels::Translation{v2p, page_size, in, native32});
+    kernels::portable::translate_tokens(space, kernels::Translation{v2p, page_size, in, portable32});
     space.fence();
     CHECK(to_host(native64) == to_host(portable64));
     auto n32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), native32);

@@ -15,6 +15,7 @@ enum class ErrorCode {
     wrong_role,        // e.g. alloc() on a side that does not own its ids
     invalid_state,     // call not allowed in the current state (e.g. free inside a backup window)
     internal,          // an invariant check failed: a bug in kvpool
+    device,            // a GPU runtime call failed; the message is the runtime's
 };
 
 const char* to_string(ErrorCode code);

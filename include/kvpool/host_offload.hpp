@@ -1,7 +1,7 @@
 // Host offload of KV (and Mamba state): the rows of selected tokens, every
 // layer, copied to host memory and back, chunk by chunk through a device
 // staging buffer, on the caller's execution-space instance. Works for every
-// pool of kv_layout.hpp, per-layer and page-major alike.
+// pool of per_layer_pools.hpp and page_major_pools.hpp alike.
 //
 // Host copies live in page-locked memory on the GPU backends (ordinary memory
 // on the host ones), so the copies are asynchronous on the instance's stream:
@@ -9,11 +9,10 @@
 // completed (e.g. space.fence()); nothing here fences.
 #pragma once
 
+#include <kvpool/detail/location_checks.hpp>
 #include <kvpool/error.hpp>
+#include <kvpool/kernels/portable/row_moves.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/kv_layout.hpp>
-
-#include <kokkos/kv_row_move.hpp>
 
 #include <cstdint>
 #include <string>
@@ -62,7 +61,7 @@ public:
         const index_t n = static_cast<index_t>(tokens.extent(0));
         for (index_t c0 = 0; c0 < n; c0 += chunk_tokens_) {
             const index_t c1 = c0 + chunk_tokens_ < n ? c0 + chunk_tokens_ : n;
-            kernels::gather_rows_portable(space, pool.first_rows(), pool.second_rows(),
+            kernels::portable::gather_rows(space, pool.first_rows(), pool.second_rows(),
                                           Kokkos::subview(tokens, std::make_pair(c0, c1)),
                                           staging_.data());
             Kokkos::deep_copy(space, Kokkos::subview(out, std::make_pair(c0 * token_bytes, c1 * token_bytes)),
@@ -91,7 +90,7 @@ public:
             const index_t c1 = c0 + chunk_tokens_ < n ? c0 + chunk_tokens_ : n;
             Kokkos::deep_copy(space, Kokkos::subview(staging_, std::make_pair(index_t(0), (c1 - c0) * token_bytes)),
                               Kokkos::subview(in, std::make_pair(c0 * token_bytes, c1 * token_bytes)));
-            kernels::scatter_rows_portable(space, pool.first_rows(), pool.second_rows(),
+            kernels::portable::scatter_rows(space, pool.first_rows(), pool.second_rows(),
                                            Kokkos::subview(tokens, std::make_pair(c0, c1)),
                                            staging_.data());
         }

@@ -8,7 +8,9 @@
 // device tables with kernels on the caller's instance.
 #pragma once
 
+#include <kvpool/kernels/portable/state_tables.hpp>
 #include <kvpool/req_to_token_pool.hpp>
+#include <kvpool/state_slot_allocator.hpp>
 
 #include <algorithm>
 #include <optional>
@@ -17,20 +19,6 @@
 #include <vector>
 
 namespace kvpool {
-
-// Where Mamba state slots come from: a host free list, or (later) a
-// MultiEndedAllocator of page size 1. alloc returns nullopt when there is no
-// room (nothing changed); free is given only slots alloc returned.
-template <class ExecutionSpace>
-class StateSlotAllocator {
-public:
-    virtual ~StateSlotAllocator() = default;
-    virtual std::optional<std::vector<index_t>> alloc(const ExecutionSpace& space, index_t n) = 0;
-    virtual void free(const ExecutionSpace& space, const std::vector<index_t>& slots) = 0;
-    // Every slot free, including slots handed on by the pool (kept or donated
-    // track slots): the reference's clear() resets its whole Mamba allocator.
-    virtual void clear(const ExecutionSpace& space) = 0;
-};
 
 struct HybridReqToTokenPoolOptions {
     // Ping-pong track slots per request (SGLang's enable_mamba_extra_buffer).
@@ -42,39 +30,6 @@ struct HybridReqToTokenPoolOptions {
     // 2 with the overlap scheduler, 1 without.
     index_t mamba_ping_pong_track_buffer_size = 2;
 };
-
-namespace kernels {
-
-// For request i: mamba_map(reqs(i)) = mamba(i) and, when track_map has
-// columns, track_map(reqs(i), j) = tracks(i * columns + j).
-template <class ExecutionSpace, class MapView, class TrackMapView, class IndexView>
-void set_state_mapping(const ExecutionSpace& space, const MapView& mamba_map, const TrackMapView& track_map,
-                       const IndexView& reqs, const IndexView& mamba, const IndexView& tracks) {
-    const index_t n = static_cast<index_t>(reqs.extent(0));
-    const index_t columns = static_cast<index_t>(track_map.extent(1));
-    if (n == 0) return;
-    Kokkos::parallel_for(
-        "kvpool::set_state_mapping", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) {
-            mamba_map(reqs(i)) = mamba(i);
-            for (index_t j = 0; j < columns; ++j) track_map(reqs(i), j) = tracks(i * columns + j);
-        });
-}
-
-// out(i) = map(req_indices(i)); an index outside the table reads the padding row.
-template <class ExecutionSpace, class MapView, class InView, class OutView>
-void gather_rows(const ExecutionSpace& space, const MapView& map, const InView& req_indices,
-                 const OutView& out) {
-    const index_t n = static_cast<index_t>(req_indices.extent(0));
-    const index_t rows = static_cast<index_t>(map.extent(0));
-    if (n == 0) return;
-    Kokkos::parallel_for(
-        "kvpool::gather_mamba_indices", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) {
-            const index_t r = req_indices(i);
-            out(i) = map(r >= 0 && r < rows ? r : 0);
-        });
-}
-
-}  // namespace kernels
 
 template <class ExecutionSpace>
 class HybridReqToTokenPool : private ReqToTokenPool<ExecutionSpace> {
@@ -135,7 +90,7 @@ public:
             throw Error(ErrorCode::invalid_argument, "get_mamba_indices: out has length " +
                                                          std::to_string(out.extent(0)) + ", expected " +
                                                          std::to_string(req_indices.extent(0)));
-        kernels::gather_rows(space, mamba_map_, req_indices, out);
+        kernels::portable::gather_state_slots(space, mamba_map_, req_indices, out);
     }
 
     // ---------------------------------------------------------------- alloc / free
@@ -480,7 +435,7 @@ private:
             const std::size_t at_mamba = staging.add(mamba);
             const std::size_t at_tracks = staging.add(tracks);
             staging.upload(space);
-            kernels::set_state_mapping(space, mamba_map_, track_map_, staging.slice(at_reqs, reqs.size()),
+            kernels::portable::set_state_mapping(space, mamba_map_, track_map_, staging.slice(at_reqs, reqs.size()),
                                        staging.slice(at_mamba, mamba.size()),
                                        staging.slice(at_tracks, tracks.size()));
         }

@@ -11,6 +11,7 @@
 #include <kvpool/detail/req_slot_allocator.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/error.hpp>
+#include <kvpool/kernels/portable/request_table.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 #include <algorithm>
@@ -20,45 +21,6 @@
 #include <vector>
 
 namespace kvpool {
-
-namespace kernels {
-
-// table(row, start + i) = values(i).
-template <class ExecutionSpace, class TableView, class ValueView>
-void write_row(const ExecutionSpace& space, const TableView& table, index_t row, index_t start,
-               const ValueView& values) {
-    const index_t n = static_cast<index_t>(values.extent(0));
-    if (n == 0) return;
-    Kokkos::parallel_for(
-        "kvpool::req_to_token_write_row", kk::range(space, n),
-        KOKKOS_LAMBDA(const index_t i) { table(row, start + i) = values(i); });
-}
-
-// Segment r of values, [offsets(r), offsets(r + 1)), goes to row rows(r) from
-// column starts(r). offsets has one entry more than rows; its last is the
-// length of values. The host checked that no two segments overlap.
-template <class ExecutionSpace, class TableView, class IndexView, class ValueView>
-void write_rows(const ExecutionSpace& space, const TableView& table, const IndexView& rows,
-                const IndexView& starts, const IndexView& offsets, const ValueView& values) {
-    const index_t n = static_cast<index_t>(values.extent(0));
-    const index_t batch = static_cast<index_t>(rows.extent(0));
-    if (n == 0) return;
-    Kokkos::parallel_for(
-        "kvpool::req_to_token_write_rows", kk::range(space, n), KOKKOS_LAMBDA(const index_t t) {
-            // The segment holding t: offsets(lo) <= t < offsets(lo + 1), never an empty one.
-            index_t lo = 0, hi = batch;
-            while (hi - lo > 1) {
-                const index_t mid = (lo + hi) / 2;
-                if (offsets(mid) <= t)
-                    lo = mid;
-                else
-                    hi = mid;
-            }
-            table(rows(lo), starts(lo) + t - offsets(lo)) = values(t);
-        });
-}
-
-}  // namespace kernels
 
 template <class ExecutionSpace>
 class ReqToTokenPool {
@@ -128,7 +90,7 @@ public:
         const index_t n = static_cast<index_t>(ids.extent(0));
         require_segment("write", slot, start, n);
         record_host(slot, start, n, nullptr);
-        kernels::write_row(space, table_, slot, start, ids);
+        kernels::portable::write_row(space, table_, slot, start, ids);
     }
 
     // The same from host ids (uploaded on space), which host_row() then returns.
@@ -139,7 +101,7 @@ public:
         if (n == 0) return;
         const std::size_t at = staging_.add(ids);
         staging_.upload(space);
-        kernels::write_row(space, table_, slot, start, staging_.slice(at, ids.size()));
+        kernels::portable::write_row(space, table_, slot, start, staging_.slice(at, ids.size()));
     }
 
     // Many rows in one launch (e.g. one new token per request in a decode
@@ -169,7 +131,7 @@ public:
         const std::size_t first = staging_.add(starts);
         const std::size_t offs = staging_.add(offsets);
         staging_.upload(space);
-        kernels::write_rows(space, table_, staging_.slice(rows, slots.size()),
+        kernels::portable::write_rows(space, table_, staging_.slice(rows, slots.size()),
                             staging_.slice(first, slots.size()), staging_.slice(offs, offsets.size()), ids);
     }
 

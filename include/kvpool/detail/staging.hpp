@@ -9,8 +9,8 @@
 // device work.
 #pragma once
 
-#include <kvpool/detail/async_upload.hpp>
-#include <kvpool/detail/stream_event.hpp>
+#include <kvpool/kernels/device_ids.hpp>
+#include <kvpool/kernels/stream_event.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 #include <cstring>
@@ -68,7 +68,7 @@ public:
             Slab& slab = *ring_[current_];
             slab.device.reserve(space, slab.view.extent(0));
             const auto device = slab.device.view();
-            async_upload(space, device.data() + offset, slab.view.data() + offset, n);
+            kernels::async_upload(space, device.data() + offset, slab.view.data() + offset, n);
             return Kokkos::subview(device, std::make_pair(offset, offset + n));
         }
     }
@@ -78,8 +78,8 @@ private:
 
     struct Slab {
         slab_view view;
-        DeviceIds<ExecutionSpace> device;
-        StreamEvent<ExecutionSpace> done;
+        kernels::DeviceIds<ExecutionSpace> device;
+        kernels::StreamEvent<ExecutionSpace> done;
     };
     static std::size_t grow(std::size_t need) {
         std::size_t size = 1024;
