@@ -19,13 +19,14 @@ struct MoveSetup {
     Bytes bytes;
     IndexView src, dst;
     explicit MoveSetup(index_t page_bytes)
-        : bytes(kk::uninitialized<Bytes>("bench::bytes", static_cast<std::size_t>(2 * bytes_moved))) {
+        : bytes(
+              kk::uninitialized<Bytes>("bench::bytes", static_cast<std::size_t>(2 * bytes_moved))) {
         const index_t pages = bytes_moved / page_bytes;
         auto host_src = Kokkos::View<index_t*, Kokkos::HostSpace>("src", pages);
         auto host_dst = Kokkos::View<index_t*, Kokkos::HostSpace>("dst", pages);
         for (index_t i = 0; i < pages; ++i) {
             host_dst(i) = i;
-            host_src(i) = 2 * pages - 1 - i;  // topmost survivor into lowest hole
+            host_src(i) = 2 * pages - 1 - i; // topmost survivor into lowest hole
         }
         src = IndexView("bench::src", pages);
         dst = IndexView("bench::dst", pages);
@@ -40,8 +41,7 @@ void report_bytes(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * bytes_moved);
 }
 
-template <bool Native>
-void move_pages(benchmark::State& state) {
+template <bool Native> void move_pages(benchmark::State& state) {
     const index_t page_bytes = state.range(0);
     MoveSetup setup(page_bytes);
     const Space space;
@@ -62,8 +62,10 @@ void move_pages(benchmark::State& state) {
 void device_copy(benchmark::State& state) {
     MoveSetup setup(state.range(0));
     const Space space;
-    const auto lower = Kokkos::subview(setup.bytes, std::make_pair<std::size_t, std::size_t>(0, bytes_moved));
-    const auto upper = Kokkos::subview(setup.bytes, std::make_pair<std::size_t, std::size_t>(bytes_moved, 2 * bytes_moved));
+    const auto lower =
+        Kokkos::subview(setup.bytes, std::make_pair<std::size_t, std::size_t>(0, bytes_moved));
+    const auto upper = Kokkos::subview(
+        setup.bytes, std::make_pair<std::size_t, std::size_t>(bytes_moved, 2 * bytes_moved));
     for (auto _ : state) {
         space.fence();
         const auto start = clock::now();
@@ -77,13 +79,14 @@ void device_copy(benchmark::State& state) {
 // A compaction plan as an eager free of one 512-token request makes it: 64 MiB
 // of pages moved plus their table writes, in one apply_plan launch, the page
 // lists read from page-locked host memory (zero-copy) or from device memory.
-template <bool DeviceLists>
-void plan_moves(benchmark::State& state) {
+template <bool DeviceLists> void plan_moves(benchmark::State& state) {
     const index_t page_bytes = state.range(0);
     const index_t pages = (index_t(64) << 20) / page_bytes;
     using Pinned = Kokkos::View<index_t*, kk::pinned_host_space<Space>::type>;
-    Bytes bytes = kk::uninitialized<Bytes>("bench::bytes", static_cast<std::size_t>(4 * pages * page_bytes));
-    Pinned host_src("src", pages), host_dst("dst", pages), rows("rows", 2 * pages), values("values", 2 * pages);
+    Bytes bytes =
+        kk::uninitialized<Bytes>("bench::bytes", static_cast<std::size_t>(4 * pages * page_bytes));
+    Pinned host_src("src", pages), host_dst("dst", pages), rows("rows", 2 * pages),
+        values("values", 2 * pages);
     for (index_t i = 0; i < pages; ++i) {
         host_src(i) = 4 * pages - 1 - i;
         host_dst(i) = pages + i;
@@ -100,9 +103,11 @@ void plan_moves(benchmark::State& state) {
     const kernels::TableWrites writes{table, rows, values, table, rows, values};
     const auto plan = [&] {
         if constexpr (DeviceLists)
-            return kernels::CompactionPlan{kernels::PageMoves{bytes, page_bytes, device_src, device_dst}, writes};
+            return kernels::CompactionPlan{
+                kernels::PageMoves{bytes, page_bytes, device_src, device_dst}, writes};
         else
-            return kernels::CompactionPlan{kernels::PageMoves{bytes, page_bytes, host_src, host_dst}, writes};
+            return kernels::CompactionPlan{
+                kernels::PageMoves{bytes, page_bytes, host_src, host_dst}, writes};
     }();
     for (auto _ : state) {
         space.fence();
@@ -114,12 +119,36 @@ void plan_moves(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * pages * page_bytes);
 }
 
-}  // namespace
+} // namespace
 
-BENCHMARK(plan_moves<false>)->Name("kv_move/plan_lists_pinned")->Arg(128 << 10)->Arg(2 << 20)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(plan_moves<true>)->Name("kv_move/plan_lists_device")->Arg(128 << 10)->Arg(2 << 20)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(move_pages<true>)->Name("kv_move/native")->Arg(128 << 10)->Arg(2 << 20)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(move_pages<false>)->Name("kv_move/portable")->Arg(128 << 10)->Arg(2 << 20)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(device_copy)->Name("kv_move/device_copy")->Arg(128 << 10)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(plan_moves<false>)
+    ->Name("kv_move/plan_lists_pinned")
+    ->Arg(128 << 10)
+    ->Arg(2 << 20)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(plan_moves<true>)
+    ->Name("kv_move/plan_lists_device")
+    ->Arg(128 << 10)
+    ->Arg(2 << 20)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(move_pages<true>)
+    ->Name("kv_move/native")
+    ->Arg(128 << 10)
+    ->Arg(2 << 20)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(move_pages<false>)
+    ->Name("kv_move/portable")
+    ->Arg(128 << 10)
+    ->Arg(2 << 20)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(device_copy)
+    ->Name("kv_move/device_copy")
+    ->Arg(128 << 10)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
-}  // namespace kvpool::bench
+} // namespace kvpool::bench

@@ -11,9 +11,10 @@
 namespace kvpool::sim {
 
 template <class ExecutionSpace>
-class MambaSimPool final
-    : public PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>, MambaSimPool<ExecutionSpace>> {
-    using Base = PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>, MambaSimPool<ExecutionSpace>>;
+class MambaSimPool final : public PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>,
+                                              MambaSimPool<ExecutionSpace>> {
+    using Base = PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>,
+                             MambaSimPool<ExecutionSpace>>;
     using Base::calls_;
     using Base::pair_;
 

@@ -17,8 +17,7 @@ bool contains(const std::string& text, const std::string& part) {
 
 // One block per request: more requests than a grid may have blocks. The
 // launch is refused before anything runs.
-template <class ExecutionSpace>
-void check_refused_launch() {
+template <class ExecutionSpace> void check_refused_launch() {
     using Backend = kernels::NativeBackend<ExecutionSpace>;
     if constexpr (Backend::available) {
         kernels::native::AllocExtend op{};
@@ -37,10 +36,12 @@ void check_refused_launch() {
     }
 }
 
-}  // namespace
+} // namespace
 
-TEST_CASE("device errors: a launch the device refuses throws ErrorCode::device", "[device-errors]") {
-    if (!kernels::NativeBackend<Space>::available) SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
+TEST_CASE("device errors: a launch the device refuses throws ErrorCode::device",
+          "[device-errors]") {
+    if (!kernels::NativeBackend<Space>::available)
+        SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
     check_refused_launch<Space>();
     // The refusal is not sticky: the device still runs work.
     const IndexView ids = to_device({3, 1, 2});
@@ -49,7 +50,8 @@ TEST_CASE("device errors: a launch the device refuses throws ErrorCode::device",
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)
-TEST_CASE("device errors: a failed CUDA call names the call and the runtime's message", "[device-errors]") {
+TEST_CASE("device errors: a failed CUDA call names the call and the runtime's message",
+          "[device-errors]") {
     try {
         kernels::cuda::check(cudaErrorInvalidValue, "cudaMemcpyAsync (staging ids)");
         FAIL("no error");

@@ -10,7 +10,8 @@
 using namespace kvpool;
 using namespace kvpool::test;
 
-TEST_CASE("hybrid req table: each request gets a Mamba slot, mapped on the device", "[req-table][hybrid]") {
+TEST_CASE("hybrid req table: each request gets a Mamba slot, mapped on the device",
+          "[req-table][hybrid]") {
     FreeListStates states(5);
     Hybrid h(Space(), 4, 8, states);
     const auto snap = [&] { return describe(h, states); };
@@ -51,7 +52,8 @@ TEST_CASE("hybrid req table: each request gets a Mamba slot, mapped on the devic
     CHECK(h.mamba_slot(2) == unbound);
     CHECK_FALSE(states.is_live(2));
     expect_error(
-        ErrorCode::not_allocated, [&] { (void)h.free_mamba_cache(Space(), 2); }, snap, "double free");
+        ErrorCode::not_allocated, [&] { (void)h.free_mamba_cache(Space(), 2); }, snap,
+        "double free");
     expect_error(
         ErrorCode::invalid_state,
         [&] {
@@ -73,7 +75,8 @@ TEST_CASE("hybrid req table: each request gets a Mamba slot, mapped on the devic
     expect_error(
         ErrorCode::invalid_state, [&] { (void)h.free_mamba_cache(Space(), 1, 0); }, snap);
     expect_error(
-        ErrorCode::invalid_state, [&] { (void)h.donate_mamba_ping_pong_slot(Space(), 1, 5); }, snap);
+        ErrorCode::invalid_state, [&] { (void)h.donate_mamba_ping_pong_slot(Space(), 1, 5); },
+        snap);
     // The freed request slot comes back with a fresh state slot.
     CHECK(*h.alloc(Space(), 1) == std::vector<index_t>{4});
     CHECK(*h.alloc(Space(), 1) == std::vector<index_t>{2});
@@ -82,7 +85,8 @@ TEST_CASE("hybrid req table: each request gets a Mamba slot, mapped on the devic
     h.check_invariants(Space());
 }
 
-TEST_CASE("hybrid req table: a request can adopt a state slot it already holds", "[req-table][hybrid]") {
+TEST_CASE("hybrid req table: a request can adopt a state slot it already holds",
+          "[req-table][hybrid]") {
     FreeListStates states(6);
     Hybrid h(Space(), 4, 8, states, extra_buffer(false));
     const auto snap = [&] { return describe(h, states); };
@@ -94,11 +98,12 @@ TEST_CASE("hybrid req table: a request can adopt a state slot it already holds",
     CHECK(h.mamba_slot(2) == held);
     CHECK(h.mamba_ping_pong_track_buffer(2) == std::vector<index_t>{5, 6});
     expect_error(
-        ErrorCode::invalid_argument, [&] { h.alloc_adopting_mamba(Space(), {held}); }, snap, "already held");
+        ErrorCode::invalid_argument, [&] { h.alloc_adopting_mamba(Space(), {held}); }, snap,
+        "already held");
     expect_error(
         ErrorCode::invalid_argument, [&] { h.alloc_adopting_mamba(Space(), {-5}); }, snap);
     const std::string before = snap();
-    CHECK_FALSE(h.alloc_adopting_mamba(Space(), {unbound}).has_value());  // no room for its tracks
+    CHECK_FALSE(h.alloc_adopting_mamba(Space(), {unbound}).has_value()); // no room for its tracks
     CHECK(snap() == before);
     h.check_invariants(Space());
     CHECK(to_host(h.req_index_to_mamba_index()) == std::vector<index_t>{0, 2, held, 0, 0});
@@ -139,19 +144,20 @@ TEST_CASE("hybrid req table: ping-pong tracking in normal mode", "[req-table][hy
     CHECK(h.donate_mamba_ping_pong_slot(Space(), 1, fresh) == 2);
     CHECK(h.mamba_ping_pong_track_buffer(1) == std::vector<index_t>{fresh, 3});
     CHECK(device_row(tracks, 1) == std::vector<index_t>{fresh, 3});
-    CHECK(states.is_live(2));  // the cache holds it now
+    CHECK(states.is_live(2)); // the cache holds it now
     // A slot a request holds cannot be put in twice.
     expect_error(
-        ErrorCode::invalid_argument, [&] { (void)h.donate_mamba_ping_pong_slot(Space(), 1, 5); }, snap,
-        "already held");
+        ErrorCode::invalid_argument, [&] { (void)h.donate_mamba_ping_pong_slot(Space(), 1, 5); },
+        snap, "already held");
     expect_error(
-        ErrorCode::invalid_argument, [&] { (void)h.set_mamba_ping_pong_slot(Space(), 2, 0, 3); }, snap);
+        ErrorCode::invalid_argument, [&] { (void)h.set_mamba_ping_pong_slot(Space(), 2, 0, 3); },
+        snap);
     expect_error(
-        ErrorCode::invalid_argument, [&] { (void)h.set_mamba_ping_pong_slot(Space(), 2, 0, unbound); }, snap,
-        "lazy");
+        ErrorCode::invalid_argument,
+        [&] { (void)h.set_mamba_ping_pong_slot(Space(), 2, 0, unbound); }, snap, "lazy");
     expect_error(
         ErrorCode::invalid_state, [&] { (void)h.alloc_mamba_ping_pong_slot(Space(), 2, 1); }, snap);
-    CHECK(h.set_mamba_ping_pong_slot(Space(), 2, 1, 6) == unbound);  // already there: nothing passes
+    CHECK(h.set_mamba_ping_pong_slot(Space(), 2, 1, 6) == unbound); // already there: nothing passes
     h.check_invariants(Space());
 
     // Finish request 1 keeping the other track index: it passes to the caller.
@@ -163,7 +169,8 @@ TEST_CASE("hybrid req table: ping-pong tracking in normal mode", "[req-table][hy
     CHECK_FALSE(states.is_live(fresh));
     CHECK(h.mamba_ping_pong_track_buffer(1) == std::vector<index_t>{unbound, unbound});
     expect_error(
-        ErrorCode::not_allocated, [&] { (void)h.free_mamba_cache(Space(), 1, 1); }, snap, "double free");
+        ErrorCode::not_allocated, [&] { (void)h.free_mamba_cache(Space(), 1, 1); }, snap,
+        "double free");
     expect_error(
         ErrorCode::not_allocated, [&] { (void)h.mamba_next_track_idx(1); }, snap);
     h.free(1);
@@ -191,7 +198,8 @@ TEST_CASE("hybrid req table: a ping-pong buffer of one (no overlap scheduler)",
     h.check_invariants(Space());
 }
 
-TEST_CASE("hybrid req table: ping-pong tracking in lazy mode", "[req-table][hybrid][ping-pong][lazy]") {
+TEST_CASE("hybrid req table: ping-pong tracking in lazy mode",
+          "[req-table][hybrid][ping-pong][lazy]") {
     FreeListStates states(8);
     Hybrid h(Space(), 3, 8, states, extra_buffer(true));
     const auto snap = [&] { return describe(h, states); };
@@ -201,14 +209,16 @@ TEST_CASE("hybrid req table: ping-pong tracking in lazy mode", "[req-table][hybr
     CHECK(h.mamba_ping_pong_track_buffer(1) == std::vector<index_t>{2, unbound});
     CHECK(h.mamba_slot(2) == 3);
     CHECK(h.mamba_ping_pong_track_buffer(2) == std::vector<index_t>{4, unbound});
-    CHECK(device_row(h.req_index_to_mamba_ping_pong_track_buffer(), 2) == std::vector<index_t>{4, unbound});
+    CHECK(device_row(h.req_index_to_mamba_ping_pong_track_buffer(), 2) ==
+          std::vector<index_t>{4, unbound});
     // The tracked state stays at next_track_idx: no swap.
     CHECK(h.get_mamba_ping_pong_keep_idx(1) == 0);
     h.set_mamba_next_track_idx(1, 1);
     CHECK(h.get_mamba_ping_pong_keep_idx(1) == 1);
     // Donating from an empty entry is refused.
     expect_error(
-        ErrorCode::invalid_state, [&] { (void)h.donate_mamba_ping_pong_slot(Space(), 1, 7); }, snap, "empty");
+        ErrorCode::invalid_state, [&] { (void)h.donate_mamba_ping_pong_slot(Space(), 1, 7); }, snap,
+        "empty");
     // At a track boundary the empty entry is filled on demand.
     CHECK(h.alloc_mamba_ping_pong_slot(Space(), 1, 1));
     CHECK(h.mamba_ping_pong_track_buffer(1) == std::vector<index_t>{2, 5});
@@ -219,7 +229,8 @@ TEST_CASE("hybrid req table: ping-pong tracking in lazy mode", "[req-table][hybr
     CHECK(h.mamba_ping_pong_track_buffer(1) == std::vector<index_t>{2, 6});
     // Lazy mode may empty an entry again; the slot passes to the caller.
     CHECK(h.set_mamba_ping_pong_slot(Space(), 1, 0, unbound) == 2);
-    CHECK(device_row(h.req_index_to_mamba_ping_pong_track_buffer(), 1) == std::vector<index_t>{unbound, 6});
+    CHECK(device_row(h.req_index_to_mamba_ping_pong_track_buffer(), 1) ==
+          std::vector<index_t>{unbound, 6});
     h.check_invariants(Space());
     states.free(Space(), {2, 5});
 
@@ -243,7 +254,8 @@ TEST_CASE("hybrid req table: ping-pong tracking in lazy mode", "[req-table][hybr
     g.check_invariants(Space());
 }
 
-TEST_CASE("hybrid req table: clear resets slots, state allocator and device maps", "[req-table][hybrid]") {
+TEST_CASE("hybrid req table: clear resets slots, state allocator and device maps",
+          "[req-table][hybrid]") {
     FreeListStates states(9);
     Hybrid h(Space(), 3, 4, states, extra_buffer(false));
     h.alloc(Space(), 3);
@@ -251,9 +263,10 @@ TEST_CASE("hybrid req table: clear resets slots, state allocator and device maps
     CHECK(h.free_mamba_cache(Space(), 2, 0) == 5);
     h.clear(Space());
     CHECK(h.available_size() == 3);
-    CHECK(states.available_size() == 9);  // the kept slot too, as the reference's clear
+    CHECK(states.available_size() == 9); // the kept slot too, as the reference's clear
     CHECK(to_host(h.req_index_to_mamba_index()) == std::vector<index_t>(4, 0));
-    CHECK(device_row(h.req_index_to_mamba_ping_pong_track_buffer(), 1) == std::vector<index_t>{0, 0});
+    CHECK(device_row(h.req_index_to_mamba_ping_pong_track_buffer(), 1) ==
+          std::vector<index_t>{0, 0});
     CHECK(*h.alloc(Space(), 1) == std::vector<index_t>{1});
     CHECK(h.mamba_slot(1) == 1);
     CHECK(h.mamba_next_track_idx(1) == 0);

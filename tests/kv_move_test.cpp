@@ -25,7 +25,7 @@ struct FilledMHA {
     index_t slots = 48;
     MHAKVPool<Mem, u16> pool{g, slots};
     index_t kr = g.k_row_elements(), vr = g.v_row_elements();
-    std::vector<u16> k, v;  // [layer][slot][row element]
+    std::vector<u16> k, v; // [layer][slot][row element]
 
     FilledMHA() {
         k.resize(static_cast<std::size_t>(g.layers * slots * kr));
@@ -35,22 +35,30 @@ struct FilledMHA {
         for (index_t l = 0; l < g.layers; ++l)
             for (index_t t = 0; t < slots; ++t) {
                 for (index_t e = 0; e < kr; ++e)
-                    kh(l, t, e / g.head_dim, e % g.head_dim) = km(l, t, e) = pattern<u16>(0, l, t, e);
+                    kh(l, t, e / g.head_dim, e % g.head_dim) = km(l, t, e) =
+                        pattern<u16>(0, l, t, e);
                 for (index_t e = 0; e < vr; ++e)
-                    vh(l, t, e / g.v_head_dim, e % g.v_head_dim) = vm(l, t, e) = pattern<u16>(1, l, t, e);
+                    vh(l, t, e / g.v_head_dim, e % g.v_head_dim) = vm(l, t, e) =
+                        pattern<u16>(1, l, t, e);
             }
         Kokkos::deep_copy(pool.k_buffers(), kh);
         Kokkos::deep_copy(pool.v_buffers(), vh);
     }
-    u16& km(index_t l, index_t t, index_t e) { return k[static_cast<std::size_t>((l * slots + t) * kr + e)]; }
-    u16& vm(index_t l, index_t t, index_t e) { return v[static_cast<std::size_t>((l * slots + t) * vr + e)]; }
+    u16& km(index_t l, index_t t, index_t e) {
+        return k[static_cast<std::size_t>((l * slots + t) * kr + e)];
+    }
+    u16& vm(index_t l, index_t t, index_t e) {
+        return v[static_cast<std::size_t>((l * slots + t) * vr + e)];
+    }
     // The model of a parallel move: sources read before any destination is written.
     void move(const std::vector<index_t>& dst, const std::vector<index_t>& src) {
         const std::vector<u16> k0 = k, v0 = v;
         for (std::size_t i = 0; i < dst.size(); ++i)
             for (index_t l = 0; l < g.layers; ++l) {
-                for (index_t e = 0; e < kr; ++e) km(l, dst[i], e) = k0[at(l, src[i], e, kr)];
-                for (index_t e = 0; e < vr; ++e) vm(l, dst[i], e) = v0[at(l, src[i], e, vr)];
+                for (index_t e = 0; e < kr; ++e)
+                    km(l, dst[i], e) = k0[at(l, src[i], e, kr)];
+                for (index_t e = 0; e < vr; ++e)
+                    vm(l, dst[i], e) = v0[at(l, src[i], e, vr)];
             }
     }
     std::size_t at(index_t l, index_t t, index_t e, index_t row) const {
@@ -62,7 +70,8 @@ struct FilledMHA {
         std::size_t bad = 0;
         for (index_t l = 0; l < g.layers; ++l)
             for (index_t t = 0; t < slots; ++t) {
-                for (index_t e = 0; e < kr; ++e) bad += kh(l, t, e / g.head_dim, e % g.head_dim) != k[at(l, t, e, kr)];
+                for (index_t e = 0; e < kr; ++e)
+                    bad += kh(l, t, e / g.head_dim, e % g.head_dim) != k[at(l, t, e, kr)];
                 for (index_t e = 0; e < vr; ++e)
                     bad += vh(l, t, e / g.v_head_dim, e % g.v_head_dim) != v[at(l, t, e, vr)];
             }
@@ -70,7 +79,7 @@ struct FilledMHA {
     }
 };
 
-}  // namespace
+} // namespace
 
 TEST_CASE("kv layout: all-layer move with disjoint sets", "[kv-layout]") {
     FilledMHA f;
@@ -92,20 +101,25 @@ TEST_CASE("kv layout: overlapping moves are rejected; a chain runs as two calls"
     expect_error(ErrorCode::invalid_argument, "4 (source entry 1) is also a destination",
                  [&] { f.pool.check_move(Space(), to_device(chain_dst), to_device(chain_src)); });
     expect_error(ErrorCode::invalid_argument, "destination 6 appears more than once", [&] {
-        f.pool.check_move(Space(), to_device(std::vector<index_t>{6, 6}), to_device(std::vector<index_t>{1, 2}));
+        f.pool.check_move(Space(), to_device(std::vector<index_t>{6, 6}),
+                          to_device(std::vector<index_t>{1, 2}));
     });
     expect_error(ErrorCode::invalid_argument, "9 (source entry 0) is also a destination", [&] {
-        f.pool.check_move(Space(), to_device(std::vector<index_t>{9}), to_device(std::vector<index_t>{9}));
+        f.pool.check_move(Space(), to_device(std::vector<index_t>{9}),
+                          to_device(std::vector<index_t>{9}));
     });
     if (kk::host_execution<Space>) {
         // On host backends every call checks, and a rejected call changes nothing.
-        expect_error(ErrorCode::invalid_argument, "also a destination",
-                     [&] { f.pool.move_kv_cache(Space(), to_device(chain_dst), to_device(chain_src)); });
+        expect_error(ErrorCode::invalid_argument, "also a destination", [&] {
+            f.pool.move_kv_cache(Space(), to_device(chain_dst), to_device(chain_src));
+        });
         CHECK(f.mismatches() == 0);
     }
     // The same chain, read before write, as two calls: 4 -> 5 first, then 3 -> 4.
-    f.pool.move_kv_cache(Space(), to_device(std::vector<index_t>{5}), to_device(std::vector<index_t>{4}));
-    f.pool.move_kv_cache(Space(), to_device(std::vector<index_t>{4}), to_device(std::vector<index_t>{3}));
+    f.pool.move_kv_cache(Space(), to_device(std::vector<index_t>{5}),
+                         to_device(std::vector<index_t>{4}));
+    f.pool.move_kv_cache(Space(), to_device(std::vector<index_t>{4}),
+                         to_device(std::vector<index_t>{3}));
     f.move({5}, {4});
     f.move({4}, {3});
     Space().fence();
@@ -113,9 +127,10 @@ TEST_CASE("kv layout: overlapping moves are rejected; a chain runs as two calls"
 }
 
 TEST_CASE("kv layout: page-major whole-page move equals the per-layer row moves", "[kv-layout]") {
-    const MHAGeometry g{3, 2, 4, 2, KVDtype::bf16};  // 72 bytes per token
+    const MHAGeometry g{3, 2, 4, 2, KVDtype::bf16}; // 72 bytes per token
     const index_t ps = 4, pages = 10;
-    const PoolLayout layout(g.entry_bytes() * ps * pages, {sub_pool_spec("full", g, ps, GrowDirection::up)});
+    const PoolLayout layout(g.entry_bytes() * ps * pages,
+                            {sub_pool_spec("full", g, ps, GrowDirection::up)});
     const std::vector<index_t> src_pages = {7, 2, 9}, dst_pages = {1, 5, 3};
     std::vector<index_t> src_tokens, dst_tokens;
     for (std::size_t i = 0; i < src_pages.size(); ++i)
@@ -128,8 +143,8 @@ TEST_CASE("kv layout: page-major whole-page move equals the per-layer row moves"
     // A: the allocator's page move, one contiguous copy per page.
     Pool a(layout);
     upload(a.bytes(), initial);
-    kernels::move_pages(Space(), kernels::PageMoves{a.bytes(), layout.side(0).page_bytes, to_device(src_pages),
-                                                       to_device(dst_pages)});
+    kernels::move_pages(Space(), kernels::PageMoves{a.bytes(), layout.side(0).page_bytes,
+                                                    to_device(src_pages), to_device(dst_pages)});
     // B: every layer's K and V rows of the same tokens.
     Pool b(layout);
     upload(b.bytes(), initial);
@@ -146,8 +161,10 @@ TEST_CASE("kv layout: page-major whole-page move equals the per-layer row moves"
     const index_t page_bytes = layout.side(0).page_bytes;
     for (std::size_t i = 0; i < src_pages.size(); ++i)
         std::memcpy(&expected[static_cast<std::size_t>(dst_pages[i] * page_bytes)],
-                    &initial[static_cast<std::size_t>(src_pages[i] * page_bytes)], static_cast<std::size_t>(page_bytes));
-    const Bytes after_a = download(a.bytes()), after_b = download(b.bytes()), after_c = download(c.bytes());
+                    &initial[static_cast<std::size_t>(src_pages[i] * page_bytes)],
+                    static_cast<std::size_t>(page_bytes));
+    const Bytes after_a = download(a.bytes()), after_b = download(b.bytes()),
+                after_c = download(c.bytes());
     CHECK(byte_mismatches(after_a, expected) == 0);
     CHECK(byte_mismatches(after_b, after_a) == 0);
     CHECK(byte_mismatches(after_c, after_a) == 0);
@@ -163,8 +180,10 @@ TEST_CASE("kv layout: page-major whole-page move equals the per-layer row moves"
         for (index_t l = 0; l < g.layers; ++l)
             for (index_t t = 0; t < ps * pages; ++t)
                 for (index_t h = 0; h < 2; ++h) {
-                    for (index_t e = 0; e < 4; ++e) kh(l, t, h, e) = get<u16>(initial, at.k(l, t, h * 4 + e));
-                    for (index_t e = 0; e < 2; ++e) vh(l, t, h, e) = get<u16>(initial, at.v(l, t, h * 2 + e));
+                    for (index_t e = 0; e < 4; ++e)
+                        kh(l, t, h, e) = get<u16>(initial, at.k(l, t, h * 4 + e));
+                    for (index_t e = 0; e < 2; ++e)
+                        vh(l, t, h, e) = get<u16>(initial, at.v(l, t, h * 2 + e));
                 }
         Kokkos::deep_copy(d.k_buffers(), kh);
         Kokkos::deep_copy(d.v_buffers(), vh);
@@ -180,8 +199,10 @@ TEST_CASE("kv layout: page-major whole-page move equals the per-layer row moves"
         auto v = strided_on_host(pa.v_buffer(l));
         for (index_t t = 0; t < ps * pages; ++t)
             for (index_t h = 0; h < 2; ++h) {
-                for (index_t e = 0; e < 4; ++e) bad += dk(l, t, h, e) != k(t / ps, t % ps, h, e);
-                for (index_t e = 0; e < 2; ++e) bad += dv(l, t, h, e) != v(t / ps, t % ps, h, e);
+                for (index_t e = 0; e < 4; ++e)
+                    bad += dk(l, t, h, e) != k(t / ps, t % ps, h, e);
+                for (index_t e = 0; e < 2; ++e)
+                    bad += dv(l, t, h, e) != v(t / ps, t % ps, h, e);
             }
     }
     CHECK(bad == 0);
@@ -189,29 +210,33 @@ TEST_CASE("kv layout: page-major whole-page move equals the per-layer row moves"
 
 TEST_CASE("kv layout: a per-layer MHA pool as the allocator's KV mover follows compaction",
           "[kv-layout]") {
-    const MHAGeometry g{2, 1, 4, 4, KVDtype::fp16};  // 32 bytes per token
+    const MHAGeometry g{2, 1, 4, 4, KVDtype::fp16}; // 32 bytes per token
     const index_t ps = 4;
-    Pool upool(PoolLayout(g.entry_bytes() * ps * 16, {sub_pool_spec("full", g, ps, GrowDirection::up)}));
+    Pool upool(
+        PoolLayout(g.entry_bytes() * ps * 16, {sub_pool_spec("full", g, ps, GrowDirection::up)}));
     Allocator alloc(upool, "full", options(CompactionMode::eager));
     MHAKVPool<Mem, u16> kv(g, alloc.geometry().num_physical_pages * ps);
     set_kv_mover(alloc, kv);
 
     // Three requests of two pages each; every token's K/V (all layers) tagged by its virtual id.
     std::vector<std::vector<index_t>> requests;
-    for (int r = 0; r < 3; ++r) requests.push_back(to_host(*alloc.alloc(Space(), 2 * ps)));
+    for (int r = 0; r < 3; ++r)
+        requests.push_back(to_host(*alloc.alloc(Space(), 2 * ps)));
     const auto store = [&](const std::vector<index_t>& virtual_tokens) {
         const auto physical = alloc.translate(Space(), to_device(virtual_tokens));
         const auto n = static_cast<index_t>(virtual_tokens.size());
         for (index_t l = 0; l < g.layers; ++l)
             kv.set_kv_buffer(Space(), l, physical,
-                             make_source<u16>(n, 1, 4, [&](index_t i, index_t, index_t e) {
-                                 return pattern<u16>(0, l, virtual_tokens[i], e);
-                             }),
+                             make_source<u16>(n, 1, 4,
+                                              [&](index_t i, index_t, index_t e) {
+                                                  return pattern<u16>(0, l, virtual_tokens[i], e);
+                                              }),
                              make_source<u16>(n, 1, 4, [&](index_t i, index_t, index_t e) {
                                  return pattern<u16>(1, l, virtual_tokens[i], e);
                              }));
     };
-    for (const auto& r : requests) store(r);
+    for (const auto& r : requests)
+        store(r);
     const auto physical_before = to_host(alloc.translate(Space(), to_device(requests[2])));
 
     // Free the middle request: eager compaction moves the last request's pages into the hole.
@@ -237,5 +262,6 @@ TEST_CASE("kv layout: a per-layer MHA pool as the allocator's KV mover follows c
 
     // A pool smaller than the side cannot serve as its mover.
     MHAKVPool<Mem, u16> small(g, ps);
-    expect_error(ErrorCode::invalid_argument, "the pool holds 4 token slots", [&] { set_kv_mover(alloc, small); });
+    expect_error(ErrorCode::invalid_argument, "the pool holds 4 token slots",
+                 [&] { set_kv_mover(alloc, small); });
 }

@@ -30,13 +30,12 @@ inline std::uint64_t mix(std::uint64_t x) {
 }
 
 // The element a test writes for (kind, layer, token, element index).
-template <class T>
-T pattern(index_t kind, index_t layer, index_t token, index_t e) {
-    return static_cast<T>(mix(static_cast<std::uint64_t>(((kind * 131 + layer) * 8191 + token) * 65537 + e)));
+template <class T> T pattern(index_t kind, index_t layer, index_t token, index_t e) {
+    return static_cast<T>(
+        mix(static_cast<std::uint64_t>(((kind * 131 + layer) * 8191 + token) * 65537 + e)));
 }
 
-template <class T>
-T poison() {
+template <class T> T poison() {
     T x;
     std::memset(&x, poison_byte, sizeof(T));
     return x;
@@ -50,26 +49,26 @@ kk::RightView<T***, Mem> make_source(index_t n, index_t d1, index_t d2,
     auto h = Kokkos::create_mirror_view(v);
     for (index_t i = 0; i < n; ++i)
         for (index_t x = 0; x < d1; ++x)
-            for (index_t y = 0; y < d2; ++y) h(i, x, y) = f(i, x, y);
+            for (index_t y = 0; y < d2; ++y)
+                h(i, x, y) = f(i, x, y);
     Kokkos::deep_copy(v, h);
     return v;
 }
 
-template <class View>
-auto on_host(const View& v) {
+template <class View> auto on_host(const View& v) {
     return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
 }
 
 // Any-layout View (e.g. a strided page-major layer view) copied into a host LayoutRight one.
-template <class View>
-auto strided_on_host(const View& v) {
+template <class View> auto strided_on_host(const View& v) {
     using T = typename View::non_const_value_type;
     if constexpr (View::rank == 3) {
         kk::RightView<T***, Mem> flat("test::flat", v.extent(0), v.extent(1), v.extent(2));
         Kokkos::deep_copy(flat, v);
         return on_host(flat);
     } else {
-        kk::RightView<T****, Mem> flat("test::flat", v.extent(0), v.extent(1), v.extent(2), v.extent(3));
+        kk::RightView<T****, Mem> flat("test::flat", v.extent(0), v.extent(1), v.extent(2),
+                                       v.extent(3));
         Kokkos::deep_copy(flat, v);
         return on_host(flat);
     }
@@ -86,12 +85,10 @@ inline void upload(const Pool::bytes_view& bytes, const Bytes& image) {
     Kokkos::deep_copy(bytes, h);
 }
 
-template <class T>
-void put(Bytes& image, index_t offset, T value) {
+template <class T> void put(Bytes& image, index_t offset, T value) {
     std::memcpy(&image[static_cast<std::size_t>(offset)], &value, sizeof(T));
 }
-template <class T>
-T get(const Bytes& image, index_t offset) {
+template <class T> T get(const Bytes& image, index_t offset) {
     T value;
     std::memcpy(&value, &image[static_cast<std::size_t>(offset)], sizeof(T));
     return value;
@@ -102,18 +99,19 @@ inline std::size_t byte_mismatches(const Bytes& actual, const Bytes& expected) {
     std::size_t bad = 0;
     for (std::size_t i = 0; i < expected.size(); ++i)
         if (actual[i] != expected[i] && bad++ == 0)
-            UNSCOPED_INFO("byte " << i << ": got " << int(actual[i]) << ", expected " << int(expected[i]));
+            UNSCOPED_INFO("byte " << i << ": got " << int(actual[i]) << ", expected "
+                                  << int(expected[i]));
     return bad;
 }
 
 inline Bytes random_image(std::size_t n, std::uint64_t seed) {
     Bytes image(n);
-    for (std::size_t i = 0; i < n; ++i) image[i] = static_cast<std::uint8_t>(mix(seed * 1000003 + i));
+    for (std::size_t i = 0; i < n; ++i)
+        image[i] = static_cast<std::uint8_t>(mix(seed * 1000003 + i));
     return image;
 }
 
-template <class F>
-void expect_error(ErrorCode code, const std::string& named, F&& call) {
+template <class F> void expect_error(ErrorCode code, const std::string& named, F&& call) {
     try {
         call();
         FAIL("accepted");
@@ -129,11 +127,13 @@ struct PageMajorMHAOffsets {
     MHAGeometry g;
     index_t page_size;
     index_t size() const { return dtype_size(g.dtype); }
-    index_t layer_block() const { return page_size * (g.k_row_elements() + g.v_row_elements()) * size(); }
+    index_t layer_block() const {
+        return page_size * (g.k_row_elements() + g.v_row_elements()) * size();
+    }
     index_t page_start(index_t t) const { return t / page_size * page_size * g.entry_bytes(); }
     index_t k(index_t layer, index_t t, index_t e) const {
-        return page_start(t) + layer * layer_block() + (t % page_size) * g.k_row_elements() * size() +
-               e * size();
+        return page_start(t) + layer * layer_block() +
+               (t % page_size) * g.k_row_elements() * size() + e * size();
     }
     index_t v(index_t layer, index_t t, index_t e) const {
         return page_start(t) + layer * layer_block() + page_size * g.k_row_elements() * size() +
@@ -145,4 +145,4 @@ struct PageMajorMHAOffsets {
 // (bf16), temporal 2 x 2 x 3 (fp32).
 inline const MambaStateGeometry mamba_geometry{2, 3, 3, KVDtype::bf16, 2, 2, 3, KVDtype::fp32};
 
-}  // namespace kvpool::test
+} // namespace kvpool::test

@@ -62,7 +62,8 @@ TEST_CASE("kv layout: MHA per-layer pool, V head dim != K head dim, store then r
         } else {
             pool.set_kv_buffer(Space(), layer, to_device(loc), k, v);
         }
-        for (index_t t : loc) stored.insert({layer, t});
+        for (index_t t : loc)
+            stored.insert({layer, t});
     }
     Space().fence();
 
@@ -74,9 +75,11 @@ TEST_CASE("kv layout: MHA per-layer pool, V head dim != K head dim, store then r
             const bool written = stored.count({l, t}) > 0;
             for (index_t h = 0; h < 2; ++h) {
                 for (index_t d = 0; d < 8; ++d)
-                    bad += kh(l, t, h, d) != (written ? pattern<u16>(0, l, t, h * 8 + d) : poison<u16>());
+                    bad += kh(l, t, h, d) !=
+                           (written ? pattern<u16>(0, l, t, h * 8 + d) : poison<u16>());
                 for (index_t d = 0; d < 4; ++d)
-                    bad += vh(l, t, h, d) != (written ? pattern<u16>(1, l, t, h * 4 + d) : poison<u16>());
+                    bad += vh(l, t, h, d) !=
+                           (written ? pattern<u16>(1, l, t, h * 4 + d) : poison<u16>());
             }
         }
     CHECK(bad == 0);
@@ -104,9 +107,10 @@ TEST_CASE("kv layout: MLA per-layer pool, fused and split latent/rope stores", "
                        }));
     const std::vector<index_t> loc1 = {9, 1};
     pool.set_mla_kv_buffer(Space(), 1, to_device(loc1),
-                           make_source<u16>(2, 1, 12, [&](index_t i, index_t, index_t e) {
-                               return pattern<u16>(2, 1, loc1[i], e);
-                           }),
+                           make_source<u16>(2, 1, 12,
+                                            [&](index_t i, index_t, index_t e) {
+                                                return pattern<u16>(2, 1, loc1[i], e);
+                                            }),
                            make_source<u16>(2, 1, 4, [&](index_t i, index_t, index_t e) {
                                return pattern<u16>(2, 1, loc1[i], 12 + e);
                            }));
@@ -118,13 +122,15 @@ TEST_CASE("kv layout: MLA per-layer pool, fused and split latent/rope stores", "
     for (index_t l = 0; l < 2; ++l)
         for (index_t t = 0; t < slots; ++t)
             for (index_t e = 0; e < row; ++e)
-                bad += h(l, t, 0, e) != (stored.count({l, t}) ? pattern<u16>(2, l, t, e) : poison<u16>());
+                bad += h(l, t, 0, e) !=
+                       (stored.count({l, t}) ? pattern<u16>(2, l, t, e) : poison<u16>());
     CHECK(bad == 0);
     CHECK(on_host(pool.kv_buffer(1))(9, 0, 13) == pattern<u16>(2, 1, 9, 13));
 }
 
-TEST_CASE("kv layout: page-major MHA over the unified buffer, store then read back", "[kv-layout]") {
-    const MHAGeometry g{2, 2, 4, 6, KVDtype::bf16};  // 80 bytes per token
+TEST_CASE("kv layout: page-major MHA over the unified buffer, store then read back",
+          "[kv-layout]") {
+    const MHAGeometry g{2, 2, 4, 6, KVDtype::bf16}; // 80 bytes per token
     const index_t ps = 4;
     Pool upool(PoolLayout(80 * ps * 12 + 100, {sub_pool_spec("full", g, ps, GrowDirection::up)}));
     PageMajorMHAPool<Mem, u16> pool(upool, "full", g);
@@ -140,17 +146,19 @@ TEST_CASE("kv layout: page-major MHA over the unified buffer, store then read ba
         const index_t layer = s.first;
         const std::vector<index_t> loc = s.second;
         const auto n = static_cast<index_t>(loc.size());
-        pool.set_kv_buffer(
-            Space(), layer, to_device(loc),
-            make_source<u16>(n, 2, 4, [&](index_t i, index_t h, index_t d) {
-                return pattern<u16>(0, layer, loc[i], h * 4 + d);
-            }),
-            make_source<u16>(n, 2, 6, [&](index_t i, index_t h, index_t d) {
-                return pattern<u16>(1, layer, loc[i], h * 6 + d);
-            }));
+        pool.set_kv_buffer(Space(), layer, to_device(loc),
+                           make_source<u16>(n, 2, 4,
+                                            [&](index_t i, index_t h, index_t d) {
+                                                return pattern<u16>(0, layer, loc[i], h * 4 + d);
+                                            }),
+                           make_source<u16>(n, 2, 6, [&](index_t i, index_t h, index_t d) {
+                               return pattern<u16>(1, layer, loc[i], h * 6 + d);
+                           }));
         for (index_t t : loc) {
-            for (index_t e = 0; e < 8; ++e) put(expected, at.k(layer, t, e), pattern<u16>(0, layer, t, e));
-            for (index_t e = 0; e < 12; ++e) put(expected, at.v(layer, t, e), pattern<u16>(1, layer, t, e));
+            for (index_t e = 0; e < 8; ++e)
+                put(expected, at.k(layer, t, e), pattern<u16>(0, layer, t, e));
+            for (index_t e = 0; e < 12; ++e)
+                put(expected, at.v(layer, t, e), pattern<u16>(1, layer, t, e));
         }
     }
     Space().fence();
@@ -177,8 +185,9 @@ TEST_CASE("kv layout: page-major MHA over the unified buffer, store then read ba
     }
 }
 
-TEST_CASE("kv layout: page-major MLA over the unified buffer, store then read back", "[kv-layout]") {
-    const MLAGeometry g{3, 6, 2, KVDtype::fp8};  // 8-byte rows, 24 bytes per token
+TEST_CASE("kv layout: page-major MLA over the unified buffer, store then read back",
+          "[kv-layout]") {
+    const MLAGeometry g{3, 6, 2, KVDtype::fp8}; // 8-byte rows, 24 bytes per token
     const index_t ps = 2, row = 8;
     Pool upool(PoolLayout(24 * ps * 10, {sub_pool_spec("mla", g, ps, GrowDirection::down)}));
     PageMajorMLAPool<Mem, std::uint8_t> pool(upool, "mla", g);
@@ -196,16 +205,20 @@ TEST_CASE("kv layout: page-major MLA over the unified buffer, store then read ba
                        }));
     const std::vector<index_t> loc1 = {3, 10};
     pool.set_mla_kv_buffer(Space(), 0, to_device(loc1),
-                           make_source<std::uint8_t>(2, 1, 6, [&](index_t i, index_t, index_t e) {
-                               return pattern<std::uint8_t>(3, 0, loc1[i], e);
-                           }),
+                           make_source<std::uint8_t>(2, 1, 6,
+                                                     [&](index_t i, index_t, index_t e) {
+                                                         return pattern<std::uint8_t>(3, 0, loc1[i],
+                                                                                      e);
+                                                     }),
                            make_source<std::uint8_t>(2, 1, 2, [&](index_t i, index_t, index_t e) {
                                return pattern<std::uint8_t>(3, 0, loc1[i], 6 + e);
                            }));
     for (index_t t : loc)
-        for (index_t e = 0; e < row; ++e) expected[offset(2, t, e)] = pattern<std::uint8_t>(3, 2, t, e);
+        for (index_t e = 0; e < row; ++e)
+            expected[offset(2, t, e)] = pattern<std::uint8_t>(3, 2, t, e);
     for (index_t t : loc1)
-        for (index_t e = 0; e < row; ++e) expected[offset(0, t, e)] = pattern<std::uint8_t>(3, 0, t, e);
+        for (index_t e = 0; e < row; ++e)
+            expected[offset(0, t, e)] = pattern<std::uint8_t>(3, 0, t, e);
     Space().fence();
     const Bytes actual = download(upool.bytes());
     CHECK(byte_mismatches(actual, expected) == 0);
@@ -216,6 +229,7 @@ TEST_CASE("kv layout: page-major MLA over the unified buffer, store then read ba
     std::size_t bad = 0;
     for (index_t p = 0; p < 10; ++p)
         for (index_t s = 0; s < ps; ++s)
-            for (index_t e = 0; e < row; ++e) bad += v2(p, s, 0, e) != actual[offset(2, p * ps + s, e)];
+            for (index_t e = 0; e < row; ++e)
+                bad += v2(p, s, 0, e) != actual[offset(2, p * ps + s, e)];
     CHECK(bad == 0);
 }

@@ -30,11 +30,14 @@ public:
     explicit FreeListStates(index_t size) : size_(size) { clear(Space()); }
 
     std::optional<std::vector<index_t>> alloc(const Space&, index_t n) override {
-        if (n < 0) throw Error(ErrorCode::invalid_argument, "negative state alloc");
-        if (n > available_size()) return std::nullopt;
+        if (n < 0)
+            throw Error(ErrorCode::invalid_argument, "negative state alloc");
+        if (n > available_size())
+            return std::nullopt;
         std::vector<index_t> out(free_.begin(), free_.begin() + n);
         free_.erase(free_.begin(), free_.begin() + n);
-        for (const index_t s : out) live_.insert(s);
+        for (const index_t s : out)
+            live_.insert(s);
         return out;
     }
     void free(const Space&, const std::vector<index_t>& slots) override {
@@ -51,7 +54,8 @@ public:
     void clear(const Space&) override {
         free_.clear();
         live_.clear();
-        for (index_t s = 1; s <= size_; ++s) free_.push_back(s);
+        for (index_t s = 1; s <= size_; ++s)
+            free_.push_back(s);
     }
 
     index_t available_size() const { return static_cast<index_t>(free_.size()); }
@@ -64,15 +68,15 @@ private:
     std::set<index_t> live_;
 };
 
-template <class View>
-std::vector<index_t> device_row(const View& table, index_t row) {
+template <class View> std::vector<index_t> device_row(const View& table, index_t row) {
     return to_host(Kokkos::subview(table, row, Kokkos::ALL()));
 }
 
 // The call must throw kvpool::Error with this code, naming `named` if given,
 // and leave what `snapshot` describes as it was.
 inline void expect_error(ErrorCode code, const std::function<void()>& call,
-                  const std::function<std::string()>& snapshot, const std::string& named = "") {
+                         const std::function<std::string()>& snapshot,
+                         const std::string& named = "") {
     const std::string before = snapshot();
     try {
         call();
@@ -80,14 +84,16 @@ inline void expect_error(ErrorCode code, const std::function<void()>& call,
     } catch (const Error& e) {
         INFO(e.what());
         CHECK(to_string(e.code()) == std::string(to_string(code)));
-        if (!named.empty()) CHECK(std::string(e.what()).find(named) != std::string::npos);
+        if (!named.empty())
+            CHECK(std::string(e.what()).find(named) != std::string::npos);
     }
     CHECK(snapshot() == before);
 }
 
 inline std::string describe(const Table& t) {
     std::string s = t.state_string();
-    for (index_t r = 1; r <= t.size(); ++r) s += t.is_allocated(r) ? " A" : " -";
+    for (index_t r = 1; r <= t.size(); ++r)
+        s += t.is_allocated(r) ? " A" : " -";
     return s;
 }
 
@@ -102,7 +108,8 @@ inline std::string describe(const Hybrid& h, const FreeListStates& states) {
         s += fmt::format(" [{}: mamba {}", r, h.mamba_slot(r));
         if (h.options().enable_mamba_extra_buffer) {
             s += fmt::format(" tracks {}", h.mamba_ping_pong_track_buffer(r));
-            if (h.mamba_slot(r) != unbound) s += fmt::format(" next {}", h.mamba_next_track_idx(r));
+            if (h.mamba_slot(r) != unbound)
+                s += fmt::format(" next {}", h.mamba_next_track_idx(r));
         }
         s += "]";
     }
@@ -117,5 +124,4 @@ inline HybridReqToTokenPoolOptions extra_buffer(bool lazy, index_t size = 2) {
     return o;
 }
 
-
-}  // namespace kvpool::test
+} // namespace kvpool::test

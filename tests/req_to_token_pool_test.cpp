@@ -23,7 +23,7 @@ TEST_CASE("req table: alloc until full, then a clean no-allocation", "[req-table
     CHECK(describe(t) == before);
     Table u(Space(), 3, 4);
     CHECK(*u.alloc(1) == std::vector<index_t>{1});
-    CHECK_FALSE(u.alloc(3).has_value());  // all or nothing
+    CHECK_FALSE(u.alloc(3).has_value()); // all or nothing
     CHECK(u.available_size() == 2);
     CHECK(*u.alloc(2) == std::vector<index_t>{2, 3});
     expect_error(
@@ -61,7 +61,7 @@ TEST_CASE("req table: double free, out of range and the padding row throw and ch
     expect_error(
         ErrorCode::not_allocated, [&] { t.free(2); }, snap, "2");
     expect_error(
-        ErrorCode::not_allocated, [&] { t.free(4); }, snap, "4");  // never handed out
+        ErrorCode::not_allocated, [&] { t.free(4); }, snap, "4"); // never handed out
     expect_error(
         ErrorCode::out_of_range, [&] { t.free(5); }, snap, "5");
     expect_error(
@@ -100,7 +100,7 @@ TEST_CASE("req table: writes land in the row, read back through the device View"
     const auto slots = *t.alloc(3);
     REQUIRE(slots == std::vector<index_t>{1, 2, 3});
     t.write(Space(), 2, 0, std::vector<index_t>{10, 11, 12});
-    t.write(Space(), 2, 5, to_device({15, 16}));  // device ids: the host mirror does not know them
+    t.write(Space(), 2, 5, to_device({15, 16})); // device ids: the host mirror does not know them
     t.write(Space(), 1, 0, std::vector<index_t>{});
     CHECK(device_row(t.req_to_token(), 2) == std::vector<index_t>{10, 11, 12, 0, 0, 15, 16, 0});
     CHECK(t.row_length(2) == 7);
@@ -109,21 +109,25 @@ TEST_CASE("req table: writes land in the row, read back through the device View"
 
     // One launch for several rows: a decode step's one token each, and two
     // disjoint segments of one row.
-    t.write(Space(), {1, 2, 3, 3}, {0, 3, 0, 6}, {2, 1, 3, 2}, to_device({20, 21, 22, 30, 31, 32, 36, 37}));
+    t.write(Space(), {1, 2, 3, 3}, {0, 3, 0, 6}, {2, 1, 3, 2},
+            to_device({20, 21, 22, 30, 31, 32, 36, 37}));
     CHECK(device_row(t.req_to_token(), 1) == std::vector<index_t>{20, 21, 0, 0, 0, 0, 0, 0});
     CHECK(device_row(t.req_to_token(), 2) == std::vector<index_t>{10, 11, 12, 22, 0, 15, 16, 0});
     CHECK(device_row(t.req_to_token(), 3) == std::vector<index_t>{30, 31, 32, 0, 0, 0, 36, 37});
     CHECK(t.row_length(3) == 8);
-    CHECK(device_row(t.req_to_token(), 0) == std::vector<index_t>(8, 0));  // the padding row is never written
+    CHECK(device_row(t.req_to_token(), 0) ==
+          std::vector<index_t>(8, 0)); // the padding row is never written
     t.check_invariants(Space());
 
     // Bounds are checked on the host; nothing is written.
     const auto snap = [&] {
         Space().fence();
         std::string s = describe(t);
-        for (index_t r = 0; r <= 3; ++r) s += fmt::format(" {}", device_row(t.req_to_token(), r));
+        for (index_t r = 0; r <= 3; ++r)
+            s += fmt::format(" {}", device_row(t.req_to_token(), r));
         for (index_t r = 1; r <= 3; ++r)
-            if (t.is_allocated(r)) s += fmt::format(" {}", t.host_row(r));
+            if (t.is_allocated(r))
+                s += fmt::format(" {}", t.host_row(r));
         return s;
     };
     expect_error(
@@ -137,12 +141,14 @@ TEST_CASE("req table: writes land in the row, read back through the device View"
     expect_error(
         ErrorCode::out_of_range, [&] { t.write(Space(), 1, 9, std::vector<index_t>{}); }, snap);
     expect_error(
-        ErrorCode::out_of_range, [&] { t.write(Space(), 0, 0, std::vector<index_t>{1}); }, snap, "padding");
+        ErrorCode::out_of_range, [&] { t.write(Space(), 0, 0, std::vector<index_t>{1}); }, snap,
+        "padding");
     expect_error(
         ErrorCode::out_of_range, [&] { t.write(Space(), 4, 0, to_device({1})); }, snap);
     t.free(3);
     expect_error(
-        ErrorCode::not_allocated, [&] { t.write(Space(), 3, 0, std::vector<index_t>{1}); }, snap, "3");
+        ErrorCode::not_allocated, [&] { t.write(Space(), 3, 0, std::vector<index_t>{1}); }, snap,
+        "3");
     expect_error(
         ErrorCode::not_allocated, [&] { (void)t.host_row(3); }, snap);
     expect_error(
@@ -194,7 +200,8 @@ TEST_CASE("req table: clear frees every slot and resets generations", "[req-tabl
     CHECK(t.generation(1) == 0);
     CHECK(*t.alloc(3) == std::vector<index_t>{1, 2, 3});
     CHECK(t.row_length(1) == 0);
-    CHECK(device_row(t.req_to_token(), 1) == std::vector<index_t>{5, 0, 0, 0});  // the device is not touched
+    CHECK(device_row(t.req_to_token(), 1) ==
+          std::vector<index_t>{5, 0, 0, 0}); // the device is not touched
 }
 
 TEST_CASE("req table: bad construction", "[req-table]") {

@@ -14,4 +14,4 @@ struct AllocatorOptions {
     index_t max_moves_per_flush = 4096;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

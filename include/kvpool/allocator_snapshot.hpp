@@ -11,7 +11,7 @@ namespace kvpool {
 struct AllocatorSnapshot {
     std::uint64_t window_id = 0;
     std::size_t undo_depth = 0;
-    bool opened_window = false;  // false inside an enclosing window
+    bool opened_window = false; // false inside an enclosing window
 };
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -16,31 +16,30 @@ constexpr index_t dtype_size(KVDtype d) {
 
 constexpr const char* to_string(KVDtype d) {
     switch (d) {
-    case KVDtype::fp8: return "fp8";
-    case KVDtype::fp16: return "fp16";
-    case KVDtype::bf16: return "bf16";
-    case KVDtype::fp32: return "fp32";
+    case KVDtype::fp8:
+        return "fp8";
+    case KVDtype::fp16:
+        return "fp16";
+    case KVDtype::bf16:
+        return "bf16";
+    case KVDtype::fp32:
+        return "fp32";
     }
     return "?";
 }
 
 // The unsigned integer that holds one element of a dtype.
-template <index_t Bytes>
-struct storage_word;
-template <>
-struct storage_word<1> {
+template <index_t Bytes> struct storage_word;
+template <> struct storage_word<1> {
     using type = std::uint8_t;
 };
-template <>
-struct storage_word<2> {
+template <> struct storage_word<2> {
     using type = std::uint16_t;
 };
-template <>
-struct storage_word<4> {
+template <> struct storage_word<4> {
     using type = std::uint32_t;
 };
 
-template <KVDtype D>
-using storage_t = typename storage_word<dtype_size(D)>::type;
+template <KVDtype D> using storage_t = typename storage_word<dtype_size(D)>::type;
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -21,9 +21,11 @@ inline void require_positive(const char* layout, const char* field, index_t valu
                                                      " must be > 0, got " + std::to_string(value));
 }
 
-inline index_t round_up(index_t x, index_t to) { return (x + to - 1) / to * to; }
+inline index_t round_up(index_t x, index_t to) {
+    return (x + to - 1) / to * to;
+}
 
-}  // namespace kv_detail
+} // namespace kv_detail
 
 // Multi-head attention: per layer a K row [heads][head_dim] and a V row
 // [heads][v_head_dim] per token.
@@ -31,7 +33,7 @@ struct MHAGeometry {
     index_t layers = 0;
     index_t heads = 0;
     index_t head_dim = 0;
-    index_t v_head_dim = 0;  // 0: same as head_dim
+    index_t v_head_dim = 0; // 0: same as head_dim
     KVDtype dtype = KVDtype::bf16;
 
     index_t value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
@@ -78,7 +80,7 @@ struct MLAGeometry {
 struct MambaStateGeometry {
     index_t layers = 0;
     index_t conv_dim = 0;
-    index_t conv_width = 0;  // the conv kernel size minus one
+    index_t conv_width = 0; // the conv kernel size minus one
     KVDtype conv_dtype = KVDtype::bf16;
     index_t heads = 0;
     index_t head_dim = 0;
@@ -95,7 +97,9 @@ struct MambaStateGeometry {
         const index_t c = dtype_size(conv_dtype), t = dtype_size(temporal_dtype);
         return c > t ? c : t;
     }
-    index_t conv_block_bytes() const { return kv_detail::round_up(conv_row_bytes(), block_alignment()); }
+    index_t conv_block_bytes() const {
+        return kv_detail::round_up(conv_row_bytes(), block_alignment());
+    }
     index_t temporal_block_bytes() const {
         return kv_detail::round_up(temporal_row_bytes(), block_alignment());
     }
@@ -126,4 +130,4 @@ SubPoolSpec sub_pool_spec(const std::string& name, const Geometry& geometry, ind
     return spec;
 }
 
-}  // namespace kvpool
+} // namespace kvpool

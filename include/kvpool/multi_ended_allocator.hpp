@@ -93,6 +93,7 @@ public:
     std::string state_string() const { return core_.state_string(); }
     bool is_slot_allocated(index_t virtual_token) const { return core_.is_slot_allocated(virtual_token); }
     const detail::AllocatorCore& core() const { return core_; }
+    // Where this side stands, for capacity planners (kvpool-sim's admission check).
     SideOccupancy occupancy() const {
         return {core_.free_virtual_page_count(), core_.hole_pages(), core_.gap_bytes(), geometry().page_bytes};
     }
@@ -362,7 +363,7 @@ private:
     kernels::NewPages<index_view, staged_view> new_pages(std::size_t v, std::size_t p, std::size_t fp,
                                                          std::size_t n) const {
         kernels::NewPages<index_view, staged_view> pages{v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
-                                                         page_size()};
+                                                         page_size(), {}};
         if (follower_) pages.follower = {follower_->v2p_, follower_->p2v_, staging_.slice(fp, n)};
         return pages;
     }

@@ -29,12 +29,12 @@ namespace kvpool {
 template <class MemorySpace, class T>
 class PageMajorMHAPool : public kv_detail::MHAStore<MemorySpace, T> {
 public:
-    using layer_view = kk::UnmanagedStridedView<T****, MemorySpace>;  // [pages][page_size][heads][dim]
+    using layer_view =
+        kk::UnmanagedStridedView<T****, MemorySpace>; // [pages][page_size][heads][dim]
 
     PageMajorMHAPool(const UnifiedKVPool<MemorySpace>& pool, const std::string& side_name,
                      const MHAGeometry& geometry)
-        : kv_detail::MHAStore<MemorySpace, T>(geometry, "PageMajorMHAPool"),
-          bytes_(pool.bytes()),
+        : kv_detail::MHAStore<MemorySpace, T>(geometry, "PageMajorMHAPool"), bytes_(pool.bytes()),
           side_(pool.layout().side(side_name)) {
         const MHAGeometry& g = this->geometry_;
         const index_t size = static_cast<index_t>(sizeof(T)), ps = side_.page_size();
@@ -76,8 +76,8 @@ private:
                           Kokkos::LayoutStride(static_cast<std::size_t>(num_pages()),
                                                static_cast<std::size_t>(rows.page_stride) / size,
                                                static_cast<std::size_t>(page_size()),
-                                               static_cast<std::size_t>(rows.slot_stride) / size, heads,
-                                               d, d, 1));
+                                               static_cast<std::size_t>(rows.slot_stride) / size,
+                                               heads, d, d, 1));
     }
 
     typename UnifiedKVPool<MemorySpace>::bytes_view bytes_;
@@ -88,12 +88,11 @@ private:
 template <class MemorySpace, class T>
 class PageMajorMLAPool : public kv_detail::MLAStore<MemorySpace, T> {
 public:
-    using layer_view = kk::UnmanagedStridedView<T****, MemorySpace>;  // [pages][page_size][1][row]
+    using layer_view = kk::UnmanagedStridedView<T****, MemorySpace>; // [pages][page_size][1][row]
 
     PageMajorMLAPool(const UnifiedKVPool<MemorySpace>& pool, const std::string& side_name,
                      const MLAGeometry& geometry)
-        : kv_detail::MLAStore<MemorySpace, T>(geometry, "PageMajorMLAPool"),
-          bytes_(pool.bytes()),
+        : kv_detail::MLAStore<MemorySpace, T>(geometry, "PageMajorMLAPool"), bytes_(pool.bytes()),
           side_(pool.layout().side(side_name)) {
         const MLAGeometry& g = this->geometry_;
         const index_t ps = side_.page_size();
@@ -117,10 +116,11 @@ public:
         kv_detail::require_layer("kv_buffer", layer, this->geometry_.layers);
         const auto size = sizeof(T);
         const auto row = static_cast<std::size_t>(this->geometry_.row_elements());
-        return layer_view(reinterpret_cast<T*>(this->a_.row(layer, 0)),
-                          Kokkos::LayoutStride(static_cast<std::size_t>(num_pages()),
-                                               static_cast<std::size_t>(this->a_.page_stride) / size,
-                                               static_cast<std::size_t>(page_size()), row, 1, row, row, 1));
+        return layer_view(
+            reinterpret_cast<T*>(this->a_.row(layer, 0)),
+            Kokkos::LayoutStride(static_cast<std::size_t>(num_pages()),
+                                 static_cast<std::size_t>(this->a_.page_stride) / size,
+                                 static_cast<std::size_t>(page_size()), row, 1, row, row, 1));
     }
 
 private:
@@ -133,15 +133,15 @@ private:
 template <class MemorySpace, class TConv, class TTemporal>
 class PageMajorMambaPool : public kv_detail::MambaStore<MemorySpace, TConv, TTemporal> {
 public:
-    using conv_view = kk::UnmanagedStridedView<TConv***, MemorySpace>;  // [slots][conv_dim][conv_width]
+    using conv_view =
+        kk::UnmanagedStridedView<TConv***, MemorySpace>; // [slots][conv_dim][conv_width]
     using temporal_view =
-        kk::UnmanagedStridedView<TTemporal****, MemorySpace>;  // [slots][heads][head_dim][state_dim]
+        kk::UnmanagedStridedView<TTemporal****, MemorySpace>; // [slots][heads][head_dim][state_dim]
 
     PageMajorMambaPool(const UnifiedKVPool<MemorySpace>& pool, const std::string& side_name,
                        const MambaStateGeometry& geometry)
         : kv_detail::MambaStore<MemorySpace, TConv, TTemporal>(geometry, "PageMajorMambaPool"),
-          bytes_(pool.bytes()),
-          side_(pool.layout().side(side_name)) {
+          bytes_(pool.bytes()), side_(pool.layout().side(side_name)) {
         if (side_.page_size() != 1)
             throw Error(ErrorCode::invalid_argument,
                         "PageMajorMambaPool: side '" + side_name + "' has page_size " +
@@ -166,15 +166,17 @@ public:
         kv_detail::require_layer("conv_state", layer, this->geometry_.layers);
         const MambaStateGeometry& g = this->geometry_;
         const auto w = static_cast<std::size_t>(g.conv_width);
-        return conv_view(reinterpret_cast<TConv*>(this->a_.row(layer, 0)),
-                         Kokkos::LayoutStride(static_cast<std::size_t>(this->num_slots()),
-                                              static_cast<std::size_t>(this->a_.page_stride) / sizeof(TConv),
-                                              static_cast<std::size_t>(g.conv_dim), w, w, 1));
+        return conv_view(
+            reinterpret_cast<TConv*>(this->a_.row(layer, 0)),
+            Kokkos::LayoutStride(static_cast<std::size_t>(this->num_slots()),
+                                 static_cast<std::size_t>(this->a_.page_stride) / sizeof(TConv),
+                                 static_cast<std::size_t>(g.conv_dim), w, w, 1));
     }
     temporal_view temporal_state(index_t layer) const {
         kv_detail::require_layer("temporal_state", layer, this->geometry_.layers);
         const MambaStateGeometry& g = this->geometry_;
-        const auto hd = static_cast<std::size_t>(g.head_dim), s = static_cast<std::size_t>(g.state_dim);
+        const auto hd = static_cast<std::size_t>(g.head_dim),
+                   s = static_cast<std::size_t>(g.state_dim);
         return temporal_view(
             reinterpret_cast<TTemporal*>(this->b_.row(layer, 0)),
             Kokkos::LayoutStride(static_cast<std::size_t>(this->num_slots()),
@@ -187,4 +189,4 @@ private:
     SideGeometry side_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -8,10 +8,10 @@
 namespace kvpool {
 
 struct SideOccupancy {
-    index_t free_virtual_pages = 0;  // pages the side's id space (its cap) still admits
-    index_t hole_pages = 0;          // lazy mode: freed pages awaiting reuse or a flush
-    index_t gap_bytes = 0;           // between this side's frontier and the peer's
+    index_t free_virtual_pages = 0; // pages the side's id space (its cap) still admits
+    index_t hole_pages = 0;         // lazy mode: freed pages awaiting reuse or a flush
+    index_t gap_bytes = 0;          // between this side's frontier and the peer's
     index_t page_bytes = 0;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

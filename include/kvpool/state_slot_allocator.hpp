@@ -11,8 +11,7 @@ namespace kvpool {
 // Where Mamba state slots come from: a host free list, or (later) a
 // MultiEndedAllocator of page size 1. alloc returns nullopt when there is no
 // room (nothing changed); free is given only slots alloc returned.
-template <class ExecutionSpace>
-class StateSlotAllocator {
+template <class ExecutionSpace> class StateSlotAllocator {
 public:
     virtual ~StateSlotAllocator() = default;
     virtual std::optional<std::vector<index_t>> alloc(const ExecutionSpace& space, index_t n) = 0;
@@ -22,4 +21,4 @@ public:
     virtual void clear(const ExecutionSpace& space) = 0;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

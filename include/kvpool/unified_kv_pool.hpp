@@ -10,8 +10,7 @@
 
 namespace kvpool {
 
-template <class MemorySpace>
-class UnifiedKVPool {
+template <class MemorySpace> class UnifiedKVPool {
 public:
     using memory_space = MemorySpace;
     using bytes_view = kk::View<std::uint8_t*, MemorySpace>;
@@ -36,4 +35,4 @@ private:
     bytes_view bytes_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -16,8 +16,7 @@
 namespace kvpool::kv_detail {
 
 // Location checks cost nothing where the host can read the ids directly.
-template <class ExecutionSpace, class IdView>
-constexpr bool free_to_read() {
+template <class ExecutionSpace, class IdView> constexpr bool free_to_read() {
     return kk::host_execution<ExecutionSpace> && kk::host_accessible<typename IdView::memory_space>;
 }
 
@@ -28,15 +27,18 @@ std::vector<index_t> read_ids(const ExecutionSpace& space, const IdView& ids) {
     const std::size_t n = ids.extent(0);
     std::vector<index_t> out(n);
     if constexpr (kk::host_accessible<typename IdView::memory_space>) {
-        if (!kk::host_execution<ExecutionSpace>) space.fence();
-        for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<index_t>(ids(i));
+        if (!kk::host_execution<ExecutionSpace>)
+            space.fence();
+        for (std::size_t i = 0; i < n; ++i)
+            out[i] = static_cast<index_t>(ids(i));
     } else {
         using value_type = std::remove_const_t<typename IdView::value_type>;
         Kokkos::View<value_type*, Kokkos::HostSpace> host(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, "kvpool::checked_ids"), n);
         Kokkos::deep_copy(space, host, ids);
         space.fence();
-        for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<index_t>(host(i));
+        for (std::size_t i = 0; i < n; ++i)
+            out[i] = static_cast<index_t>(host(i));
     }
     return out;
 }
@@ -47,11 +49,12 @@ inline void require_in_range(const std::vector<index_t>& ids, index_t slots, ind
     const index_t limit = slots / unit;
     for (std::size_t i = 0; i < ids.size(); ++i)
         if (ids[i] < 0 || ids[i] >= limit)
-            throw Error(ErrorCode::out_of_range,
-                        what + ": " + (unit == 1 ? "location " : "page ") + std::to_string(ids[i]) +
-                            " (entry " + std::to_string(i) + ") is outside the pool's " +
-                            std::to_string(limit) +
-                            (unit == 1 ? " slots" : " pages of " + std::to_string(unit) + " tokens"));
+            throw Error(
+                ErrorCode::out_of_range,
+                what + ": " + (unit == 1 ? "location " : "page ") + std::to_string(ids[i]) +
+                    " (entry " + std::to_string(i) + ") is outside the pool's " +
+                    std::to_string(limit) +
+                    (unit == 1 ? " slots" : " pages of " + std::to_string(unit) + " tokens"));
 }
 
 // The move contract: destinations distinct, no id both a source and a destination.
@@ -61,22 +64,24 @@ inline void require_disjoint(const std::vector<index_t>& dst, const std::vector<
     std::sort(sorted.begin(), sorted.end());
     const auto repeated = std::adjacent_find(sorted.begin(), sorted.end());
     if (repeated != sorted.end())
-        throw Error(ErrorCode::invalid_argument,
-                    what + ": destination " + std::to_string(*repeated) + " appears more than once");
+        throw Error(ErrorCode::invalid_argument, what + ": destination " +
+                                                     std::to_string(*repeated) +
+                                                     " appears more than once");
     for (std::size_t i = 0; i < src.size(); ++i)
         if (std::binary_search(sorted.begin(), sorted.end(), src[i]))
             throw Error(ErrorCode::invalid_argument,
-                        what + ": " + std::to_string(src[i]) + " (source entry " + std::to_string(i) +
+                        what + ": " + std::to_string(src[i]) + " (source entry " +
+                            std::to_string(i) +
                             ") is also a destination; sources and destinations must be disjoint "
                             "(run a chain a->b, b->c as two calls: b->c, then a->b)");
 }
 
 // Location (id) Views are rank 1 and readable by the instance that uses them.
-template <class ExecutionSpace, class IdView>
-constexpr void check_id_view() {
+template <class ExecutionSpace, class IdView> constexpr void check_id_view() {
     static_assert(IdView::rank == 1, "location Views are rank 1");
-    static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, typename IdView::memory_space>::accessible,
-                  "location Views must be readable by the execution space");
+    static_assert(
+        Kokkos::SpaceAccessibility<ExecutionSpace, typename IdView::memory_space>::accessible,
+        "location Views must be readable by the execution space");
 }
 
-}  // namespace kvpool::kv_detail
+} // namespace kvpool::kv_detail

@@ -24,8 +24,7 @@ public:
         this->precheck_locations(space, slots, "clear_slots");
         kernels::portable::clear_rows(space, this->a_, this->b_, slots);
     }
-    template <class SlotView>
-    void clear_slots(const SlotView& slots) const {
+    template <class SlotView> void clear_slots(const SlotView& slots) const {
         clear_slots(execution_space(), slots);
     }
 
@@ -41,7 +40,8 @@ public:
     }
 
 protected:
-    explicit MambaStore(const MambaStateGeometry& geometry, const char* layout) : geometry_(geometry) {
+    explicit MambaStore(const MambaStateGeometry& geometry, const char* layout)
+        : geometry_(geometry) {
         geometry_.validate();
         require_storage<TConv>(layout, "conv state", geometry_.conv_dtype);
         require_storage<TTemporal>(layout, "temporal state", geometry_.temporal_dtype);
@@ -50,4 +50,4 @@ protected:
     MambaStateGeometry geometry_;
 };
 
-}  // namespace kvpool::kv_detail
+} // namespace kvpool::kv_detail

@@ -11,8 +11,7 @@
 namespace kvpool::kv_detail {
 
 // MHA operations over K rows (first) and V rows (second).
-template <class MemorySpace, class T>
-class MHAStore : public RowStorage<MemorySpace> {
+template <class MemorySpace, class T> class MHAStore : public RowStorage<MemorySpace> {
 public:
     using value_type = T;
     using execution_space = typename RowStorage<MemorySpace>::execution_space;
@@ -24,8 +23,8 @@ public:
     // any layout. A location given twice (padding tokens sent to the sink slot)
     // receives one of its rows, unspecified which.
     template <class ExecutionSpace, class LocView, class KView, class VView>
-    void set_kv_buffer(const ExecutionSpace& space, index_t layer, const LocView& loc, const KView& k,
-                       const VView& v) const {
+    void set_kv_buffer(const ExecutionSpace& space, index_t layer, const LocView& loc,
+                       const KView& k, const VView& v) const {
         check_source_type<T, ExecutionSpace, KView>();
         check_source_type<T, ExecutionSpace, VView>();
         const std::string what = "set_kv_buffer";
@@ -66,4 +65,4 @@ protected:
     MHAGeometry geometry_;
 };
 
-}  // namespace kvpool::kv_detail
+} // namespace kvpool::kv_detail

@@ -11,8 +11,7 @@
 namespace kvpool::kv_detail {
 
 // MLA operations over one row kind: latent (kv_lora_rank) then rope.
-template <class MemorySpace, class T>
-class MLAStore : public RowStorage<MemorySpace> {
+template <class MemorySpace, class T> class MLAStore : public RowStorage<MemorySpace> {
 public:
     using value_type = T;
     using execution_space = typename RowStorage<MemorySpace>::execution_space;
@@ -28,7 +27,8 @@ public:
         require_layer(what, layer, geometry_.layers);
         require_same_length(what, "kv", kv, "loc", loc);
         require_extent(what, "kv", kv, 1, "heads", 1);
-        require_extent(what, "kv", kv, 2, "kv_lora_rank + qk_rope_head_dim", geometry_.row_elements());
+        require_extent(what, "kv", kv, 2, "kv_lora_rank + qk_rope_head_dim",
+                       geometry_.row_elements());
         this->precheck_locations(space, loc, what);
         kernels::portable::store_rows<T>(space, layer, loc, this->a_, 0, kv);
     }
@@ -54,7 +54,7 @@ public:
         require_extent(what, "k_rope", k_rope, 2, "qk_rope_head_dim", geometry_.qk_rope_head_dim);
         this->precheck_locations(space, loc, what);
         kernels::portable::store_rows<T>(space, layer, loc, this->a_, 0, k_nope, this->a_,
-                                        geometry_.kv_lora_rank, k_rope);
+                                         geometry_.kv_lora_rank, k_rope);
     }
     template <class LocView, class NopeView, class RopeView>
     void set_mla_kv_buffer(index_t layer, const LocView& loc, const NopeView& k_nope,
@@ -81,4 +81,4 @@ protected:
     MLAGeometry geometry_;
 };
 
-}  // namespace kvpool::kv_detail
+} // namespace kvpool::kv_detail

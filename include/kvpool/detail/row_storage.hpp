@@ -16,8 +16,7 @@ namespace kvpool::kv_detail {
 
 // What every layout shares: one or two kinds of rows over num_slots() token
 // slots, location checks and whole-row moves.
-template <class MemorySpace>
-class RowStorage {
+template <class MemorySpace> class RowStorage {
 public:
     using memory_space = MemorySpace;
     using execution_space = typename MemorySpace::execution_space;
@@ -34,8 +33,7 @@ public:
     void check_locations(const ExecutionSpace& space, const IdView& locations) const {
         require_in_range(read_ids(space, locations), slots_, 1, "check_locations");
     }
-    template <class IdView>
-    void check_locations(const IdView& locations) const {
+    template <class IdView> void check_locations(const IdView& locations) const {
         check_locations(execution_space(), locations);
     }
 
@@ -54,15 +52,16 @@ public:
     // token src(i) * page_size + j. The KV move of MultiEndedAllocator
     // compaction (see make_page_mover); the same contract as move_kv_cache.
     template <class ExecutionSpace, class DstView, class SrcView>
-    void move_page_rows(const ExecutionSpace& space, const DstView& dst_pages, const SrcView& src_pages,
-                        index_t page_size) const {
+    void move_page_rows(const ExecutionSpace& space, const DstView& dst_pages,
+                        const SrcView& src_pages, index_t page_size) const {
         if (page_size <= 0)
             throw Error(ErrorCode::invalid_argument,
                         "move_page_rows: page_size must be > 0, got " + std::to_string(page_size));
         move_units(space, dst_pages, src_pages, page_size, "move_page_rows");
     }
     template <class DstView, class SrcView>
-    void move_page_rows(const DstView& dst_pages, const SrcView& src_pages, index_t page_size) const {
+    void move_page_rows(const DstView& dst_pages, const SrcView& src_pages,
+                        index_t page_size) const {
         move_page_rows(execution_space(), dst_pages, src_pages, page_size);
     }
 
@@ -84,8 +83,8 @@ protected:
     }
 
     template <class ExecutionSpace, class DstView, class SrcView>
-    void validate_move(const ExecutionSpace& space, const DstView& dst, const SrcView& src, index_t unit,
-                       const std::string& what) const {
+    void validate_move(const ExecutionSpace& space, const DstView& dst, const SrcView& src,
+                       index_t unit, const std::string& what) const {
         require_same_length(what, "dst", dst, "src", src);
         const std::vector<index_t> d = read_ids(space, dst), s = read_ids(space, src);
         require_in_range(d, slots_, unit, what);
@@ -94,12 +93,13 @@ protected:
     }
 
     template <class ExecutionSpace, class DstView, class SrcView>
-    void move_units(const ExecutionSpace& space, const DstView& dst, const SrcView& src, index_t unit,
-                    const std::string& what) const {
+    void move_units(const ExecutionSpace& space, const DstView& dst, const SrcView& src,
+                    index_t unit, const std::string& what) const {
         check_id_view<ExecutionSpace, DstView>();
         check_id_view<ExecutionSpace, SrcView>();
         require_same_length(what, "dst", dst, "src", src);
-        if constexpr (free_to_read<ExecutionSpace, DstView>() && free_to_read<ExecutionSpace, SrcView>())
+        if constexpr (free_to_read<ExecutionSpace, DstView>() &&
+                      free_to_read<ExecutionSpace, SrcView>())
             validate_move(space, dst, src, unit, what);
         kernels::portable::move_rows(space, a_, b_, dst, src, unit);
     }
@@ -109,4 +109,4 @@ protected:
     index_t slots_ = 0;
 };
 
-}  // namespace kvpool::kv_detail
+} // namespace kvpool::kv_detail

@@ -9,15 +9,15 @@
 
 namespace kvpool::kernels {
 
-template <class ExecutionSpace>
-class DeviceIds {
+template <class ExecutionSpace> class DeviceIds {
 public:
     using view_type = Kokkos::View<index_t*, typename ExecutionSpace::memory_space,
                                    Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     void reserve(const ExecutionSpace&, std::size_t n) {
         if (n > owned_.extent(0))
-            owned_ = kk::uninitialized<Kokkos::View<index_t*, typename ExecutionSpace::memory_space>>(
-                "kvpool::staging_device", n);
+            owned_ =
+                kk::uninitialized<Kokkos::View<index_t*, typename ExecutionSpace::memory_space>>(
+                    "kvpool::staging_device", n);
     }
     view_type view() const { return view_type(owned_.data(), owned_.extent(0)); }
 
@@ -34,7 +34,7 @@ void async_upload(const ExecutionSpace& space, index_t* device_dst, const index_
     Kokkos::deep_copy(space, dst, src);
 }
 
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels
 
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <kvpool/kernels/cuda/device_ids.hpp>

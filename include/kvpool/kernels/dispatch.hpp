@@ -6,19 +6,13 @@
 // Ops that have only a portable version are called in kernels::portable.
 #pragma once
 
+#include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kernels/native_kernels.hpp>
 #include <kvpool/kernels/op_args.hpp>
 #include <kvpool/kernels/portable/alloc_bind.hpp>
 #include <kvpool/kernels/portable/page_moves.hpp>
 #include <kvpool/kernels/portable/table_kernels.hpp>
 #include <kvpool/kokkos_compat.hpp>
-
-#if defined(KOKKOS_ENABLE_CUDA)
-#include <kvpool/kernels/cuda/native.hpp>
-#endif
-#if defined(KOKKOS_ENABLE_HIP)
-#include <kvpool/kernels/hip/native.hpp>
-#endif
 
 #include <cstdint>
 #include <tuple>
@@ -28,19 +22,20 @@ namespace kvpool::kernels {
 
 namespace dispatch_detail {
 
-template <class ExecutionSpace, class ViewRefs>
-struct accessible;
+template <class ExecutionSpace, class ViewRefs> struct accessible;
 template <class ExecutionSpace, class... Views>
 struct accessible<ExecutionSpace, std::tuple<Views...>>
-    : std::bool_constant<(Kokkos::SpaceAccessibility<
-                              ExecutionSpace, typename std::decay_t<Views>::memory_space>::accessible &&
-                          ...)> {};
+    : std::bool_constant<(
+          Kokkos::SpaceAccessibility<ExecutionSpace,
+                                     typename std::decay_t<Views>::memory_space>::accessible &&
+          ...)> {};
 
 // The native kernels index raw pointers with stride 1.
-template <class Op>
-bool contiguous(const Op& op) {
+template <class Op> bool contiguous(const Op& op) {
     return std::apply(
-        [](const auto&... view) { return ((view.size() == 0 || view.span_is_contiguous()) && ...); },
+        [](const auto&... view) {
+            return ((view.size() == 0 || view.span_is_contiguous()) && ...);
+        },
         op.views());
 }
 
@@ -55,12 +50,13 @@ void launch(const ExecutionSpace& space, const Op& op, const Native& launch_nati
     using backend = NativeBackend<ExecutionSpace>;
     if constexpr (backend::available && Supported) {
         if (contiguous(op))
-            return launch_native(NativeKernels<typename backend::runtime>(), backend::stream(space));
+            return launch_native(NativeKernels<typename backend::runtime>(),
+                                 backend::stream(space));
     }
     launch_portable();
 }
 
-}  // namespace dispatch_detail
+} // namespace dispatch_detail
 
 template <class ExecutionSpace, class BytesView, class PageView>
 void move_pages(const ExecutionSpace& space, const PageMoves<BytesView, PageView>& op) {
@@ -81,7 +77,9 @@ template <class ExecutionSpace, class Moves, class Writes>
 void apply_plan(const ExecutionSpace& space, const CompactionPlan<Moves, Writes>& op) {
     dispatch_detail::launch(
         space, op,
-        [&](auto native, auto stream) { native.apply_plan(stream, op.moves.raw(), op.writes.raw()); },
+        [&](auto native, auto stream) {
+            native.apply_plan(stream, op.moves.raw(), op.writes.raw());
+        },
         [&] {
             portable::move_pages(space, op.moves);
             portable::apply_table_writes(space, op.writes);
@@ -90,9 +88,11 @@ void apply_plan(const ExecutionSpace& space, const CompactionPlan<Moves, Writes>
 
 // Natively for int64 and int32 output ids.
 template <class ExecutionSpace, class TableView, class InView, class OutView>
-void translate_tokens(const ExecutionSpace& space, const Translation<TableView, InView, OutView>& op) {
+void translate_tokens(const ExecutionSpace& space,
+                      const Translation<TableView, InView, OutView>& op) {
     using out_type = typename Translation<TableView, InView, OutView>::out_type;
-    constexpr bool native_out = std::is_same_v<out_type, index_t> || std::is_same_v<out_type, std::int32_t>;
+    constexpr bool native_out =
+        std::is_same_v<out_type, index_t> || std::is_same_v<out_type, std::int32_t>;
     dispatch_detail::launch<native_out>(
         space, op, [&](auto native, auto stream) { native.translate_tokens(stream, op.raw()); },
         [&] { portable::translate_tokens(space, op); });
@@ -101,7 +101,8 @@ void translate_tokens(const ExecutionSpace& space, const Translation<TableView, 
 template <class ExecutionSpace, class Pages, class OutView>
 void bind_pages_emit_tokens(const ExecutionSpace& space, const AllocTokens<Pages, OutView>& op) {
     dispatch_detail::launch(
-        space, op, [&](auto native, auto stream) { native.bind_pages_emit_tokens(stream, op.raw()); },
+        space, op,
+        [&](auto native, auto stream) { native.bind_pages_emit_tokens(stream, op.raw()); },
         [&] { portable::bind_pages_emit_tokens(space, op); });
 }
 
@@ -121,4 +122,4 @@ void alloc_decode_bind(const ExecutionSpace& space,
         [&] { portable::alloc_decode_bind(space, op); });
 }
 
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels

@@ -36,8 +36,7 @@ struct TableWrites {
 
 // out[i] = the physical token of virtual token in[i] (the sink slot 0 for ids
 // outside the table and unbound pages).
-template <class Out>
-struct Translation {
+template <class Out> struct Translation {
     const index_t* v2p;
     index_t virtual_pages;
     index_t page_size;
@@ -89,12 +88,11 @@ struct AllocDecode {
     index_t* out;
 };
 
-}  // namespace native
+} // namespace native
 
 // Launches on one vendor's stream; every launch is checked and a failure
 // throws kvpool::Error(ErrorCode::device) with the runtime's message.
-template <class Runtime>
-struct NativeKernels {
+template <class Runtime> struct NativeKernels {
     using stream_type = typename Runtime::stream_type;
 
     static void move_pages(stream_type stream, const native::PageMoves& op);
@@ -109,11 +107,4 @@ struct NativeKernels {
     static void alloc_decode_bind(stream_type stream, const native::AllocDecode& op);
 };
 
-// Which native kernels an execution space launches, and on which stream.
-// Specialised by kernels/cuda/native.hpp and kernels/hip/native.hpp.
-template <class ExecutionSpace>
-struct NativeBackend {
-    static constexpr bool available = false;
-};
-
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels

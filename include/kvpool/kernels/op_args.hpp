@@ -12,15 +12,13 @@
 
 namespace kvpool::kernels {
 
-template <class View>
-index_t length(const View& view) {
+template <class View> index_t length(const View& view) {
     return static_cast<index_t>(view.extent(0));
 }
 
 // Page src(i) onto page dst(i), page_bytes each, inside bytes. Sources and
 // destinations are disjoint sets, so all copies run in parallel.
-template <class BytesView, class PageView>
-struct PageMoves {
+template <class BytesView, class PageView> struct PageMoves {
     BytesView bytes;
     index_t page_bytes = 0;
     PageView src;
@@ -36,8 +34,7 @@ PageMoves(BytesView, index_t, PageView, PageView) -> PageMoves<BytesView, PageVi
 
 // table(index(i)) = value(i) for the v2p and the p2v table. Indices within a
 // table are distinct (the host plan guarantees it), so the writes do not race.
-template <class TableView, class IndexView>
-struct TableWrites {
+template <class TableView, class IndexView> struct TableWrites {
     TableView v2p;
     IndexView v2p_index;
     IndexView v2p_value;
@@ -56,20 +53,17 @@ TableWrites(TableView, IndexView, IndexView, TableView, IndexView, IndexView)
     -> TableWrites<TableView, IndexView>;
 
 // A compaction plan: the page moves, then the table writes.
-template <class Moves, class Writes>
-struct CompactionPlan {
+template <class Moves, class Writes> struct CompactionPlan {
     Moves moves;
     Writes writes;
 
     auto views() const { return std::tuple_cat(moves.views(), writes.views()); }
 };
-template <class Moves, class Writes>
-CompactionPlan(Moves, Writes) -> CompactionPlan<Moves, Writes>;
+template <class Moves, class Writes> CompactionPlan(Moves, Writes) -> CompactionPlan<Moves, Writes>;
 
 // Virtual token ids -> physical token ids; tombstones (and the -1 padding ids
 // engines use) clamp to the sink slot 0. out may alias in.
-template <class TableView, class InView, class OutView>
-struct Translation {
+template <class TableView, class InView, class OutView> struct Translation {
     TableView v2p;
     index_t page_size = 1;
     InView in;
@@ -87,14 +81,14 @@ Translation(TableView, index_t, InView, OutView) -> Translation<TableView, InVie
 // The id-following side of a pair (the SWA side), bound in the same launch as
 // the owner's pages: v2p(v) = physical_pages(k), p2v(physical_pages(k)) = v for
 // the owner's k-th new virtual page v. Default-constructed: there is none.
-template <class TableView, class PageView>
-struct Follower {
+template <class TableView, class PageView> struct Follower {
     TableView v2p;
     TableView p2v;
     PageView physical_pages;
 
     KOKKOS_INLINE_FUNCTION void bind(index_t k, index_t v) const {
-        if (v2p.data() == nullptr) return;
+        if (v2p.data() == nullptr)
+            return;
         v2p(v) = physical_pages(k);
         p2v(physical_pages(k)) = v;
     }
@@ -103,8 +97,7 @@ struct Follower {
 
 // Pages one allocation takes: virtual_pages(k) <-> physical_pages(k) on this
 // side's tables and on the follower's.
-template <class TableView, class PageView>
-struct NewPages {
+template <class TableView, class PageView> struct NewPages {
     TableView v2p;
     TableView p2v;
     PageView virtual_pages;
@@ -124,8 +117,13 @@ struct NewPages {
                         follower.physical_pages);
     }
     native::NewPages raw() const {
-        return {v2p.data(),         p2v.data(),   virtual_pages.data(), physical_pages.data(),
-                length(virtual_pages), page_size, follower.raw()};
+        return {v2p.data(),
+                p2v.data(),
+                virtual_pages.data(),
+                physical_pages.data(),
+                length(virtual_pages),
+                page_size,
+                follower.raw()};
     }
 };
 template <class TableView, class PageView>
@@ -135,22 +133,19 @@ NewPages(TableView, TableView, PageView, PageView, index_t, Follower<TableView, 
     -> NewPages<TableView, PageView>;
 
 // alloc(n): out(t) = virtual_pages(t / ps) * ps + t % ps, binding each page.
-template <class Pages, class OutView>
-struct AllocTokens {
+template <class Pages, class OutView> struct AllocTokens {
     Pages pages;
     OutView out;
 
     auto views() const { return std::tuple_cat(pages.views(), std::tie(out)); }
     native::AllocTokens raw() const { return {pages.raw(), out.data()}; }
 };
-template <class Pages, class OutView>
-AllocTokens(Pages, OutView) -> AllocTokens<Pages, OutView>;
+template <class Pages, class OutView> AllocTokens(Pages, OutView) -> AllocTokens<Pages, OutView>;
 
 // alloc_extend: request r grows from prefix_lens(r) to seq_lens(r) tokens, its
 // last prefix token being last_loc(r); it owns out[out_start(r), out_start(r) +
 // seq - prefix) and the new pages from page_start(r) on.
-template <class Pages, class IndexView, class LastLocView, class OutView>
-struct AllocExtend {
+template <class Pages, class IndexView, class LastLocView, class OutView> struct AllocExtend {
     Pages pages;
     IndexView prefix_lens;
     IndexView seq_lens;
@@ -160,12 +155,12 @@ struct AllocExtend {
     OutView out;
 
     auto views() const {
-        return std::tuple_cat(pages.views(),
-                              std::tie(prefix_lens, seq_lens, out_start, page_start, last_loc, out));
+        return std::tuple_cat(
+            pages.views(), std::tie(prefix_lens, seq_lens, out_start, page_start, last_loc, out));
     }
     native::AllocExtend raw() const {
-        return {pages.raw(),      prefix_lens.data(), seq_lens.data(),  out_start.data(),
-                page_start.data(), last_loc.data(),   length(seq_lens), out.data()};
+        return {pages.raw(),       prefix_lens.data(), seq_lens.data(),  out_start.data(),
+                page_start.data(), last_loc.data(),    length(seq_lens), out.data()};
     }
 };
 template <class Pages, class IndexView, class LastLocView, class OutView>
@@ -174,8 +169,7 @@ AllocExtend(Pages, IndexView, IndexView, IndexView, IndexView, LastLocView, OutV
 
 // alloc_decode: one token per request (seq_lens count it); a new page, from
 // page_start(r), only when the token starts one.
-template <class Pages, class IndexView, class LastLocView, class OutView>
-struct AllocDecode {
+template <class Pages, class IndexView, class LastLocView, class OutView> struct AllocDecode {
     Pages pages;
     IndexView seq_lens;
     IndexView page_start;
@@ -194,4 +188,4 @@ template <class Pages, class IndexView, class LastLocView, class OutView>
 AllocDecode(Pages, IndexView, IndexView, LastLocView, OutView)
     -> AllocDecode<Pages, IndexView, LastLocView, OutView>;
 
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels

@@ -17,11 +17,11 @@ namespace kvpool::kernels {
 struct RowMap {
     std::uint8_t* base = nullptr;
     index_t layers = 0;
-    index_t row_bytes = 0;     // contiguous bytes of one token in one layer; 0: no such rows
-    index_t layer_stride = 0;  // bytes from layer l to layer l + 1
+    index_t row_bytes = 0;    // contiguous bytes of one token in one layer; 0: no such rows
+    index_t layer_stride = 0; // bytes from layer l to layer l + 1
     index_t page_size = 1;
-    index_t page_stride = 0;  // bytes from page p to page p + 1
-    index_t slot_stride = 0;  // bytes from slot s to slot s + 1 inside a page
+    index_t page_stride = 0; // bytes from page p to page p + 1
+    index_t slot_stride = 0; // bytes from slot s to slot s + 1 inside a page
 
     KOKKOS_INLINE_FUNCTION std::uint8_t* row(index_t layer, index_t token) const {
         return base + layer * layer_stride + (token / page_size) * page_stride +
@@ -33,7 +33,8 @@ struct RowMap {
     index_t word_bytes(index_t max = 8) const {
         index_t w = max;
         const auto fits = [&w](index_t x) {
-            while (w > 1 && x % w != 0) w /= 2;
+            while (w > 1 && x % w != 0)
+                w /= 2;
         };
         fits(static_cast<index_t>(reinterpret_cast<std::uintptr_t>(base) % 8));
         fits(row_bytes);
@@ -55,4 +56,4 @@ inline RowMap per_layer_rows(std::uint8_t* base, index_t layers, index_t slots, 
     return m;
 }
 
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels

@@ -8,10 +8,9 @@
 
 namespace kvpool::kernels {
 
-template <class ExecutionSpace>
-void enqueue_wait(const ExecutionSpace&, const CompletionToken&) {}
+template <class ExecutionSpace> void enqueue_wait(const ExecutionSpace&, const CompletionToken&) {}
 
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels
 
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <kvpool/kernels/cuda/event_token.hpp>

@@ -12,8 +12,7 @@
 
 namespace kvpool::kernels {
 
-template <>
-class DeviceIds<Kokkos::Cuda> {
+template <> class DeviceIds<Kokkos::Cuda> {
 public:
     using view_type =
         Kokkos::View<index_t*, Kokkos::CudaSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -22,12 +21,15 @@ public:
     DeviceIds& operator=(const DeviceIds&) = delete;
     // A destructor cannot report a failure; the memory is released either way.
     ~DeviceIds() {
-        if (data_ != nullptr) (void)cudaFree(data_);
+        if (data_ != nullptr)
+            (void)cudaFree(data_);
     }
     // The old buffer is freed in stream order, after the work that reads it.
     void reserve(const Kokkos::Cuda& space, std::size_t n) {
-        if (n <= size_) return;
-        if (data_ != nullptr) cuda::check(cudaFreeAsync(data_, space.cuda_stream()), "cudaFreeAsync");
+        if (n <= size_)
+            return;
+        if (data_ != nullptr)
+            cuda::check(cudaFreeAsync(data_, space.cuda_stream()), "cudaFreeAsync");
         data_ = nullptr;
         size_ = 0;
         cuda::check(cudaMallocAsync(reinterpret_cast<void**>(&data_), n * sizeof(index_t),
@@ -50,4 +52,4 @@ inline void async_upload(const Kokkos::Cuda& space, index_t* device_dst, const i
                 "cudaMemcpyAsync (staging ids)");
 }
 
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels

@@ -17,7 +17,7 @@ namespace kvpool {
 class CudaEventToken final : public CompletionToken {
 public:
     explicit CudaEventToken(cudaEvent_t event) : event_(event) {}
-    bool is_complete() const override { return kernels::cuda::event_complete(event_); }
+    bool is_complete() const override { return kernels::cuda::Runtime::event_complete(event_); }
     cudaEvent_t event() const { return event_; }
 
 private:
@@ -33,8 +33,9 @@ inline void enqueue_wait(const Kokkos::Cuda& space, const CompletionToken& token
         cuda::check(cudaStreamWaitEvent(space.cuda_stream(), event->event(), 0),
                     "cudaStreamWaitEvent");
     else
-        while (!token.is_complete()) std::this_thread::yield();
+        while (!token.is_complete())
+            std::this_thread::yield();
 }
 
-}  // namespace kernels
-}  // namespace kvpool
+} // namespace kernels
+} // namespace kvpool

@@ -2,16 +2,15 @@
 #pragma once
 
 #include <kvpool/kernels/cuda/runtime.hpp>
-#include <kvpool/kernels/native_kernels.hpp>
+#include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 namespace kvpool::kernels {
 
-template <>
-struct NativeBackend<Kokkos::Cuda> {
+template <> struct NativeBackend<Kokkos::Cuda> {
     static constexpr bool available = true;
     using runtime = cuda::Runtime;
     static cudaStream_t stream(const Kokkos::Cuda& space) { return space.cuda_stream(); }
 };
 
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels

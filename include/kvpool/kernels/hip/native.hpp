@@ -2,16 +2,15 @@
 #pragma once
 
 #include <kvpool/kernels/hip/runtime.hpp>
-#include <kvpool/kernels/native_kernels.hpp>
+#include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 namespace kvpool::kernels {
 
-template <>
-struct NativeBackend<kk::HIP> {
+template <> struct NativeBackend<kk::HIP> {
     static constexpr bool available = true;
     using runtime = hip::Runtime;
     static hipStream_t stream(const kk::HIP& space) { return space.hip_stream(); }
 };
 
-}  // namespace kvpool::kernels
+} // namespace kvpool::kernels

@@ -14,14 +14,16 @@ template <class ExecutionSpace, class Pages, class OutView>
 void bind_pages_emit_tokens(const ExecutionSpace& space, const AllocTokens<Pages, OutView>& op) {
     const index_t page_size = op.pages.page_size;
     const index_t n = length(op.pages.virtual_pages) * page_size;
-    if (n == 0) return;
+    if (n == 0)
+        return;
     const Pages pages = op.pages;
     const OutView out = op.out;
     Kokkos::parallel_for(
         "kvpool::alloc_bind", kk::range(space, n), KOKKOS_LAMBDA(const index_t t) {
             const index_t page = t / page_size;
             out(t) = pages.virtual_pages(page) * page_size + t % page_size;
-            if (t % page_size == 0) pages.bind(page);
+            if (t % page_size == 0)
+                pages.bind(page);
         });
 }
 
@@ -29,7 +31,8 @@ template <class ExecutionSpace, class Pages, class IndexView, class LastLocView,
 void alloc_extend_bind(const ExecutionSpace& space,
                        const AllocExtend<Pages, IndexView, LastLocView, OutView>& op) {
     const index_t batch = length(op.seq_lens);
-    if (batch == 0) return;
+    if (batch == 0)
+        return;
     const Pages pages = op.pages;
     const index_t page_size = pages.page_size;
     const IndexView prefix_lens = op.prefix_lens, seq_lens = op.seq_lens;
@@ -42,16 +45,19 @@ void alloc_extend_bind(const ExecutionSpace& space,
             const index_t seq = seq_lens(r);
             const index_t first_new_page = page_start(r);
             const index_t prefix_pages_end = (prefix + page_size - 1) / page_size * page_size;
-            const index_t new_pages = (seq + page_size - 1) / page_size - prefix_pages_end / page_size;
-            for (index_t k = 0; k < new_pages; ++k) pages.bind(first_new_page + k);
+            const index_t new_pages =
+                (seq + page_size - 1) / page_size - prefix_pages_end / page_size;
+            for (index_t k = 0; k < new_pages; ++k)
+                pages.bind(first_new_page + k);
             index_t o = out_start(r);
             // Part 1: the free tail of the prefix's last page.
             const index_t tail = (seq < prefix_pages_end ? seq : prefix_pages_end) - prefix;
-            for (index_t j = 0; j < tail; ++j) out(o++) = last_loc(r) + 1 + j;
+            for (index_t j = 0; j < tail; ++j)
+                out(o++) = last_loc(r) + 1 + j;
             // Parts 2 and 3: whole new pages, then the partial last one.
             for (index_t j = 0; j < seq - prefix - tail; ++j)
-                out(o++) = pages.virtual_pages(first_new_page + j / page_size) * page_size +
-                           j % page_size;
+                out(o++) =
+                    pages.virtual_pages(first_new_page + j / page_size) * page_size + j % page_size;
         });
 }
 
@@ -59,7 +65,8 @@ template <class ExecutionSpace, class Pages, class IndexView, class LastLocView,
 void alloc_decode_bind(const ExecutionSpace& space,
                        const AllocDecode<Pages, IndexView, LastLocView, OutView>& op) {
     const index_t batch = length(op.seq_lens);
-    if (batch == 0) return;
+    if (batch == 0)
+        return;
     const Pages pages = op.pages;
     const index_t page_size = pages.page_size;
     const IndexView seq_lens = op.seq_lens, page_start = op.page_start;
@@ -74,4 +81,4 @@ void alloc_decode_bind(const ExecutionSpace& space,
         });
 }
 
-}  // namespace kvpool::kernels::portable
+} // namespace kvpool::kernels::portable

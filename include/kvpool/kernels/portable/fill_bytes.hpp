@@ -15,7 +15,8 @@ void fill_bytes(const ExecutionSpace& space, const BytesView& bytes, std::uint8_
     std::uint8_t* const base = bytes.data();
     const index_t size = static_cast<index_t>(bytes.extent(0));
     // Words from the first 8-byte boundary; the bytes around them one by one.
-    const index_t head = std::min<index_t>(size, (8 - reinterpret_cast<std::uintptr_t>(base) % 8) % 8);
+    const index_t head =
+        std::min<index_t>(size, (8 - reinterpret_cast<std::uintptr_t>(base) % 8) % 8);
     const index_t words = (size - head) / 8;
     const index_t tail_start = head + words * 8;
     const std::uint64_t pattern = 0x0101010101010101ull * value;
@@ -24,7 +25,8 @@ void fill_bytes(const ExecutionSpace& space, const BytesView& bytes, std::uint8_
         std::uint64_t* const chunk = reinterpret_cast<std::uint64_t*>(base + head) + first;
         const index_t n = std::min(max_words_per_launch, words - first);
         Kokkos::parallel_for(
-            "kvpool::fill_bytes", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) { chunk[i] = pattern; });
+            "kvpool::fill_bytes", kk::range(space, n),
+            KOKKOS_LAMBDA(const index_t i) { chunk[i] = pattern; });
     }
     const index_t edges = head + (size - tail_start);
     if (edges > 0)
@@ -34,4 +36,4 @@ void fill_bytes(const ExecutionSpace& space, const BytesView& bytes, std::uint8_
             });
 }
 
-}  // namespace kvpool::kernels::portable
+} // namespace kvpool::kernels::portable

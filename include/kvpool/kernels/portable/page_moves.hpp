@@ -14,7 +14,8 @@ template <class ExecutionSpace, class BytesView, class PageView>
 void move_pages(const ExecutionSpace& space, const PageMoves<BytesView, PageView>& op) {
     const index_t pages = length(op.src);
     const index_t page_bytes = op.page_bytes;
-    if (pages == 0 || page_bytes == 0) return;
+    if (pages == 0 || page_bytes == 0)
+        return;
     std::uint8_t* const base = op.bytes.data();
     const PageView src = op.src, dst = op.dst;
     const bool words = page_bytes % 8 == 0 && reinterpret_cast<std::uintptr_t>(base) % 8 == 0;
@@ -40,4 +41,4 @@ void move_pages(const ExecutionSpace& space, const PageMoves<BytesView, PageView
     }
 }
 
-}  // namespace kvpool::kernels::portable
+} // namespace kvpool::kernels::portable

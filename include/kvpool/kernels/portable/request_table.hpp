@@ -11,7 +11,8 @@ template <class ExecutionSpace, class TableView, class ValueView>
 void write_row(const ExecutionSpace& space, const TableView& table, index_t row, index_t start,
                const ValueView& values) {
     const index_t n = static_cast<index_t>(values.extent(0));
-    if (n == 0) return;
+    if (n == 0)
+        return;
     Kokkos::parallel_for(
         "kvpool::req_to_token_write_row", kk::range(space, n),
         KOKKOS_LAMBDA(const index_t i) { table(row, start + i) = values(i); });
@@ -25,7 +26,8 @@ void write_rows(const ExecutionSpace& space, const TableView& table, const Index
                 const IndexView& starts, const IndexView& offsets, const ValueView& values) {
     const index_t n = static_cast<index_t>(values.extent(0));
     const index_t batch = static_cast<index_t>(rows.extent(0));
-    if (n == 0) return;
+    if (n == 0)
+        return;
     Kokkos::parallel_for(
         "kvpool::req_to_token_write_rows", kk::range(space, n), KOKKOS_LAMBDA(const index_t t) {
             // The segment holding t: offsets(lo) <= t < offsets(lo + 1), never an empty one.
@@ -41,4 +43,4 @@ void write_rows(const ExecutionSpace& space, const TableView& table, const Index
         });
 }
 
-}  // namespace kvpool::kernels::portable
+} // namespace kvpool::kernels::portable

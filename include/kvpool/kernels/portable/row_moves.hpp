@@ -15,8 +15,7 @@ namespace rows_detail {
 
 // Word k of token t over all layers: layer by layer, the first map's row
 // followed by the second's. The same order is the packed (offload) format.
-template <class Word>
-struct RowWords {
+template <class Word> struct RowWords {
     RowMap a;
     RowMap b;
     index_t a_words;
@@ -24,9 +23,7 @@ struct RowWords {
     index_t token_words;
 
     RowWords(const RowMap& first, const RowMap& second)
-        : a(first),
-          b(second),
-          a_words(first.row_bytes / static_cast<index_t>(sizeof(Word))),
+        : a(first), b(second), a_words(first.row_bytes / static_cast<index_t>(sizeof(Word))),
           layer_words(a_words + second.row_bytes / static_cast<index_t>(sizeof(Word))),
           token_words(first.layers * layer_words) {}
 
@@ -50,43 +47,44 @@ void launch(const char* label, const ExecutionSpace& space, const Params& params
     switch (word_bytes) {
     case 8: {
         const Kernel<std::uint64_t, Params> k(params);
-        if (k.items > 0) Kokkos::parallel_for(label, kk::range(space, k.items), k);
+        if (k.items > 0)
+            Kokkos::parallel_for(label, kk::range(space, k.items), k);
         return;
     }
     case 4: {
         const Kernel<std::uint32_t, Params> k(params);
-        if (k.items > 0) Kokkos::parallel_for(label, kk::range(space, k.items), k);
+        if (k.items > 0)
+            Kokkos::parallel_for(label, kk::range(space, k.items), k);
         return;
     }
     case 2: {
         const Kernel<std::uint16_t, Params> k(params);
-        if (k.items > 0) Kokkos::parallel_for(label, kk::range(space, k.items), k);
+        if (k.items > 0)
+            Kokkos::parallel_for(label, kk::range(space, k.items), k);
         return;
     }
     default: {
         const Kernel<std::uint8_t, Params> k(params);
-        if (k.items > 0) Kokkos::parallel_for(label, kk::range(space, k.items), k);
+        if (k.items > 0)
+            Kokkos::parallel_for(label, kk::range(space, k.items), k);
         return;
     }
     }
 }
 
-template <class DstView, class SrcView>
-struct MoveParams {
+template <class DstView, class SrcView> struct MoveParams {
     RowMap a, b;
     DstView dst;
     SrcView src;
     index_t unit;
 };
 
-template <class Word, class Params>
-struct MoveRows {
+template <class Word, class Params> struct MoveRows {
     RowWords<Word> rows;
     Params p;
     index_t items;
     explicit MoveRows(const Params& params)
-        : rows(params.a, params.b),
-          p(params),
+        : rows(params.a, params.b), p(params),
           items(static_cast<index_t>(params.src.extent(0)) * params.unit * rows.token_words) {}
     KOKKOS_INLINE_FUNCTION void operator()(const index_t i) const {
         const index_t item = i / rows.token_words;
@@ -98,21 +96,18 @@ struct MoveRows {
     }
 };
 
-template <class IdView>
-struct PackParams {
+template <class IdView> struct PackParams {
     RowMap a, b;
     IdView tokens;
     std::uint8_t* packed;
 };
 
-template <class Word, class Params>
-struct GatherRows {
+template <class Word, class Params> struct GatherRows {
     RowWords<Word> rows;
     Params p;
     index_t items;
     explicit GatherRows(const Params& params)
-        : rows(params.a, params.b),
-          p(params),
+        : rows(params.a, params.b), p(params),
           items(static_cast<index_t>(params.tokens.extent(0)) * rows.token_words) {}
     KOKKOS_INLINE_FUNCTION void operator()(const index_t i) const {
         const index_t t = static_cast<index_t>(p.tokens(i / rows.token_words));
@@ -120,14 +115,12 @@ struct GatherRows {
     }
 };
 
-template <class Word, class Params>
-struct ScatterRows {
+template <class Word, class Params> struct ScatterRows {
     RowWords<Word> rows;
     Params p;
     index_t items;
     explicit ScatterRows(const Params& params)
-        : rows(params.a, params.b),
-          p(params),
+        : rows(params.a, params.b), p(params),
           items(static_cast<index_t>(params.tokens.extent(0)) * rows.token_words) {}
     KOKKOS_INLINE_FUNCTION void operator()(const index_t i) const {
         const index_t t = static_cast<index_t>(p.tokens(i / rows.token_words));
@@ -142,15 +135,15 @@ inline index_t packed_word_bytes(const RowMap& a, const RowMap& b, const std::ui
     return w;
 }
 
-}  // namespace rows_detail
+} // namespace rows_detail
 
 // For every i and j < unit: all layers' rows of token src(i) * unit + j are
 // copied onto token dst(i) * unit + j (unit = 1: token ids; unit = page_size:
 // page ids). No location is both a source and a destination and destinations
 // are distinct (callers check), so every copy runs in parallel, in any order.
 template <class ExecutionSpace, class DstView, class SrcView>
-void move_rows(const ExecutionSpace& space, const RowMap& a, const RowMap& b,
-                        const DstView& dst, const SrcView& src, index_t unit) {
+void move_rows(const ExecutionSpace& space, const RowMap& a, const RowMap& b, const DstView& dst,
+               const SrcView& src, index_t unit) {
     rows_detail::launch<rows_detail::MoveRows>(
         "kvpool::move_rows", space, rows_detail::MoveParams<DstView, SrcView>{a, b, dst, src, unit},
         rows_detail::common_word_bytes(a, b));
@@ -159,20 +152,20 @@ void move_rows(const ExecutionSpace& space, const RowMap& a, const RowMap& b,
 // packed[i] = all layers' rows of tokens(i), token after token.
 template <class ExecutionSpace, class IdView>
 void gather_rows(const ExecutionSpace& space, const RowMap& a, const RowMap& b,
-                          const IdView& tokens, std::uint8_t* packed) {
-    rows_detail::launch<rows_detail::GatherRows>("kvpool::gather_rows", space,
-                                                 rows_detail::PackParams<IdView>{a, b, tokens, packed},
-                                                 rows_detail::packed_word_bytes(a, b, packed));
+                 const IdView& tokens, std::uint8_t* packed) {
+    rows_detail::launch<rows_detail::GatherRows>(
+        "kvpool::gather_rows", space, rows_detail::PackParams<IdView>{a, b, tokens, packed},
+        rows_detail::packed_word_bytes(a, b, packed));
 }
 
 // The inverse of gather_rows. Tokens are distinct (callers check).
 template <class ExecutionSpace, class IdView>
 void scatter_rows(const ExecutionSpace& space, const RowMap& a, const RowMap& b,
-                           const IdView& tokens, const std::uint8_t* packed) {
+                  const IdView& tokens, const std::uint8_t* packed) {
     rows_detail::launch<rows_detail::ScatterRows>(
         "kvpool::scatter_rows", space,
         rows_detail::PackParams<IdView>{a, b, tokens, const_cast<std::uint8_t*>(packed)},
         rows_detail::packed_word_bytes(a, b, packed));
 }
 
-}  // namespace kvpool::kernels::portable
+} // namespace kvpool::kernels::portable

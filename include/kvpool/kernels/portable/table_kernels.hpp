@@ -13,21 +13,26 @@ void apply_table_writes(const ExecutionSpace& space, const TableWrites<TableView
     const index_t nv = length(op.v2p_index);
     const index_t np = length(op.p2v_index);
     const index_t n = nv > np ? nv : np;
-    if (n == 0) return;
+    if (n == 0)
+        return;
     const TableView v2p = op.v2p, p2v = op.p2v;
     const IndexView v2p_index = op.v2p_index, v2p_value = op.v2p_value;
     const IndexView p2v_index = op.p2v_index, p2v_value = op.p2v_value;
     Kokkos::parallel_for(
         "kvpool::apply_table_writes", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) {
-            if (i < nv) v2p(v2p_index(i)) = v2p_value(i);
-            if (i < np) p2v(p2v_index(i)) = p2v_value(i);
+            if (i < nv)
+                v2p(v2p_index(i)) = v2p_value(i);
+            if (i < np)
+                p2v(p2v_index(i)) = p2v_value(i);
         });
 }
 
 template <class ExecutionSpace, class TableView, class InView, class OutView>
-void translate_tokens(const ExecutionSpace& space, const Translation<TableView, InView, OutView>& op) {
+void translate_tokens(const ExecutionSpace& space,
+                      const Translation<TableView, InView, OutView>& op) {
     const index_t n = length(op.in);
-    if (n == 0) return;
+    if (n == 0)
+        return;
     const index_t num_virtual_pages = length(op.v2p);
     const index_t page_size = op.page_size;
     const TableView v2p = op.v2p;
@@ -40,10 +45,11 @@ void translate_tokens(const ExecutionSpace& space, const Translation<TableView, 
             index_t physical = 0;
             if (token >= 0 && page < num_virtual_pages) {
                 physical = v2p(page) * page_size + token % page_size;
-                if (physical < 0) physical = 0;
+                if (physical < 0)
+                    physical = 0;
             }
             out(i) = physical;
         });
 }
 
-}  // namespace kvpool::kernels::portable
+} // namespace kvpool::kernels::portable
