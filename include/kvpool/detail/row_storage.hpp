@@ -14,7 +14,7 @@
 
 namespace kvpool::kv_detail {
 
-// What every layout shares: one or two kinds of rows over num_slots() token
+// What every pool shares: one or two kinds of rows over num_slots() token
 // slots, location checks and whole-row moves.
 template <class MemorySpace> class RowStorage {
 public:
