@@ -1,5 +1,5 @@
 // Portable kernels over the v2p/p2v page tables. Policy-free: they apply what
-// the host control plane decided.
+// the host control plane decided. The kernels read their Views from a copy of op.
 #pragma once
 
 #include <kvpool/kernels/op_args.hpp>
@@ -15,15 +15,12 @@ void apply_table_writes(const ExecutionSpace& space, const TableWrites<TableView
     const index_t n = nv > np ? nv : np;
     if (n == 0)
         return;
-    const TableView v2p = op.v2p, p2v = op.p2v;
-    const IndexView v2p_index = op.v2p_index, v2p_value = op.v2p_value;
-    const IndexView p2v_index = op.p2v_index, p2v_value = op.p2v_value;
     Kokkos::parallel_for(
         "kvpool::apply_table_writes", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) {
             if (i < nv)
-                v2p(v2p_index(i)) = v2p_value(i);
+                op.v2p(op.v2p_index(i)) = op.v2p_value(i);
             if (i < np)
-                p2v(p2v_index(i)) = p2v_value(i);
+                op.p2v(op.p2v_index(i)) = op.p2v_value(i);
         });
 }
 
@@ -35,20 +32,17 @@ void translate_tokens(const ExecutionSpace& space,
         return;
     const index_t num_virtual_pages = length(op.v2p);
     const index_t page_size = op.page_size;
-    const TableView v2p = op.v2p;
-    const InView in = op.in;
-    const OutView out = op.out;
     Kokkos::parallel_for(
         "kvpool::translate", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) {
-            const index_t token = in(i);
+            const index_t token = op.in(i);
             const index_t page = token / page_size;
             index_t physical = 0;
             if (token >= 0 && page < num_virtual_pages) {
-                physical = v2p(page) * page_size + token % page_size;
+                physical = op.v2p(page) * page_size + token % page_size;
                 if (physical < 0)
                     physical = 0;
             }
-            out(i) = physical;
+            op.out(i) = physical;
         });
 }
 
