@@ -4,7 +4,7 @@
 // host time until the call returned (host_us).
 #include "bench_common.hpp"
 
-#include <kokkos/dispatch.hpp>
+#include <kvpool/kernels/dispatch.hpp>
 
 #include <random>
 
@@ -18,11 +18,14 @@ struct Serving {
     Pool pool;
     SwaPair pair;
     Space space;
-    std::vector<std::vector<index_t>> requests;  // virtual token ids per request
+    std::vector<std::vector<index_t>> requests; // virtual token ids per request
 
-    Serving(index_t ps, CompactionMode mode) : page_size(ps), pool(swa_layout(ps)), pair(pool, mode) {}
+    Serving(index_t ps, CompactionMode mode)
+        : page_size(ps), pool(swa_layout(ps)), pair(pool, mode) {}
 
-    bool admit(const std::vector<index_t>& lengths) { return admit_requests(pair, space, lengths, requests); }
+    bool admit(const std::vector<index_t>& lengths) {
+        return admit_requests(pair, space, lengths, requests);
+    }
 };
 
 void prefill_alloc(benchmark::State& state) {
@@ -35,9 +38,11 @@ void prefill_alloc(benchmark::State& state) {
         const auto full_undo = s.pair.full().backup_state();
         const auto swa_undo = s.pair.swa().backup_state();
         time_call(state, host, [&] {
-            const bool ok = s.page_size == 1 ? s.pair.alloc(s.space, 32 * 512, out)
-                                             : s.pair.alloc_extend(s.space, prefix, seq, last_loc, out);
-            if (!ok) state.SkipWithError("prefill allocation failed");
+            const bool ok = s.page_size == 1
+                                ? s.pair.alloc(s.space, 32 * 512, out)
+                                : s.pair.alloc_extend(s.space, prefix, seq, last_loc, out);
+            if (!ok)
+                state.SkipWithError("prefill allocation failed");
         });
         s.pair.swa().restore_state(s.space, swa_undo);
         s.pair.full().restore_state(s.space, full_undo);
@@ -49,8 +54,10 @@ void decode_alloc(benchmark::State& state) {
     Serving s(state.range(0), mode_of(state));
     std::mt19937_64 rng(1);
     std::vector<index_t> lengths;
-    for (int r = 0; r < 256; ++r) lengths.push_back(100 + static_cast<index_t>(rng() % 900));
-    if (!s.admit(lengths)) return state.SkipWithError("set-up admission failed");
+    for (int r = 0; r < 256; ++r)
+        lengths.push_back(100 + static_cast<index_t>(rng() % 900));
+    if (!s.admit(lengths))
+        return state.SkipWithError("set-up admission failed");
     std::vector<index_t> seq_lens;
     IndexView last_loc;
     decode_inputs(s.requests, seq_lens, last_loc);
@@ -60,9 +67,11 @@ void decode_alloc(benchmark::State& state) {
         const auto full_undo = s.pair.full().backup_state();
         const auto swa_undo = s.pair.swa().backup_state();
         time_call(state, host, [&] {
-            const bool ok = s.page_size == 1 ? s.pair.alloc(s.space, 256, out)
-                                             : s.pair.alloc_decode(s.space, seq_lens, last_loc, out);
-            if (!ok) state.SkipWithError("decode allocation failed");
+            const bool ok = s.page_size == 1
+                                ? s.pair.alloc(s.space, 256, out)
+                                : s.pair.alloc_decode(s.space, seq_lens, last_loc, out);
+            if (!ok)
+                state.SkipWithError("decode allocation failed");
         });
         s.pair.swa().restore_state(s.space, swa_undo);
         s.pair.full().restore_state(s.space, full_undo);
@@ -74,21 +83,24 @@ void decode_alloc(benchmark::State& state) {
 // waited for the device, its host time would grow by the copy's duration.
 void decode_alloc_behind_busy_device(benchmark::State& state) {
     Serving s(state.range(0), mode_of(state));
-    if (!s.admit(std::vector<index_t>(256, 300))) return state.SkipWithError("set-up admission failed");
+    if (!s.admit(std::vector<index_t>(256, 300)))
+        return state.SkipWithError("set-up admission failed");
     std::vector<index_t> seq_lens;
     IndexView last_loc;
     decode_inputs(s.requests, seq_lens, last_loc);
     IndexView out("bench::out", 256);
     const index_t busy_bytes = index_t(1) << 30;
-    Kokkos::View<std::uint8_t*, Space::memory_space> busy("bench::busy", static_cast<std::size_t>(2 * busy_bytes));
+    Kokkos::View<std::uint8_t*, Space::memory_space> busy("bench::busy",
+                                                          static_cast<std::size_t>(2 * busy_bytes));
     const IndexView busy_src = device_copy_of({1}), busy_dst = device_copy_of({0});
     for (auto _ : state) {
         const auto full_undo = s.pair.full().backup_state();
         const auto swa_undo = s.pair.swa().backup_state();
         s.space.fence();
-        kernels::move_pages(s.space, busy, busy_bytes, busy_src, busy_dst);
+        kernels::move_pages(s.space, kernels::PageMoves{busy, busy_bytes, busy_src, busy_dst});
         const auto start = clock::now();
-        if (!s.pair.alloc_decode(s.space, seq_lens, last_loc, out)) state.SkipWithError("decode allocation failed");
+        if (!s.pair.alloc_decode(s.space, seq_lens, last_loc, out))
+            state.SkipWithError("decode allocation failed");
         state.SetIterationTime(seconds_since(start));
         s.space.fence();
         s.pair.swa().restore_state(s.space, swa_undo);
@@ -99,17 +111,21 @@ void decode_alloc_behind_busy_device(benchmark::State& state) {
 void free_middle_request(benchmark::State& state) {
     Serving s(state.range(0), mode_of(state));
     for (int batch = 0; batch < 4; ++batch)
-        if (!s.admit(std::vector<index_t>(16, 512))) return state.SkipWithError("set-up admission failed");
+        if (!s.admit(std::vector<index_t>(16, 512)))
+            return state.SkipWithError("set-up admission failed");
     double host = 0;
     index_t moved = 0;
     for (auto _ : state) {
         const std::size_t middle = s.requests.size() / 2;
-        const index_t before = s.pair.full().counters().bytes_moved + s.pair.swa().counters().bytes_moved;
+        const index_t before =
+            s.pair.full().counters().bytes_moved + s.pair.swa().counters().bytes_moved;
         time_call(state, host, [&] { s.pair.free(s.space, s.requests[middle]); });
-        moved += s.pair.full().counters().bytes_moved + s.pair.swa().counters().bytes_moved - before;
+        moved +=
+            s.pair.full().counters().bytes_moved + s.pair.swa().counters().bytes_moved - before;
         s.requests.erase(s.requests.begin() + static_cast<std::ptrdiff_t>(middle));
         s.pair.flush_opportunistic(s.space);
-        if (!s.admit({512})) state.SkipWithError("re-admission failed");
+        if (!s.admit({512}))
+            state.SkipWithError("re-admission failed");
     }
     report_host_time(state, host);
     state.counters["bytes_moved_per_free"] =
@@ -118,14 +134,17 @@ void free_middle_request(benchmark::State& state) {
 
 void translate(benchmark::State& state) {
     Serving s(state.range(0), mode_of(state));
-    if (!s.admit(std::vector<index_t>(64, 2048))) return state.SkipWithError("set-up admission failed");
+    if (!s.admit(std::vector<index_t>(64, 2048)))
+        return state.SkipWithError("set-up admission failed");
     std::vector<index_t> ids;
-    for (const auto& r : s.requests) ids.insert(ids.end(), r.begin(), r.end());
+    for (const auto& r : s.requests)
+        ids.insert(ids.end(), r.begin(), r.end());
     ids.insert(ids.end(), ids.begin(), ids.end());
     const IndexView in = device_copy_of(ids);
     IndexView out("bench::translated", ids.size());
     double host = 0;
-    for (auto _ : state) time_call(state, host, [&] { s.pair.translate_full(s.space, in, out); });
+    for (auto _ : state)
+        time_call(state, host, [&] { s.pair.translate_full(s.space, in, out); });
     report_host_time(state, host);
     state.counters["ids"] = static_cast<double>(ids.size());
 }
@@ -158,8 +177,10 @@ void serving_step(benchmark::State& state) {
     Serving s(state.range(0), mode_of(state));
     std::mt19937_64 rng(2);
     std::vector<index_t> lengths;
-    for (int r = 0; r < 256; ++r) lengths.push_back(100 + static_cast<index_t>(rng() % 900));
-    if (!s.admit(lengths)) return state.SkipWithError("set-up admission failed");
+    for (int r = 0; r < 256; ++r)
+        lengths.push_back(100 + static_cast<index_t>(rng() % 900));
+    if (!s.admit(lengths))
+        return state.SkipWithError("set-up admission failed");
     std::vector<index_t> seq_lens;
     IndexView last_loc;
     double host = 0;
@@ -170,14 +191,18 @@ void serving_step(benchmark::State& state) {
         bool ok = true;
         time_call(state, host, [&] {
             ok = s.pair.alloc_decode(s.space, seq_lens, last_loc, out);
-            for (const auto& r : finished) s.pair.free(s.space, r);
+            for (const auto& r : finished)
+                s.pair.free(s.space, r);
             s.pair.flush_opportunistic(s.space);
         });
-        if (!ok) state.SkipWithError("decode allocation failed");
+        if (!ok)
+            state.SkipWithError("decode allocation failed");
         const auto decoded = host_copy(out);
-        for (std::size_t r = 0; r < s.requests.size(); ++r) s.requests[r].push_back(decoded[r]);
+        for (std::size_t r = 0; r < s.requests.size(); ++r)
+            s.requests[r].push_back(decoded[r]);
         s.requests.erase(s.requests.begin(), s.requests.begin() + 4);
-        if (!s.admit(std::vector<index_t>(4, 512))) state.SkipWithError("admission failed");
+        if (!s.admit(std::vector<index_t>(4, 512)))
+            state.SkipWithError("admission failed");
     }
     report_host_time(state, host);
 }
@@ -185,18 +210,24 @@ void serving_step(benchmark::State& state) {
 void both_modes(benchmark::internal::Benchmark* b) {
     b->ArgNames({"page", "lazy"});
     for (int page : {1, 16})
-        for (int lazy : {0, 1}) b->Args({page, lazy});
+        for (int lazy : {0, 1})
+            b->Args({page, lazy});
     b->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
-}  // namespace
+} // namespace
 
 BENCHMARK(prefill_alloc)->Apply(both_modes);
 BENCHMARK(decode_alloc)->Apply(both_modes);
 BENCHMARK(decode_alloc_behind_busy_device)->Apply(both_modes);
 BENCHMARK(free_middle_request)->Apply(both_modes);
 BENCHMARK(translate)->Apply(both_modes);
-BENCHMARK(lazy_flush)->ArgNames({"page"})->Arg(1)->Arg(16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(lazy_flush)
+    ->ArgNames({"page"})
+    ->Arg(1)
+    ->Arg(16)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(serving_step)->Apply(both_modes);
 
-}  // namespace kvpool::bench
+} // namespace kvpool::bench

@@ -11,9 +11,10 @@
 namespace kvpool::sim {
 
 template <class ExecutionSpace>
-class MambaSimPool final
-    : public PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>, MambaSimPool<ExecutionSpace>> {
-    using Base = PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>, MambaSimPool<ExecutionSpace>>;
+class MambaSimPool final : public PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>,
+                                              MambaSimPool<ExecutionSpace>> {
+    using Base = PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>,
+                             MambaSimPool<ExecutionSpace>>;
     using Base::calls_;
     using Base::pair_;
 
@@ -25,7 +26,7 @@ public:
 
     bool fits(const PoolDemand& demand) const override {
         const index_t full_pages = (demand.full_tokens + page_size() - 1) / page_size();
-        return two_sided_fits(pair_.full().core(), full_pages, pair_.state().core(),
+        return two_sided_fits(pair_.full().occupancy(), full_pages, pair_.state().occupancy(),
                               demand.state_slots);
     }
 

@@ -11,9 +11,10 @@
 namespace kvpool::sim {
 
 template <class ExecutionSpace>
-class SwaSimPool final
-    : public PairSimPool<ExecutionSpace, UnifiedSWAAllocator<ExecutionSpace>, SwaSimPool<ExecutionSpace>> {
-    using Base = PairSimPool<ExecutionSpace, UnifiedSWAAllocator<ExecutionSpace>, SwaSimPool<ExecutionSpace>>;
+class SwaSimPool final : public PairSimPool<ExecutionSpace, UnifiedSWAAllocator<ExecutionSpace>,
+                                            SwaSimPool<ExecutionSpace>> {
+    using Base = PairSimPool<ExecutionSpace, UnifiedSWAAllocator<ExecutionSpace>,
+                             SwaSimPool<ExecutionSpace>>;
     using Base::calls_;
     using Base::pair_;
 
@@ -25,8 +26,8 @@ public:
 
     bool fits(const PoolDemand& demand) const override {
         const auto pages = [&](index_t tokens) { return (tokens + page_size() - 1) / page_size(); };
-        return two_sided_fits(pair_.full().core(), pages(demand.full_tokens), pair_.swa().core(),
-                              pages(demand.window_tokens));
+        return two_sided_fits(pair_.full().occupancy(), pages(demand.full_tokens),
+                              pair_.swa().occupancy(), pages(demand.window_tokens));
     }
 
     bool prefill(RequestKv& kv, index_t tokens) override { return this->extend_fresh(kv, tokens); }

@@ -4,11 +4,11 @@
 // split), and their bytes the gap plus both sides' holes.
 #pragma once
 
-#include <kvpool/detail/allocator_core.hpp>
+#include <kvpool/side_occupancy.hpp>
 
 namespace kvpool::sim {
 
-bool two_sided_fits(const detail::AllocatorCore& first, index_t first_pages,
-                    const detail::AllocatorCore& second, index_t second_pages);
+bool two_sided_fits(const SideOccupancy& first, index_t first_pages, const SideOccupancy& second,
+                    index_t second_pages);
 
 } // namespace kvpool::sim

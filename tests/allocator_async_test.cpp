@@ -2,10 +2,9 @@
 // fence, no device-to-host copy, no wait for a staging slab the GPU has not
 // read yet. Only a GPU backend queues work; host backends finish each kernel
 // before returning, so there is nothing to overlap there.
-#include <kvpool/detail/stream_event.hpp>
+#include <kvpool/kernels/dispatch.hpp>
+#include <kvpool/kernels/stream_event.hpp>
 #include <kvpool/swa_pair.hpp>
-
-#include <kokkos/dispatch.hpp>
 
 #include "test_support.hpp"
 
@@ -28,8 +27,10 @@ double seconds_since(clock::time_point start) {
 }
 
 // Queues copies of 1 GiB inside busy, one after another, and returns at once.
-void queue_busy_work(const Space& space, const Bytes& busy, const IndexView& src, const IndexView& dst, int copies) {
-    for (int i = 0; i < copies; ++i) kernels::move_pages(space, busy, index_t(1) << 30, src, dst);
+void queue_busy_work(const Space& space, const Bytes& busy, const IndexView& src,
+                     const IndexView& dst, int copies) {
+    for (int i = 0; i < copies; ++i)
+        kernels::move_pages(space, kernels::PageMoves{busy, index_t(1) << 30, src, dst});
 }
 
 // Host ids of the tokens the last allocation minted (page-aligned allocations).
@@ -37,18 +38,20 @@ std::vector<index_t> minted_tokens(const SwaPair& pair) {
     std::vector<index_t> tokens;
     const index_t page = pair.page_size();
     for (index_t v : pair.full().last_allocated_virtual_pages())
-        for (index_t k = 0; k < page; ++k) tokens.push_back(v * page + k);
+        for (index_t k = 0; k < page; ++k)
+            tokens.push_back(v * page + k);
     return tokens;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("async: allocator calls behind busy device work return before it finishes", "[async]") {
-    if (!queues_device_work) SKIP("backend " KVPOOL_TEST_BACKEND_NAME " runs each kernel before returning");
+    if (!queues_device_work)
+        SKIP("backend " KVPOOL_TEST_BACKEND_NAME " runs each kernel before returning");
     const Space space;
     Bytes busy = kk::uninitialized<Bytes>("busy", std::size_t(2) << 30);
     const IndexView busy_src = to_device({1}), busy_dst = to_device({0});
-    constexpr int copies = 64;  // about 36 ms on an H200
+    constexpr int copies = 64; // about 36 ms on an H200
 
     // How long the busy work alone keeps the device.
     space.fence();
@@ -59,9 +62,11 @@ TEST_CASE("async: allocator calls behind busy device work return before it finis
 
     for (index_t page_size : {index_t(1), index_t(16)})
         for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
-            INFO("page size " << page_size << ", " << (mode == CompactionMode::eager ? "eager" : "lazy"));
-            Pool pool(PoolLayout(index_t(64) << 20, {spec("full", 256, page_size, GrowDirection::up),
-                                                     spec("swa", 256, page_size, GrowDirection::down)}));
+            INFO("page size " << page_size << ", "
+                              << (mode == CompactionMode::eager ? "eager" : "lazy"));
+            Pool pool(
+                PoolLayout(index_t(64) << 20, {spec("full", 256, page_size, GrowDirection::up),
+                                               spec("swa", 256, page_size, GrowDirection::down)}));
             SwaPair pair(pool, mode);
             const index_t request_tokens = 4 * page_size;
             IndexView out("out", static_cast<std::size_t>(request_tokens));
@@ -87,7 +92,7 @@ TEST_CASE("async: allocator calls behind busy device work return before it finis
             }
             const double call_seconds = seconds_since(calls_start);
             // Had any call waited for the device, the queue would be empty now.
-            detail::StreamEvent<Space> after_calls;
+            kernels::StreamEvent<Space> after_calls;
             after_calls.record(space);
             const bool device_still_busy = !after_calls.is_complete();
             space.fence();

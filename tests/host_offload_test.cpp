@@ -2,9 +2,11 @@
 // to host memory in chunks and back. The host copy holds exactly the packed
 // rows; after poisoning the device pool, loading restores every byte of the
 // selected rows and no other byte.
-#include "test_support.hpp"
+#include "kv_pool_test_support.hpp"
 
 #include <kvpool/host_offload.hpp>
+#include <kvpool/page_major_pools.hpp>
+#include <kvpool/per_layer_pools.hpp>
 
 #include <cstring>
 #include <vector>
@@ -14,11 +16,7 @@ using namespace kvpool::test;
 
 namespace {
 
-using Mem = Space::memory_space;
-using Bytes = std::vector<std::uint8_t>;
 using Offload = HostOffload<Space>;
-
-constexpr std::uint8_t poison_byte = 0xA5;
 
 std::uint8_t noise(std::uint64_t seed, std::uint64_t i) {
     std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull;
@@ -28,32 +26,22 @@ std::uint8_t noise(std::uint64_t seed, std::uint64_t i) {
 }
 
 // A byte View's contents on the host, and back.
-template <class View>
-Bytes read_bytes(const View& v) {
+template <class View> Bytes read_bytes(const View& v) {
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
     const auto* p = reinterpret_cast<const std::uint8_t*>(h.data());
     return Bytes(p, p + h.span() * sizeof(typename View::value_type));
 }
-template <class View>
-void write_bytes(const View& v, const Bytes& image) {
+template <class View> void write_bytes(const View& v, const Bytes& image) {
     auto h = Kokkos::create_mirror_view(v);
     std::memcpy(h.data(), image.data(), image.size());
     Kokkos::deep_copy(v, h);
 }
-template <class View>
-Bytes random_fill(const View& v, std::uint64_t seed) {
+template <class View> Bytes random_fill(const View& v, std::uint64_t seed) {
     Bytes image(v.span() * sizeof(typename View::value_type));
-    for (std::size_t i = 0; i < image.size(); ++i) image[i] = noise(seed, i);
+    for (std::size_t i = 0; i < image.size(); ++i)
+        image[i] = noise(seed, i);
     write_bytes(v, image);
     return image;
-}
-
-std::size_t byte_mismatches(const Bytes& actual, const Bytes& expected) {
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < expected.size(); ++i)
-        if (actual[i] != expected[i] && bad++ == 0)
-            UNSCOPED_INFO("byte " << i << ": got " << int(actual[i]) << ", expected " << int(expected[i]));
-    return bad;
 }
 
 // One row in the device buffers' images: which image, where, how long.
@@ -67,15 +55,16 @@ struct Row {
 // rows(t) lists token t's rows in packed order (layer by layer, first kind
 // then second) as byte ranges of the buffer images that images() returns.
 template <class Pool, class Images, class Rows, class Poison>
-void round_trip(const Pool& pool, index_t chunk, const std::vector<index_t>& tokens, const Images& images,
-                const Rows& rows, const Poison& poison_device) {
+void round_trip(const Pool& pool, index_t chunk, const std::vector<index_t>& tokens,
+                const Images& images, const Rows& rows, const Poison& poison_device) {
     Offload offload(chunk, pool.token_bytes());
     const auto ids = to_device(tokens);
     const std::vector<Bytes> before = images();
 
     auto host = offload.copy_to_host(Space(), pool, ids);
     Space().fence();
-    REQUIRE(static_cast<index_t>(host.extent(0)) == static_cast<index_t>(tokens.size()) * pool.token_bytes());
+    REQUIRE(static_cast<index_t>(host.extent(0)) ==
+            static_cast<index_t>(tokens.size()) * pool.token_bytes());
 
     // The host copy is the packed rows, token after token.
     Bytes packed;
@@ -84,7 +73,8 @@ void round_trip(const Pool& pool, index_t chunk, const std::vector<index_t>& tok
             const auto first = before[r.image].begin() + r.offset;
             packed.insert(packed.end(), first, first + r.bytes);
         }
-    REQUIRE(static_cast<index_t>(packed.size()) == pool.token_bytes() * static_cast<index_t>(tokens.size()));
+    REQUIRE(static_cast<index_t>(packed.size()) ==
+            pool.token_bytes() * static_cast<index_t>(tokens.size()));
     Bytes host_bytes(host.data(), host.data() + host.extent(0));
     CHECK(byte_mismatches(host_bytes, packed) == 0);
 
@@ -99,12 +89,13 @@ void round_trip(const Pool& pool, index_t chunk, const std::vector<index_t>& tok
         for (const Row& r : rows(t))
             std::memcpy(expected[r.image].data() + r.offset, before[r.image].data() + r.offset,
                         static_cast<std::size_t>(r.bytes));
-    for (std::size_t i = 0; i < after.size(); ++i) CHECK(byte_mismatches(after[i], expected[i]) == 0);
+    for (std::size_t i = 0; i < after.size(); ++i)
+        CHECK(byte_mismatches(after[i], expected[i]) == 0);
 }
 
-const std::vector<index_t> selected = {7, 3, 12, 0, 25, 9, 30};  // 7 tokens, chunks of 3
+const std::vector<index_t> selected = {7, 3, 12, 0, 25, 9, 30}; // 7 tokens, chunks of 3
 
-}  // namespace
+} // namespace
 
 TEST_CASE("offload: MHA per-layer pool round trip in chunks", "[offload]") {
     const MHAGeometry g{3, 2, 8, 4, KVDtype::bf16};
@@ -114,7 +105,10 @@ TEST_CASE("offload: MHA per-layer pool round trip in chunks", "[offload]") {
     random_fill(pool.v_buffers(), 2);
     const index_t k_row = 2 * 8 * 2, v_row = 2 * 4 * 2;
     round_trip(
-        pool, 3, selected, [&] { return std::vector<Bytes>{read_bytes(pool.k_buffers()), read_bytes(pool.v_buffers())}; },
+        pool, 3, selected,
+        [&] {
+            return std::vector<Bytes>{read_bytes(pool.k_buffers()), read_bytes(pool.v_buffers())};
+        },
         [&](index_t t) {
             std::vector<Row> r;
             for (index_t l = 0; l < g.layers; ++l) {
@@ -130,7 +124,7 @@ TEST_CASE("offload: MHA per-layer pool round trip in chunks", "[offload]") {
 }
 
 TEST_CASE("offload: page-major MHA round trip through the unified buffer", "[offload]") {
-    const MHAGeometry g{2, 2, 4, 6, KVDtype::fp16};  // 80 bytes per token
+    const MHAGeometry g{2, 2, 4, 6, KVDtype::fp16}; // 80 bytes per token
     const index_t ps = 4;
     Pool upool(PoolLayout(80 * ps * 8 + 40, {sub_pool_spec("full", g, ps, GrowDirection::up)}));
     PageMajorMHAPool<Mem, std::uint16_t> pool(upool, "full", g);
@@ -151,7 +145,7 @@ TEST_CASE("offload: page-major MHA round trip through the unified buffer", "[off
 }
 
 TEST_CASE("offload: MLA per-layer pool round trip, one token per chunk", "[offload]") {
-    const MLAGeometry g{2, 12, 3, KVDtype::fp8};  // 15-byte rows: copied byte by byte
+    const MLAGeometry g{2, 12, 3, KVDtype::fp8}; // 15-byte rows: copied byte by byte
     const index_t slots = 40, row = 15;
     MLAKVPool<Mem, std::uint8_t> pool(g, slots);
     random_fill(pool.kv_buffers(), 4);
@@ -159,7 +153,8 @@ TEST_CASE("offload: MLA per-layer pool round trip, one token per chunk", "[offlo
         pool, 1, selected, [&] { return std::vector<Bytes>{read_bytes(pool.kv_buffers())}; },
         [&](index_t t) {
             std::vector<Row> r;
-            for (index_t l = 0; l < g.layers; ++l) r.push_back({0, (l * slots + t) * row, row});
+            for (index_t l = 0; l < g.layers; ++l)
+                r.push_back({0, (l * slots + t) * row, row});
             return r;
         },
         [&] { Kokkos::deep_copy(pool.kv_buffers(), poison_byte); });
@@ -176,7 +171,10 @@ TEST_CASE("offload: Mamba state slots round trip, per-layer and page-major", "[o
         const index_t conv = g.conv_row_bytes(), temporal = g.temporal_row_bytes();
         round_trip(
             pool, 2, state_slots,
-            [&] { return std::vector<Bytes>{read_bytes(pool.conv_buffers()), read_bytes(pool.temporal_buffers())}; },
+            [&] {
+                return std::vector<Bytes>{read_bytes(pool.conv_buffers()),
+                                          read_bytes(pool.temporal_buffers())};
+            },
             [&](index_t s) {
                 std::vector<Row> r;
                 for (index_t l = 0; l < g.layers; ++l) {
@@ -191,7 +189,8 @@ TEST_CASE("offload: Mamba state slots round trip, per-layer and page-major", "[o
             });
     }
     {
-        Pool upool(PoolLayout(g.entry_bytes() * slots, {sub_pool_spec("mamba", g, 1, GrowDirection::down)}));
+        Pool upool(PoolLayout(g.entry_bytes() * slots,
+                              {sub_pool_spec("mamba", g, 1, GrowDirection::down)}));
         PageMajorMambaPool<Mem, std::uint16_t, std::uint32_t> pool(upool, "mamba", g);
         random_fill(upool.bytes(), 7);
         round_trip(
@@ -210,29 +209,22 @@ TEST_CASE("offload: Mamba state slots round trip, per-layer and page-major", "[o
 }
 
 TEST_CASE("offload: bad input names the value", "[offload]") {
-    const MHAGeometry g{2, 2, 8, 0, KVDtype::bf16};  // 128 bytes per token
+    const MHAGeometry g{2, 2, 8, 0, KVDtype::bf16}; // 128 bytes per token
     MHAKVPool<Mem, std::uint16_t> pool(g, 16);
     const auto ids = to_device({1, 2, 3});
-    const auto expect = [](ErrorCode code, const std::string& named, const auto& call) {
-        try {
-            call();
-            FAIL("accepted");
-        } catch (const Error& e) {
-            CHECK(e.code() == code);
-            INFO(e.what());
-            CHECK(std::string(e.what()).find(named) != std::string::npos);
-        }
-    };
-    expect(ErrorCode::invalid_argument, "chunk_tokens and max_token_bytes must be > 0, got 0",
-           [] { Offload(0, 128); });
+    expect_error(ErrorCode::invalid_argument, "chunk_tokens and max_token_bytes must be > 0, got 0",
+                 [] { Offload(0, 128); });
     Offload small(4, 64);
-    expect(ErrorCode::invalid_argument, "the pool's tokens take 128 bytes, the staging buffer holds at most 64",
-           [&] { small.copy_to_host(Space(), pool, ids); });
+    expect_error(ErrorCode::invalid_argument,
+                 "the pool's tokens take 128 bytes, the staging buffer holds at most 64",
+                 [&] { small.copy_to_host(Space(), pool, ids); });
     Offload offload(4, 128);
     const auto host = Offload::allocate_host(pool, 2);
-    expect(ErrorCode::invalid_argument, "the host buffer has 256 bytes, 3 tokens of 128 bytes need 384",
-           [&] { offload.load_from_host(Space(), pool, host, ids); });
+    expect_error(ErrorCode::invalid_argument,
+                 "the host buffer has 256 bytes, 3 tokens of 128 bytes need 384",
+                 [&] { offload.load_from_host(Space(), pool, host, ids); });
     if (kk::host_execution<Space>)
-        expect(ErrorCode::out_of_range, "copy_to_host: location 16 (entry 1)",
-               [&] { offload.copy_to_host(Space(), pool, to_device({4, 16})); });
+        expect_error(ErrorCode::out_of_range, "copy_to_host: location 16 (entry 1)", [&] {
+            offload.copy_to_host(Space(), pool, to_device({4, 16}));
+        });
 }

@@ -1,6 +1,6 @@
 // The native CUDA/HIP kernels against the portable Kokkos ones, same random
 // input, every byte compared. On host backends there is no native version.
-#include <kokkos/dispatch.hpp>
+#include <kvpool/kernels/dispatch.hpp>
 
 #include "test_support.hpp"
 
@@ -30,7 +30,8 @@ Bytes random_bytes(std::size_t n, std::uint64_t seed) {
     Bytes bytes("bytes", n);
     auto host = Kokkos::create_mirror_view(bytes);
     std::mt19937_64 rng(seed);
-    for (std::size_t i = 0; i < n; ++i) host(i) = static_cast<std::uint8_t>(rng());
+    for (std::size_t i = 0; i < n; ++i)
+        host(i) = static_cast<std::uint8_t>(rng());
     Kokkos::deep_copy(bytes, host);
     return bytes;
 }
@@ -41,10 +42,11 @@ bool same_bytes(const Bytes& a, const Bytes& b) {
     return std::equal(ha.data(), ha.data() + ha.extent(0), hb.data());
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("native: page move equals the portable move byte for byte", "[native]") {
-    if (!has_native_kernels) SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
+    if (!has_native_kernels)
+        SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
     for (index_t page_bytes : {index_t(4096), index_t(131072 + 16), index_t(1000)}) {
         const std::uint64_t seed = 7000 + static_cast<std::uint64_t>(page_bytes);
         INFO("seed " << seed << ", page bytes " << page_bytes);
@@ -60,15 +62,18 @@ TEST_CASE("native: page move equals the portable move byte for byte", "[native]"
         Bytes portable("portable", native.extent(0));
         Kokkos::deep_copy(portable, native);
         const Space space;
-        kernels::move_pages(space, native, page_bytes, to_device(src), to_device(dst));
-        kernels::move_pages_portable(space, portable, page_bytes, to_device(src), to_device(dst));
+        kernels::move_pages(space,
+                            kernels::PageMoves{native, page_bytes, to_device(src), to_device(dst)});
+        kernels::portable::move_pages(
+            space, kernels::PageMoves{portable, page_bytes, to_device(src), to_device(dst)});
         space.fence();
         CHECK(same_bytes(native, portable));
     }
 }
 
 TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
-    if (!has_native_kernels) SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
+    if (!has_native_kernels)
+        SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
     const std::uint64_t seed = 424242;
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
@@ -76,7 +81,8 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
     std::vector<index_t> prefix, seq, last, out_start, page_start, decode_seq, decode_page_start;
     index_t tokens = 0, pages = 0, decode_pages = 0;
     for (int r = 0; r < 37; ++r) {
-        const index_t p = static_cast<index_t>(rng() % 100), grow = static_cast<index_t>(rng() % 300);
+        const index_t p = static_cast<index_t>(rng() % 100),
+                      grow = static_cast<index_t>(rng() % 300);
         prefix.push_back(p);
         seq.push_back(p + grow);
         last.push_back(p == 0 ? -1 : 1000 + static_cast<index_t>(rng() % 500));
@@ -97,38 +103,46 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
     std::iota(follower_ppages.begin(), follower_ppages.end(), 100);
     std::shuffle(follower_ppages.begin(), follower_ppages.end(), rng);
     const Space space;
-    using Follower = kernels::FollowerViews<IndexView, IndexView>;
+    using Follower = kernels::Follower<IndexView, IndexView>;
     auto run = [&](bool native) {
-        IndexView v2p("v2p", table_rows), p2v("p2v", table_rows), out("out", static_cast<std::size_t>(tokens));
-        IndexView decode_out("decode_out", seq.size()), plain_out("plain_out", vpages.size() * page_size);
+        IndexView v2p("v2p", table_rows), p2v("p2v", table_rows),
+            out("out", static_cast<std::size_t>(tokens));
+        IndexView decode_out("decode_out", seq.size()),
+            plain_out("plain_out", vpages.size() * page_size);
         Kokkos::deep_copy(v2p, -1);
         Kokkos::deep_copy(p2v, -1);
         const auto vp = to_device(vpages), pp = to_device(ppages);
-        const auto dvp = Kokkos::subview(vp, std::make_pair<std::size_t, std::size_t>(0, decode_pages));
+        const auto dvp =
+            Kokkos::subview(vp, std::make_pair<std::size_t, std::size_t>(0, decode_pages));
         // Each kernel binds a follower of its own; the plain alloc binds none.
         std::vector<Follower> followers;
         for (int k = 0; k < 2; ++k) {
-            followers.push_back({IndexView("follower_v2p", table_rows), IndexView("follower_p2v", table_rows),
+            followers.push_back({IndexView("follower_v2p", table_rows),
+                                 IndexView("follower_p2v", table_rows),
                                  to_device(follower_ppages)});
             Kokkos::deep_copy(followers.back().v2p, -1);
             Kokkos::deep_copy(followers.back().p2v, -1);
         }
+        const kernels::AllocExtend extend{
+            kernels::NewPages{v2p, p2v, vp, pp, page_size, followers[0]},
+            to_device(prefix),
+            to_device(seq),
+            to_device(out_start),
+            to_device(page_start),
+            to_device(last),
+            out};
+        const kernels::AllocDecode decode{
+            kernels::NewPages{v2p, p2v, IndexView(dvp), IndexView(dvp), page_size, followers[1]},
+            to_device(decode_seq), to_device(decode_page_start), to_device(last), decode_out};
+        const kernels::AllocTokens plain{kernels::NewPages{v2p, p2v, vp, pp, page_size}, plain_out};
         if (native) {
-            kernels::alloc_extend_bind(space, v2p, p2v, vp, pp, to_device(prefix), to_device(seq),
-                                       to_device(out_start), to_device(page_start), to_device(last), page_size,
-                                       followers[0], out);
-            kernels::alloc_decode_bind(space, v2p, p2v, IndexView(dvp), IndexView(dvp), to_device(decode_seq),
-                                       to_device(decode_page_start), to_device(last), page_size, followers[1],
-                                       decode_out);
-            kernels::bind_pages_emit_tokens(space, v2p, p2v, vp, pp, page_size, Follower{}, plain_out);
+            kernels::alloc_extend_bind(space, extend);
+            kernels::alloc_decode_bind(space, decode);
+            kernels::bind_pages_emit_tokens(space, plain);
         } else {
-            kernels::alloc_extend_bind_portable(space, v2p, p2v, vp, pp, to_device(prefix), to_device(seq),
-                                                to_device(out_start), to_device(page_start), to_device(last),
-                                                page_size, followers[0], out);
-            kernels::alloc_decode_bind_portable(space, v2p, p2v, IndexView(dvp), IndexView(dvp),
-                                                to_device(decode_seq), to_device(decode_page_start),
-                                                to_device(last), page_size, followers[1], decode_out);
-            kernels::bind_pages_emit_tokens_portable(space, v2p, p2v, vp, pp, page_size, Follower{}, plain_out);
+            kernels::portable::alloc_extend_bind(space, extend);
+            kernels::portable::alloc_decode_bind(space, decode);
+            kernels::portable::bind_pages_emit_tokens(space, plain);
         }
         space.fence();
         return std::vector<std::vector<index_t>>{to_host(v2p),
@@ -142,15 +156,19 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
                                                  to_host(followers[1].p2v)};
     };
     const auto native = run(true), portable = run(false);
-    for (std::size_t i = 0; i < native.size(); ++i) CHECK(native[i] == portable[i]);
+    for (std::size_t i = 0; i < native.size(); ++i)
+        CHECK(native[i] == portable[i]);
     CHECK(tokens > 0);
     // The followers were bound: every new page of the extend is there.
-    CHECK(std::count_if(native[5].begin(), native[5].end(), [](index_t p) { return p >= 0; }) == pages);
+    CHECK(std::count_if(native[5].begin(), native[5].end(), [](index_t p) { return p >= 0; }) ==
+          pages);
 }
 
-TEST_CASE("native: compaction plan (moves and table writes in one launch) equals the portable kernels",
-          "[native]") {
-    if (!has_native_kernels) SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
+TEST_CASE(
+    "native: compaction plan (moves and table writes in one launch) equals the portable kernels",
+    "[native]") {
+    if (!has_native_kernels)
+        SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
     const std::uint64_t seed = 5151;
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
@@ -158,66 +176,78 @@ TEST_CASE("native: compaction plan (moves and table writes in one launch) equals
     std::vector<index_t> order(static_cast<std::size_t>(pages));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
-    const std::vector<index_t> src(order.begin(), order.begin() + 20), dst(order.begin() + 20, order.begin() + 40);
+    const std::vector<index_t> src(order.begin(), order.begin() + 20),
+        dst(order.begin() + 20, order.begin() + 40);
     // More table writes than page moves, so the table part spans several blocks.
     std::vector<index_t> rows(static_cast<std::size_t>(table_rows));
     std::iota(rows.begin(), rows.end(), 0);
     std::shuffle(rows.begin(), rows.end(), rng);
-    const std::vector<index_t> v2p_index(rows.begin(), rows.begin() + 700), p2v_index(rows.begin() + 700, rows.end());
+    const std::vector<index_t> v2p_index(rows.begin(), rows.begin() + 700),
+        p2v_index(rows.begin() + 700, rows.end());
     std::vector<index_t> v2p_value, p2v_value;
-    for (std::size_t i = 0; i < v2p_index.size(); ++i) v2p_value.push_back(static_cast<index_t>(rng() % 5000));
-    for (std::size_t i = 0; i < p2v_index.size(); ++i) p2v_value.push_back(static_cast<index_t>(rng() % 5000));
+    for (std::size_t i = 0; i < v2p_index.size(); ++i)
+        v2p_value.push_back(static_cast<index_t>(rng() % 5000));
+    for (std::size_t i = 0; i < p2v_index.size(); ++i)
+        p2v_value.push_back(static_cast<index_t>(rng() % 5000));
     const Space space;
     auto run = [&](bool native) {
         Bytes bytes = random_bytes(static_cast<std::size_t>(pages * page_bytes), seed);
         IndexView v2p("v2p", table_rows), p2v("p2v", table_rows);
         Kokkos::deep_copy(v2p, -1);
         Kokkos::deep_copy(p2v, -1);
+        const kernels::PageMoves moves{bytes, page_bytes, to_device(src), to_device(dst)};
+        const kernels::TableWrites writes{v2p, to_device(v2p_index), to_device(v2p_value),
+                                          p2v, to_device(p2v_index), to_device(p2v_value)};
         if (native)
-            kernels::apply_plan(space, bytes, page_bytes, to_device(src), to_device(dst), v2p, to_device(v2p_index),
-                                to_device(v2p_value), p2v, to_device(p2v_index), to_device(p2v_value));
+            kernels::apply_plan(space, kernels::CompactionPlan{moves, writes});
         else {
-            kernels::move_pages_portable(space, bytes, page_bytes, to_device(src), to_device(dst));
-            kernels::apply_table_writes_portable(space, v2p, to_device(v2p_index), to_device(v2p_value), p2v,
-                                                 to_device(p2v_index), to_device(p2v_value));
+            kernels::portable::move_pages(space, moves);
+            kernels::portable::apply_table_writes(space, writes);
         }
         space.fence();
         auto host_bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bytes);
-        return std::make_tuple(std::vector<std::uint8_t>(host_bytes.data(), host_bytes.data() + host_bytes.extent(0)),
-                               to_host(v2p), to_host(p2v));
+        return std::make_tuple(
+            std::vector<std::uint8_t>(host_bytes.data(), host_bytes.data() + host_bytes.extent(0)),
+            to_host(v2p), to_host(p2v));
     };
     const auto native = run(true), portable = run(false);
     CHECK(std::get<0>(native) == std::get<0>(portable));
     CHECK(std::get<1>(native) == std::get<1>(portable));
     CHECK(std::get<2>(native) == std::get<2>(portable));
-    CHECK(std::count(std::get<1>(native).begin(), std::get<1>(native).end(), -1) == table_rows - 700);
+    CHECK(std::count(std::get<1>(native).begin(), std::get<1>(native).end(), -1) ==
+          table_rows - 700);
 }
 
 TEST_CASE("native: translate equals the portable kernel, int64 and int32 out", "[native]") {
-    if (!has_native_kernels) SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
+    if (!has_native_kernels)
+        SKIP("no native kernels for backend " KVPOOL_TEST_BACKEND_NAME);
     const std::uint64_t seed = 777;
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
     const index_t page_size = 16, virtual_pages = 500;
     std::vector<index_t> table(static_cast<std::size_t>(virtual_pages));
-    for (auto& p : table) p = rng() % 4 == 0 ? index_t(-1) : static_cast<index_t>(rng() % 10000);
+    for (auto& p : table)
+        p = rng() % 4 == 0 ? index_t(-1) : static_cast<index_t>(rng() % 10000);
     // Ids inside the table, past its end, and the -1 padding id.
     std::vector<index_t> ids;
-    for (int i = 0; i < 20000; ++i) ids.push_back(static_cast<index_t>(rng() % (virtual_pages * page_size + 400)) - 1);
+    for (int i = 0; i < 20000; ++i)
+        ids.push_back(static_cast<index_t>(rng() % (virtual_pages * page_size + 400)) - 1);
     const IndexView v2p = to_device(table), in = to_device(ids);
     using Int32View = Kokkos::View<std::int32_t*, Space::memory_space>;
     const Space space;
     IndexView native64("native64", ids.size()), portable64("portable64", ids.size());
     Int32View native32("native32", ids.size()), portable32("portable32", ids.size());
-    kernels::translate_tokens(space, v2p, page_size, in, native64);
-    kernels::translate_tokens_portable(space, v2p, page_size, in, portable64);
-    kernels::translate_tokens(space, v2p, page_size, in, native32);
-    kernels::translate_tokens_portable(space, v2p, page_size, in, portable32);
+    kernels::translate_tokens(space, kernels::Translation{v2p, page_size, in, native64});
+    kernels::portable::translate_tokens(space,
+                                        kernels::Translation{v2p, page_size, in, portable64});
+    kernels::translate_tokens(space, kernels::Translation{v2p, page_size, in, native32});
+    kernels::portable::translate_tokens(space,
+                                        kernels::Translation{v2p, page_size, in, portable32});
     space.fence();
     CHECK(to_host(native64) == to_host(portable64));
     auto n32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), native32);
     auto p32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), portable32);
     CHECK(std::equal(n32.data(), n32.data() + n32.extent(0), p32.data()));
     const auto host = to_host(native64);
-    CHECK(std::count(host.begin(), host.end(), 0) > 0);  // padding and unbound ids reach the sink
+    CHECK(std::count(host.begin(), host.end(), 0) > 0); // padding and unbound ids reach the sink
 }

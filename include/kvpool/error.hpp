@@ -8,13 +8,14 @@
 namespace kvpool {
 
 enum class ErrorCode {
-    invalid_argument,  // malformed sizes, lengths or configuration
-    misaligned,        // a size that must be a multiple of the page size is not
-    out_of_range,      // an id outside the id space of this sub-pool
-    not_allocated,     // double free, or an id that was never allocated here
-    wrong_role,        // e.g. alloc() on a side that does not own its ids
-    invalid_state,     // call not allowed in the current state (e.g. free inside a backup window)
-    internal,          // an invariant check failed: a bug in kvpool
+    invalid_argument, // malformed sizes, lengths or configuration
+    misaligned,       // a size that must be a multiple of the page size is not
+    out_of_range,     // an id outside the id space of this sub-pool
+    not_allocated,    // double free, or an id that was never allocated here
+    wrong_role,       // e.g. alloc() on a side that does not own its ids
+    invalid_state,    // call not allowed in the current state (e.g. free inside a backup window)
+    internal,         // an invariant check failed: a bug in kvpool
+    device,           // a GPU runtime call failed; the message is the runtime's
 };
 
 const char* to_string(ErrorCode code);
@@ -28,4 +29,4 @@ private:
     ErrorCode code_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

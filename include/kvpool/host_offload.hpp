@@ -1,7 +1,7 @@
 // Host offload of KV (and Mamba state): the rows of selected tokens, every
 // layer, copied to host memory and back, chunk by chunk through a device
 // staging buffer, on the caller's execution-space instance. Works for every
-// pool of kv_layout.hpp, per-layer and page-major alike.
+// pool of per_layer_pools.hpp and page_major_pools.hpp alike.
 //
 // Host copies live in page-locked memory on the GPU backends (ordinary memory
 // on the host ones), so the copies are asynchronous on the instance's stream:
@@ -9,11 +9,10 @@
 // completed (e.g. space.fence()); nothing here fences.
 #pragma once
 
+#include <kvpool/detail/location_checks.hpp>
 #include <kvpool/error.hpp>
+#include <kvpool/kernels/portable/row_moves.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/kv_layout.hpp>
-
-#include <kokkos/kv_row_move.hpp>
 
 #include <cstdint>
 #include <string>
@@ -21,8 +20,7 @@
 
 namespace kvpool {
 
-template <class ExecutionSpace>
-class HostOffload {
+template <class ExecutionSpace> class HostOffload {
 public:
     using execution_space = ExecutionSpace;
     using memory_space = typename ExecutionSpace::memory_space;
@@ -38,7 +36,8 @@ public:
         if (chunk_tokens <= 0 || max_token_bytes <= 0)
             throw Error(ErrorCode::invalid_argument,
                         "HostOffload: chunk_tokens and max_token_bytes must be > 0, got " +
-                            std::to_string(chunk_tokens) + " and " + std::to_string(max_token_bytes));
+                            std::to_string(chunk_tokens) + " and " +
+                            std::to_string(max_token_bytes));
         staging_ = kk::uninitialized<kk::View<std::uint8_t*, memory_space>>(
             "kvpool::offload_staging", static_cast<std::size_t>(chunk_tokens * max_token_bytes));
     }
@@ -47,10 +46,9 @@ public:
     index_t max_token_bytes() const { return max_token_bytes_; }
 
     // A host buffer for `tokens` tokens of pool.
-    template <class Pool>
-    static host_buffer allocate_host(const Pool& pool, index_t tokens) {
-        return kk::uninitialized<host_buffer>("kvpool::offload_host",
-                                              static_cast<std::size_t>(tokens * pool.token_bytes()));
+    template <class Pool> static host_buffer allocate_host(const Pool& pool, index_t tokens) {
+        return kk::uninitialized<host_buffer>(
+            "kvpool::offload_host", static_cast<std::size_t>(tokens * pool.token_bytes()));
     }
 
     // Every layer's rows of tokens(i) (physical ids, in device-readable memory)
@@ -62,11 +60,12 @@ public:
         const index_t n = static_cast<index_t>(tokens.extent(0));
         for (index_t c0 = 0; c0 < n; c0 += chunk_tokens_) {
             const index_t c1 = c0 + chunk_tokens_ < n ? c0 + chunk_tokens_ : n;
-            kernels::gather_rows_portable(space, pool.first_rows(), pool.second_rows(),
-                                          Kokkos::subview(tokens, std::make_pair(c0, c1)),
-                                          staging_.data());
-            Kokkos::deep_copy(space, Kokkos::subview(out, std::make_pair(c0 * token_bytes, c1 * token_bytes)),
-                              Kokkos::subview(staging_, std::make_pair(index_t(0), (c1 - c0) * token_bytes)));
+            kernels::portable::gather_rows(space, pool.first_rows(), pool.second_rows(),
+                                           Kokkos::subview(tokens, std::make_pair(c0, c1)),
+                                           staging_.data());
+            Kokkos::deep_copy(
+                space, Kokkos::subview(out, std::make_pair(c0 * token_bytes, c1 * token_bytes)),
+                Kokkos::subview(staging_, std::make_pair(index_t(0), (c1 - c0) * token_bytes)));
         }
     }
     template <class Pool, class IdView>
@@ -89,11 +88,13 @@ public:
         const index_t n = static_cast<index_t>(tokens.extent(0));
         for (index_t c0 = 0; c0 < n; c0 += chunk_tokens_) {
             const index_t c1 = c0 + chunk_tokens_ < n ? c0 + chunk_tokens_ : n;
-            Kokkos::deep_copy(space, Kokkos::subview(staging_, std::make_pair(index_t(0), (c1 - c0) * token_bytes)),
-                              Kokkos::subview(in, std::make_pair(c0 * token_bytes, c1 * token_bytes)));
-            kernels::scatter_rows_portable(space, pool.first_rows(), pool.second_rows(),
-                                           Kokkos::subview(tokens, std::make_pair(c0, c1)),
-                                           staging_.data());
+            Kokkos::deep_copy(
+                space,
+                Kokkos::subview(staging_, std::make_pair(index_t(0), (c1 - c0) * token_bytes)),
+                Kokkos::subview(in, std::make_pair(c0 * token_bytes, c1 * token_bytes)));
+            kernels::portable::scatter_rows(space, pool.first_rows(), pool.second_rows(),
+                                            Kokkos::subview(tokens, std::make_pair(c0, c1)),
+                                            staging_.data());
         }
     }
     template <class Pool, class IdView>
@@ -107,23 +108,27 @@ private:
     template <class Pool, class IdView>
     index_t validate(const ExecutionSpace& space, const Pool& pool, const IdView& tokens,
                      const host_buffer& host, const char* what) const {
-        static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, typename Pool::memory_space>::accessible,
-                      "HostOffload: the pool's memory must be accessible to the execution space");
+        static_assert(
+            Kokkos::SpaceAccessibility<ExecutionSpace, typename Pool::memory_space>::accessible,
+            "HostOffload: the pool's memory must be accessible to the execution space");
         kv_detail::check_id_view<ExecutionSpace, IdView>();
         const index_t token_bytes = pool.token_bytes();
         if (token_bytes > max_token_bytes_)
             throw Error(ErrorCode::invalid_argument,
-                        std::string(what) + ": the pool's tokens take " + std::to_string(token_bytes) +
-                            " bytes, the staging buffer holds at most " + std::to_string(max_token_bytes_) +
-                            " per token");
+                        std::string(what) + ": the pool's tokens take " +
+                            std::to_string(token_bytes) +
+                            " bytes, the staging buffer holds at most " +
+                            std::to_string(max_token_bytes_) + " per token");
         const index_t expected = static_cast<index_t>(tokens.extent(0)) * token_bytes;
         if (static_cast<index_t>(host.extent(0)) != expected)
-            throw Error(ErrorCode::invalid_argument,
-                        std::string(what) + ": the host buffer has " + std::to_string(host.extent(0)) +
-                            " bytes, " + std::to_string(tokens.extent(0)) + " tokens of " +
-                            std::to_string(token_bytes) + " bytes need " + std::to_string(expected));
+            throw Error(
+                ErrorCode::invalid_argument,
+                std::string(what) + ": the host buffer has " + std::to_string(host.extent(0)) +
+                    " bytes, " + std::to_string(tokens.extent(0)) + " tokens of " +
+                    std::to_string(token_bytes) + " bytes need " + std::to_string(expected));
         if constexpr (kv_detail::free_to_read<ExecutionSpace, IdView>())
-            kv_detail::require_in_range(kv_detail::read_ids(space, tokens), pool.num_slots(), 1, what);
+            kv_detail::require_in_range(kv_detail::read_ids(space, tokens), pool.num_slots(), 1,
+                                        what);
         return token_bytes;
     }
 
@@ -132,4 +137,4 @@ private:
     kk::View<std::uint8_t*, memory_space> staging_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -8,7 +8,9 @@
 // device tables with kernels on the caller's instance.
 #pragma once
 
+#include <kvpool/kernels/portable/state_tables.hpp>
 #include <kvpool/req_to_token_pool.hpp>
+#include <kvpool/state_slot_allocator.hpp>
 
 #include <algorithm>
 #include <optional>
@@ -17,20 +19,6 @@
 #include <vector>
 
 namespace kvpool {
-
-// Where Mamba state slots come from: a host free list, or (later) a
-// MultiEndedAllocator of page size 1. alloc returns nullopt when there is no
-// room (nothing changed); free is given only slots alloc returned.
-template <class ExecutionSpace>
-class StateSlotAllocator {
-public:
-    virtual ~StateSlotAllocator() = default;
-    virtual std::optional<std::vector<index_t>> alloc(const ExecutionSpace& space, index_t n) = 0;
-    virtual void free(const ExecutionSpace& space, const std::vector<index_t>& slots) = 0;
-    // Every slot free, including slots handed on by the pool (kept or donated
-    // track slots): the reference's clear() resets its whole Mamba allocator.
-    virtual void clear(const ExecutionSpace& space) = 0;
-};
 
 struct HybridReqToTokenPoolOptions {
     // Ping-pong track slots per request (SGLang's enable_mamba_extra_buffer).
@@ -42,39 +30,6 @@ struct HybridReqToTokenPoolOptions {
     // 2 with the overlap scheduler, 1 without.
     index_t mamba_ping_pong_track_buffer_size = 2;
 };
-
-namespace kernels {
-
-// For request i: mamba_map(reqs(i)) = mamba(i) and, when track_map has
-// columns, track_map(reqs(i), j) = tracks(i * columns + j).
-template <class ExecutionSpace, class MapView, class TrackMapView, class IndexView>
-void set_state_mapping(const ExecutionSpace& space, const MapView& mamba_map, const TrackMapView& track_map,
-                       const IndexView& reqs, const IndexView& mamba, const IndexView& tracks) {
-    const index_t n = static_cast<index_t>(reqs.extent(0));
-    const index_t columns = static_cast<index_t>(track_map.extent(1));
-    if (n == 0) return;
-    Kokkos::parallel_for(
-        "kvpool::set_state_mapping", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) {
-            mamba_map(reqs(i)) = mamba(i);
-            for (index_t j = 0; j < columns; ++j) track_map(reqs(i), j) = tracks(i * columns + j);
-        });
-}
-
-// out(i) = map(req_indices(i)); an index outside the table reads the padding row.
-template <class ExecutionSpace, class MapView, class InView, class OutView>
-void gather_rows(const ExecutionSpace& space, const MapView& map, const InView& req_indices,
-                 const OutView& out) {
-    const index_t n = static_cast<index_t>(req_indices.extent(0));
-    const index_t rows = static_cast<index_t>(map.extent(0));
-    if (n == 0) return;
-    Kokkos::parallel_for(
-        "kvpool::gather_mamba_indices", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) {
-            const index_t r = req_indices(i);
-            out(i) = map(r >= 0 && r < rows ? r : 0);
-        });
-}
-
-}  // namespace kernels
 
 template <class ExecutionSpace>
 class HybridReqToTokenPool : private ReqToTokenPool<ExecutionSpace> {
@@ -109,10 +64,9 @@ public:
     // states must outlive the pool.
     HybridReqToTokenPool(const ExecutionSpace& space, index_t size, index_t max_context_len,
                          state_allocator& states, HybridReqToTokenPoolOptions options = {})
-        : Base(space, size, max_context_len),
-          states_(&states),
-          options_(require_valid(options)),
-          track_columns_(options.enable_mamba_extra_buffer ? options.mamba_ping_pong_track_buffer_size : 0),
+        : Base(space, size, max_context_len), states_(&states), options_(require_valid(options)),
+          track_columns_(
+              options.enable_mamba_extra_buffer ? options.mamba_ping_pong_track_buffer_size : 0),
           mamba_map_(kk::uninitialized<index_view>("kvpool::req_index_to_mamba_index", rows())),
           track_map_(Kokkos::view_alloc(Kokkos::WithoutInitializing,
                                         "kvpool::req_index_to_mamba_ping_pong_track_buffer"),
@@ -132,10 +86,10 @@ public:
     void get_mamba_indices(const ExecutionSpace& space, const const_index_view& req_indices,
                            const index_view& out) const {
         if (out.extent(0) != req_indices.extent(0))
-            throw Error(ErrorCode::invalid_argument, "get_mamba_indices: out has length " +
-                                                         std::to_string(out.extent(0)) + ", expected " +
-                                                         std::to_string(req_indices.extent(0)));
-        kernels::gather_rows(space, mamba_map_, req_indices, out);
+            throw Error(ErrorCode::invalid_argument,
+                        "get_mamba_indices: out has length " + std::to_string(out.extent(0)) +
+                            ", expected " + std::to_string(req_indices.extent(0)));
+        kernels::portable::gather_state_slots(space, mamba_map_, req_indices, out);
     }
 
     // ---------------------------------------------------------------- alloc / free
@@ -154,19 +108,20 @@ public:
     // caller already holds (e.g. a prefix-cache hit copied into it) and becomes
     // that request's Mamba slot; unbound allocates a fresh one. Track slots are
     // always fresh. nullopt when something runs short (nothing changed).
-    std::optional<std::vector<index_t>> alloc_adopting_mamba(const ExecutionSpace& space,
-                                                             const std::vector<index_t>& mamba_slots) {
+    std::optional<std::vector<index_t>>
+    alloc_adopting_mamba(const ExecutionSpace& space, const std::vector<index_t>& mamba_slots) {
         std::unordered_set<index_t> named;
         for (const index_t m : mamba_slots) {
-            if (m == unbound) continue;
+            if (m == unbound)
+                continue;
             if (m < 0)
                 throw Error(ErrorCode::invalid_argument, "alloc_adopting_mamba: state slot " +
                                                              std::to_string(m) +
                                                              " is neither a slot nor unbound");
             require_not_held("alloc_adopting_mamba", m);
             if (!named.insert(m).second)
-                throw Error(ErrorCode::invalid_argument,
-                            "alloc_adopting_mamba: state slot " + std::to_string(m) + " is named twice");
+                throw Error(ErrorCode::invalid_argument, "alloc_adopting_mamba: state slot " +
+                                                             std::to_string(m) + " is named twice");
         }
         return alloc_requests(space, mamba_slots);
     }
@@ -180,7 +135,8 @@ public:
             this->slots_.require_allocated("free", s);
             if (holds_state(s))
                 throw Error(ErrorCode::invalid_state,
-                            "free: request slot " + std::to_string(s) + " still holds Mamba state slot " +
+                            "free: request slot " + std::to_string(s) +
+                                " still holds Mamba state slot " +
                                 std::to_string(mamba_[static_cast<std::size_t>(s)]) +
                                 "; call free_mamba_cache first");
         }
@@ -195,7 +151,8 @@ public:
     index_t free_mamba_cache(const ExecutionSpace& space, index_t req,
                              std::optional<index_t> keep_idx = std::nullopt) {
         require_state("free_mamba_cache", req);
-        if (keep_idx) require_track_index("free_mamba_cache", *keep_idx);
+        if (keep_idx)
+            require_track_index("free_mamba_cache", *keep_idx);
         std::vector<index_t> to_free{mamba_[static_cast<std::size_t>(req)]};
         index_t kept = unbound;
         for (index_t j = 0; j < track_columns_; ++j) {
@@ -206,8 +163,10 @@ public:
                 to_free.push_back(slot);
         }
         states_->free(space, to_free);
-        for (const index_t s : to_free) held_.erase(s);
-        if (kept != unbound) held_.erase(kept);
+        for (const index_t s : to_free)
+            held_.erase(s);
+        if (kept != unbound)
+            held_.erase(kept);
         release_host_state(req);
         return kept;
     }
@@ -241,7 +200,9 @@ public:
     }
 
     // ---------------------------------------------------------------- ping-pong tracking
-    index_t mamba_ping_pong_track_buffer_size() const { return options_.mamba_ping_pong_track_buffer_size; }
+    index_t mamba_ping_pong_track_buffer_size() const {
+        return options_.mamba_ping_pong_track_buffer_size;
+    }
 
     // The index the scheduler tracks into next; 0 after alloc.
     index_t mamba_next_track_idx(index_t req) const {
@@ -257,7 +218,8 @@ public:
     // The other half of the ping-pong pair (itself with a buffer of one).
     index_t get_mamba_ping_pong_other_idx(index_t mamba_next_track_idx) const {
         require_track_index("get_mamba_ping_pong_other_idx", mamba_next_track_idx);
-        return mamba_ping_pong_track_buffer_size() == 2 ? 1 - mamba_next_track_idx : mamba_next_track_idx;
+        return mamba_ping_pong_track_buffer_size() == 2 ? 1 - mamba_next_track_idx
+                                                        : mamba_next_track_idx;
     }
 
     // The index holding the most recent tracked state: next_track_idx in lazy
@@ -270,12 +232,13 @@ public:
     // Puts value (a state slot the caller holds, or unbound in lazy mode) at
     // track index idx and returns the slot that was there, which passes to the
     // caller (unbound if the entry was empty or already held value).
-    [[nodiscard]] index_t set_mamba_ping_pong_slot(const ExecutionSpace& space, index_t req, index_t idx,
-                                                   index_t value) {
+    [[nodiscard]] index_t set_mamba_ping_pong_slot(const ExecutionSpace& space, index_t req,
+                                                   index_t idx, index_t value) {
         require_tracking("set_mamba_ping_pong_slot", req);
         require_track_index("set_mamba_ping_pong_slot", idx);
         const index_t old = track(req, idx);
-        if (value == old) return unbound;
+        if (value == old)
+            return unbound;
         if (value == unbound) {
             if (!options_.enable_mamba_extra_buffer_lazy)
                 throw Error(ErrorCode::invalid_argument,
@@ -290,14 +253,16 @@ public:
     // Hands the slot holding the most recent tracked state (keep index) to the
     // caller, for the prefix cache, and puts new_slot (a state slot the caller
     // holds) in its place so the request keeps tracking. Returns the donated slot.
-    index_t donate_mamba_ping_pong_slot(const ExecutionSpace& space, index_t req, index_t new_slot) {
+    index_t donate_mamba_ping_pong_slot(const ExecutionSpace& space, index_t req,
+                                        index_t new_slot) {
         const index_t idx = get_mamba_ping_pong_keep_idx(req);
         const index_t donated = track(req, idx);
         if (donated == unbound)
-            throw Error(ErrorCode::invalid_state, "donate_mamba_ping_pong_slot: track index " +
-                                                      std::to_string(idx) + " of request slot " +
-                                                      std::to_string(req) + " is empty (next_track_idx " +
-                                                      std::to_string(mamba_next_track_idx(req)) + ")");
+            throw Error(ErrorCode::invalid_state,
+                        "donate_mamba_ping_pong_slot: track index " + std::to_string(idx) +
+                            " of request slot " + std::to_string(req) +
+                            " is empty (next_track_idx " +
+                            std::to_string(mamba_next_track_idx(req)) + ")");
         require_state_slot("donate_mamba_ping_pong_slot", new_slot);
         put_track(space, req, idx, new_slot);
         return donated;
@@ -314,7 +279,8 @@ public:
                                                       std::to_string(req) + " holds slot " +
                                                       std::to_string(track(req, idx)));
         auto slot = states_->alloc(space, 1);
-        if (!slot) return false;
+        if (!slot)
+            return false;
         require_fresh(*slot, 1);
         put_track(space, req, idx, slot->front());
         return true;
@@ -325,16 +291,20 @@ public:
     void check_invariants(const ExecutionSpace& space) const {
         std::unordered_set<index_t> seen;
         const auto claim = [&](index_t req, index_t slot) {
-            if (slot == unbound) return;
+            if (slot == unbound)
+                return;
             if (!seen.insert(slot).second || held_.count(slot) == 0)
-                throw Error(ErrorCode::internal, "state slot " + std::to_string(slot) + " of request slot " +
-                                                     std::to_string(req) + " is held twice or not recorded");
+                throw Error(ErrorCode::internal, "state slot " + std::to_string(slot) +
+                                                     " of request slot " + std::to_string(req) +
+                                                     " is held twice or not recorded");
         };
         for (index_t r = 0; r < static_cast<index_t>(rows()); ++r) {
-            if (!holds_state(r)) continue;
+            if (!holds_state(r))
+                continue;
             if (!is_allocated(r) || mamba_[static_cast<std::size_t>(r)] == unbound)
-                throw Error(ErrorCode::internal, "request slot " + std::to_string(r) +
-                                                     " holds track slots without being allocated with state");
+                throw Error(ErrorCode::internal,
+                            "request slot " + std::to_string(r) +
+                                " holds track slots without being allocated with state");
             claim(r, mamba_[static_cast<std::size_t>(r)]);
             for (index_t j = 0; j < track_columns_; ++j) {
                 if (track(r, j) == unbound && !options_.enable_mamba_extra_buffer_lazy)
@@ -351,28 +321,33 @@ public:
         auto map = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), mamba_map_);
         auto tracks = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), track_map_);
         for (index_t r = 0; r < static_cast<index_t>(rows()); ++r) {
-            if (!holds_state(r)) continue;
+            if (!holds_state(r))
+                continue;
             if (map(r) != mamba_[static_cast<std::size_t>(r)])
-                throw Error(ErrorCode::internal, "req_index_to_mamba_index(" + std::to_string(r) +
-                                                     ") = " + std::to_string(map(r)) + ", host " +
-                                                     std::to_string(mamba_[static_cast<std::size_t>(r)]));
+                throw Error(ErrorCode::internal,
+                            "req_index_to_mamba_index(" + std::to_string(r) +
+                                ") = " + std::to_string(map(r)) + ", host " +
+                                std::to_string(mamba_[static_cast<std::size_t>(r)]));
             for (index_t j = 0; j < track_columns_; ++j)
                 if (tracks(r, j) != track(r, j))
                     throw Error(ErrorCode::internal, "req_index_to_mamba_ping_pong_track_buffer(" +
-                                                         std::to_string(r) + ", " + std::to_string(j) +
-                                                         ") = " + std::to_string(tracks(r, j)) + ", host " +
-                                                         std::to_string(track(r, j)));
+                                                         std::to_string(r) + ", " +
+                                                         std::to_string(j) +
+                                                         ") = " + std::to_string(tracks(r, j)) +
+                                                         ", host " + std::to_string(track(r, j)));
         }
         Base::check_invariants(space);
     }
     void check_invariants() const { check_invariants(ExecutionSpace()); }
 
 private:
-    static const HybridReqToTokenPoolOptions& require_valid(const HybridReqToTokenPoolOptions& options) {
+    static const HybridReqToTokenPoolOptions&
+    require_valid(const HybridReqToTokenPoolOptions& options) {
         const index_t size = options.mamba_ping_pong_track_buffer_size;
         if (size != 1 && size != 2)
             throw Error(ErrorCode::invalid_argument,
-                        "mamba_ping_pong_track_buffer_size must be 1 or 2, got " + std::to_string(size));
+                        "mamba_ping_pong_track_buffer_size must be 1 or 2, got " +
+                            std::to_string(size));
         if (options.enable_mamba_extra_buffer_lazy && !options.enable_mamba_extra_buffer)
             throw Error(ErrorCode::invalid_argument,
                         "enable_mamba_extra_buffer_lazy needs enable_mamba_extra_buffer");
@@ -389,21 +364,25 @@ private:
 
     // Any state slot at all: a Mamba slot, or (only as an internal error) a track slot.
     bool holds_state(index_t req) const {
-        if (mamba_[static_cast<std::size_t>(req)] != unbound) return true;
+        if (mamba_[static_cast<std::size_t>(req)] != unbound)
+            return true;
         for (index_t j = 0; j < track_columns_; ++j)
-            if (track(req, j) != unbound) return true;
+            if (track(req, j) != unbound)
+                return true;
         return false;
     }
 
     void require_extra_buffer(const char* what) const {
         if (!options_.enable_mamba_extra_buffer)
-            throw Error(ErrorCode::invalid_state, std::string(what) + ": the Mamba extra buffer is disabled");
+            throw Error(ErrorCode::invalid_state,
+                        std::string(what) + ": the Mamba extra buffer is disabled");
     }
     void require_track_index(const char* what, index_t idx) const {
         require_extra_buffer(what);
         if (idx < 0 || idx >= track_columns_)
-            throw Error(ErrorCode::out_of_range, std::string(what) + ": track index " + std::to_string(idx) +
-                                                     " is outside 0.." + std::to_string(track_columns_ - 1));
+            throw Error(ErrorCode::out_of_range, std::string(what) + ": track index " +
+                                                     std::to_string(idx) + " is outside 0.." +
+                                                     std::to_string(track_columns_ - 1));
     }
     void require_state(const char* what, index_t req) const {
         this->slots_.require_allocated(what, req);
@@ -418,9 +397,9 @@ private:
     }
     void require_not_held(const char* what, index_t slot) const {
         if (held_.count(slot) != 0)
-            throw Error(ErrorCode::invalid_argument, std::string(what) + ": state slot " +
-                                                         std::to_string(slot) +
-                                                         " is already held by a request of this pool");
+            throw Error(ErrorCode::invalid_argument,
+                        std::string(what) + ": state slot " + std::to_string(slot) +
+                            " is already held by a request of this pool");
     }
     void require_state_slot(const char* what, index_t slot) const {
         if (slot < 0)
@@ -432,18 +411,21 @@ private:
     void require_fresh(const std::vector<index_t>& slots, index_t n) const {
         std::unordered_set<index_t> distinct(slots.begin(), slots.end());
         bool ok = static_cast<index_t>(slots.size()) == n && distinct.size() == slots.size();
-        for (const index_t s : slots) ok = ok && s >= 0 && held_.count(s) == 0;
+        for (const index_t s : slots)
+            ok = ok && s >= 0 && held_.count(s) == 0;
         if (!ok)
-            throw Error(ErrorCode::internal,
-                        "the state slot allocator returned " + std::to_string(slots.size()) + " slots for " +
-                            std::to_string(n) + ", some negative, repeated or already held");
+            throw Error(ErrorCode::internal, "the state slot allocator returned " +
+                                                 std::to_string(slots.size()) + " slots for " +
+                                                 std::to_string(n) +
+                                                 ", some negative, repeated or already held");
     }
 
     // mamba_slots[i]: adopted slot, or unbound for a fresh one.
     std::optional<std::vector<index_t>> alloc_requests(const ExecutionSpace& space,
                                                        const std::vector<index_t>& mamba_slots) {
         const index_t n = static_cast<index_t>(mamba_slots.size());
-        if (n > available_size()) return std::nullopt;
+        if (n > available_size())
+            return std::nullopt;
         const index_t first_tracks = options_.enable_mamba_extra_buffer_lazy ? 1 : track_columns_;
         const index_t need =
             static_cast<index_t>(std::count(mamba_slots.begin(), mamba_slots.end(), unbound)) +
@@ -451,7 +433,8 @@ private:
         std::vector<index_t> fresh;
         if (need > 0) {
             auto got = states_->alloc(space, need);
-            if (!got) return std::nullopt;
+            if (!got)
+                return std::nullopt;
             require_fresh(*got, need);
             fresh = std::move(*got);
         }
@@ -463,14 +446,16 @@ private:
         for (index_t i = 0; i < n; ++i) {
             const index_t r = reqs[static_cast<std::size_t>(i)];
             index_t& m = mamba[static_cast<std::size_t>(i)];
-            if (m == unbound) m = fresh[next++];
+            if (m == unbound)
+                m = fresh[next++];
             for (index_t j = 0; j < first_tracks; ++j)
                 tracks[static_cast<std::size_t>(i * track_columns_ + j)] = fresh[next++];
             mamba_[static_cast<std::size_t>(r)] = m;
             held_.insert(m);
             for (index_t j = 0; j < track_columns_; ++j) {
                 track(r, j) = tracks[static_cast<std::size_t>(i * track_columns_ + j)];
-                if (track(r, j) != unbound) held_.insert(track(r, j));
+                if (track(r, j) != unbound)
+                    held_.insert(track(r, j));
             }
             next_track_[static_cast<std::size_t>(r)] = 0;
         }
@@ -480,24 +465,27 @@ private:
             const std::size_t at_mamba = staging.add(mamba);
             const std::size_t at_tracks = staging.add(tracks);
             staging.upload(space);
-            kernels::set_state_mapping(space, mamba_map_, track_map_, staging.slice(at_reqs, reqs.size()),
-                                       staging.slice(at_mamba, mamba.size()),
-                                       staging.slice(at_tracks, tracks.size()));
+            kernels::portable::set_state_mapping(
+                space, mamba_map_, track_map_, staging.slice(at_reqs, reqs.size()),
+                staging.slice(at_mamba, mamba.size()), staging.slice(at_tracks, tracks.size()));
         }
         return reqs;
     }
 
     void put_track(const ExecutionSpace& space, index_t req, index_t idx, index_t value) {
         index_t& entry = track(req, idx);
-        if (entry != unbound) held_.erase(entry);
-        if (value != unbound) held_.insert(value);
+        if (entry != unbound)
+            held_.erase(entry);
+        if (value != unbound)
+            held_.insert(value);
         entry = value;
         Kokkos::deep_copy(space, Kokkos::subview(track_map_, req, idx), value);
     }
 
     void release_host_state(index_t req) {
         mamba_[static_cast<std::size_t>(req)] = unbound;
-        for (index_t j = 0; j < track_columns_; ++j) track(req, j) = unbound;
+        for (index_t j = 0; j < track_columns_; ++j)
+            track(req, j) = unbound;
         next_track_[static_cast<std::size_t>(req)] = 0;
     }
 
@@ -510,12 +498,13 @@ private:
 
     void zero_device_maps(const ExecutionSpace& space) {
         Kokkos::deep_copy(space, mamba_map_, index_t(0));
-        if (track_columns_ > 0) Kokkos::deep_copy(space, track_map_, index_t(0));
+        if (track_columns_ > 0)
+            Kokkos::deep_copy(space, track_map_, index_t(0));
     }
 
     state_allocator* states_;
     HybridReqToTokenPoolOptions options_;
-    index_t track_columns_;  // 0 without the extra buffer
+    index_t track_columns_; // 0 without the extra buffer
     index_view mamba_map_;
     track_view track_map_;
     // Host authority, per request slot: Mamba slot, track slots (row-major), next track index.
@@ -526,4 +515,4 @@ private:
     std::unordered_set<index_t> held_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

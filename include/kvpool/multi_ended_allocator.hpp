@@ -9,11 +9,11 @@
 #include <kvpool/detail/allocator_core.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/error.hpp>
+#include <kvpool/kernels/dispatch.hpp>
+#include <kvpool/kernels/stream_wait.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/stream_wait.hpp>
+#include <kvpool/side_occupancy.hpp>
 #include <kvpool/unified_kv_pool.hpp>
-
-#include <kokkos/dispatch.hpp>
 
 #include <functional>
 #include <optional>
@@ -93,6 +93,10 @@ public:
     std::string state_string() const { return core_.state_string(); }
     bool is_slot_allocated(index_t virtual_token) const { return core_.is_slot_allocated(virtual_token); }
     const detail::AllocatorCore& core() const { return core_; }
+    // Where this side stands, for capacity planners (kvpool-sim's admission check).
+    SideOccupancy occupancy() const {
+        return {core_.free_virtual_page_count(), core_.hole_pages(), core_.gap_bytes(), geometry().page_bytes};
+    }
     // Virtual pages the last successful allocation bound (the ids a non-owner
     // peer binds next).
     const std::vector<index_t>& last_allocated_virtual_pages() const { return binding_.virtual_pages; }
@@ -164,9 +168,9 @@ public:
         const std::size_t ps = staging_.add(page_start);
         staging_.upload(space);
         const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
-        kernels::alloc_extend_bind(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
-                                   staging_.slice(pre, b), staging_.slice(seq, b), staging_.slice(os, b),
-                                   staging_.slice(ps, b), last_loc, page_size(), follower_views(fp, n), out);
+        kernels::alloc_extend_bind(space, kernels::AllocExtend{new_pages(v, p, fp, n), staging_.slice(pre, b),
+                                                               staging_.slice(seq, b), staging_.slice(os, b),
+                                                               staging_.slice(ps, b), last_loc, out});
         return true;
     }
 
@@ -186,9 +190,8 @@ public:
         const std::size_t ps = staging_.add(page_start);
         staging_.upload(space);
         const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
-        kernels::alloc_decode_bind(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
-                                   staging_.slice(seq, b), staging_.slice(ps, b), last_loc, page_size(),
-                                   follower_views(fp, n), out);
+        kernels::alloc_decode_bind(space, kernels::AllocDecode{new_pages(v, p, fp, n), staging_.slice(seq, b),
+                                                               staging_.slice(ps, b), last_loc, out});
         return true;
     }
 
@@ -257,7 +260,7 @@ public:
     void translate(const ExecutionSpace& space, const const_index_view& virtual_tokens,
                    const OutView& out) const {
         require_length("translate: out", out, static_cast<index_t>(virtual_tokens.extent(0)));
-        kernels::translate_tokens(space, v2p_, page_size(), virtual_tokens, out);
+        kernels::translate_tokens(space, kernels::Translation{v2p_, page_size(), virtual_tokens, out});
     }
     index_view translate(const ExecutionSpace& space, const const_index_view& virtual_tokens) const {
         index_view out = kk::uninitialized<index_view>("kvpool::translate_out", virtual_tokens.extent(0));
@@ -323,8 +326,7 @@ private:
         const std::size_t fp = stage_follower_pages();
         staging_.upload(space);
         const auto n = binding_.virtual_pages.size();
-        kernels::bind_pages_emit_tokens(space, v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
-                                        page_size(), follower_views(fp, n), out);
+        kernels::bind_pages_emit_tokens(space, kernels::AllocTokens{new_pages(v, p, fp, n), out});
     }
 
     // Where request arrays start: out_start[r] in out, page_start[r] among the
@@ -406,14 +408,19 @@ private:
     }
 
     // The follower's physical pages of the allocation being applied, staged
-    // with the owner's arrays; follower_views() reads them after the upload.
+    // with the owner's arrays; new_pages() reads them after the upload.
     std::size_t stage_follower_pages() {
         return follower_ ? staging_.add(follower_->binding_.physical_pages) : 0;
     }
     using staged_view = decltype(std::declval<const detail::Staging<ExecutionSpace>&>().slice(0, 0));
-    kernels::FollowerViews<index_view, staged_view> follower_views(std::size_t offset, std::size_t n) const {
-        if (!follower_) return {};
-        return {follower_->v2p_, follower_->p2v_, staging_.slice(offset, n)};
+    // The n pages staged at offsets v (virtual) and p (physical), with the
+    // follower's physical pages at fp when there is a follower.
+    kernels::NewPages<index_view, staged_view> new_pages(std::size_t v, std::size_t p, std::size_t fp,
+                                                         std::size_t n) const {
+        kernels::NewPages<index_view, staged_view> pages{v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
+                                                         page_size(), {}};
+        if (follower_) pages.follower = {follower_->v2p_, follower_->p2v_, staging_.slice(fp, n)};
+        return pages;
     }
 
     // (Re)creates the device v2p table at the size of the id owner's space.
@@ -436,8 +443,8 @@ private:
         const std::size_t p = staging_.add(binding_.physical_pages);
         staging_.upload(space);
         const auto n = binding_.virtual_pages.size();
-        kernels::apply_table_writes(space, v2p_, staging_.slice(v, n), staging_.slice(p, n), p2v_,
-                                    staging_.slice(p, n), staging_.slice(v, n));
+        kernels::apply_table_writes(space, kernels::TableWrites{v2p_, staging_.slice(v, n), staging_.slice(p, n),
+                                                                p2v_, staging_.slice(p, n), staging_.slice(v, n)});
     }
 
     void submit_peer(const ExecutionSpace& space) {
@@ -448,7 +455,7 @@ private:
     void submit(const ExecutionSpace& space) {
         detail::DevicePlan& plan = core_.plan();
         if (plan.empty()) return;
-        for (const auto& token : plan.waits) enqueue_wait(space, *token);
+        for (const auto& token : plan.waits) kernels::enqueue_wait(space, *token);
         const std::size_t src = staging_.add(plan.move_src);
         const std::size_t dst = staging_.add(plan.move_dst);
         const std::size_t vi = staging_.add(plan.v2p_index);
@@ -457,13 +464,16 @@ private:
         const std::size_t pv = staging_.add(plan.p2v_value);
         staging_.upload(space);
         const std::size_t moves = plan.move_src.size();
-        const auto v2p_index = staging_.slice(vi, plan.v2p_index.size());
-        const auto v2p_value = staging_.slice(vv, plan.v2p_value.size());
-        const auto p2v_index = staging_.slice(pi, plan.p2v_index.size());
-        const auto p2v_value = staging_.slice(pv, plan.p2v_value.size());
+        const kernels::TableWrites writes{v2p_,
+                                          staging_.slice(vi, plan.v2p_index.size()),
+                                          staging_.slice(vv, plan.v2p_value.size()),
+                                          p2v_,
+                                          staging_.slice(pi, plan.p2v_index.size()),
+                                          staging_.slice(pv, plan.p2v_value.size())};
         const auto apply_plan = [&](const auto& src_pages, const auto& dst_pages) {
-            kernels::apply_plan(space, pool_->bytes(), geometry().page_bytes, src_pages, dst_pages, v2p_, v2p_index,
-                                v2p_value, p2v_, p2v_index, p2v_value);
+            kernels::apply_plan(space, kernels::CompactionPlan{kernels::PageMoves{pool_->bytes(), geometry().page_bytes,
+                                                                                  src_pages, dst_pages},
+                                                               writes});
         };
         if (moves > 0 && !move_ && geometry().page_bytes < device_move_list_min_page_bytes) {
             apply_plan(staging_.slice(src, moves), staging_.slice(dst, moves));
@@ -474,7 +484,7 @@ private:
                        Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)));
         } else {
             if (moves > 0) move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
-            kernels::apply_table_writes(space, v2p_, v2p_index, v2p_value, p2v_, p2v_index, p2v_value);
+            kernels::apply_table_writes(space, writes);
         }
         plan.clear();
     }

@@ -11,6 +11,7 @@
 #include <kvpool/detail/req_slot_allocator.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/error.hpp>
+#include <kvpool/kernels/portable/request_table.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 #include <algorithm>
@@ -21,47 +22,7 @@
 
 namespace kvpool {
 
-namespace kernels {
-
-// table(row, start + i) = values(i).
-template <class ExecutionSpace, class TableView, class ValueView>
-void write_row(const ExecutionSpace& space, const TableView& table, index_t row, index_t start,
-               const ValueView& values) {
-    const index_t n = static_cast<index_t>(values.extent(0));
-    if (n == 0) return;
-    Kokkos::parallel_for(
-        "kvpool::req_to_token_write_row", kk::range(space, n),
-        KOKKOS_LAMBDA(const index_t i) { table(row, start + i) = values(i); });
-}
-
-// Segment r of values, [offsets(r), offsets(r + 1)), goes to row rows(r) from
-// column starts(r). offsets has one entry more than rows; its last is the
-// length of values. The host checked that no two segments overlap.
-template <class ExecutionSpace, class TableView, class IndexView, class ValueView>
-void write_rows(const ExecutionSpace& space, const TableView& table, const IndexView& rows,
-                const IndexView& starts, const IndexView& offsets, const ValueView& values) {
-    const index_t n = static_cast<index_t>(values.extent(0));
-    const index_t batch = static_cast<index_t>(rows.extent(0));
-    if (n == 0) return;
-    Kokkos::parallel_for(
-        "kvpool::req_to_token_write_rows", kk::range(space, n), KOKKOS_LAMBDA(const index_t t) {
-            // The segment holding t: offsets(lo) <= t < offsets(lo + 1), never an empty one.
-            index_t lo = 0, hi = batch;
-            while (hi - lo > 1) {
-                const index_t mid = (lo + hi) / 2;
-                if (offsets(mid) <= t)
-                    lo = mid;
-                else
-                    hi = mid;
-            }
-            table(rows(lo), starts(lo) + t - offsets(lo)) = values(t);
-        });
-}
-
-}  // namespace kernels
-
-template <class ExecutionSpace>
-class ReqToTokenPool {
+template <class ExecutionSpace> class ReqToTokenPool {
 public:
     using execution_space = ExecutionSpace;
     using memory_space = typename ExecutionSpace::memory_space;
@@ -77,8 +38,7 @@ public:
     // size request slots (1..size) plus the padding row 0, max_context_len
     // positions each; the table starts zeroed, like the reference's.
     ReqToTokenPool(const ExecutionSpace& space, index_t size, index_t max_context_len)
-        : slots_(size),
-          max_context_len_(require_positive_context(max_context_len)),
+        : slots_(size), max_context_len_(require_positive_context(max_context_len)),
           table_(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kvpool::req_to_token"),
                  static_cast<std::size_t>(size) + 1, static_cast<std::size_t>(max_context_len)),
           host_rows_(static_cast<std::size_t>(size) + 1) {
@@ -111,35 +71,40 @@ public:
     void free(index_t slot) { free(std::vector<index_t>{slot}); }
     void free(const std::vector<index_t>& slots) {
         slots_.free(slots.data(), slots.size());
-        for (const index_t s : slots) host_rows_[static_cast<std::size_t>(s)].clear();
+        for (const index_t s : slots)
+            host_rows_[static_cast<std::size_t>(s)].clear();
     }
 
     // Every slot free again (the reference's clear: the device table is not touched).
     void clear() {
         slots_.clear();
-        for (auto& row : host_rows_) row.clear();
+        for (auto& row : host_rows_)
+            row.clear();
     }
 
     // ---------------------------------------------------------------- write
     // Row slot, columns [start, start + ids.extent(0)) = ids (device), in one
     // launch on space. The host does not learn the ids (that would take a
     // fence): host_row() reads them as unbound.
-    void write(const ExecutionSpace& space, index_t slot, index_t start, const const_index_view& ids) {
+    void write(const ExecutionSpace& space, index_t slot, index_t start,
+               const const_index_view& ids) {
         const index_t n = static_cast<index_t>(ids.extent(0));
         require_segment("write", slot, start, n);
         record_host(slot, start, n, nullptr);
-        kernels::write_row(space, table_, slot, start, ids);
+        kernels::portable::write_row(space, table_, slot, start, ids);
     }
 
     // The same from host ids (uploaded on space), which host_row() then returns.
-    void write(const ExecutionSpace& space, index_t slot, index_t start, const std::vector<index_t>& ids) {
+    void write(const ExecutionSpace& space, index_t slot, index_t start,
+               const std::vector<index_t>& ids) {
         const index_t n = static_cast<index_t>(ids.size());
         require_segment("write", slot, start, n);
         record_host(slot, start, n, ids.data());
-        if (n == 0) return;
+        if (n == 0)
+            return;
         const std::size_t at = staging_.add(ids);
         staging_.upload(space);
-        kernels::write_row(space, table_, slot, start, staging_.slice(at, ids.size()));
+        kernels::portable::write_row(space, table_, slot, start, staging_.slice(at, ids.size()));
     }
 
     // Many rows in one launch (e.g. one new token per request in a decode
@@ -149,10 +114,10 @@ public:
                const std::vector<index_t>& starts, const std::vector<index_t>& lengths,
                const const_index_view& ids) {
         if (starts.size() != slots.size() || lengths.size() != slots.size())
-            throw Error(ErrorCode::invalid_argument, "write: slots, starts and lengths have " +
-                                                         std::to_string(slots.size()) + ", " +
-                                                         std::to_string(starts.size()) + " and " +
-                                                         std::to_string(lengths.size()) + " entries");
+            throw Error(ErrorCode::invalid_argument,
+                        "write: slots, starts and lengths have " + std::to_string(slots.size()) +
+                            ", " + std::to_string(starts.size()) + " and " +
+                            std::to_string(lengths.size()) + " entries");
         std::vector<index_t> offsets(slots.size() + 1, 0);
         for (std::size_t r = 0; r < slots.size(); ++r) {
             require_segment("write", slots[r], starts[r], lengths[r]);
@@ -160,17 +125,20 @@ public:
         }
         if (offsets.back() != static_cast<index_t>(ids.extent(0)))
             throw Error(ErrorCode::invalid_argument,
-                        "write: lengths add up to " + std::to_string(offsets.back()) + " ids, but ids has " +
-                            std::to_string(ids.extent(0)));
+                        "write: lengths add up to " + std::to_string(offsets.back()) +
+                            " ids, but ids has " + std::to_string(ids.extent(0)));
         require_disjoint(slots, starts, lengths);
-        for (std::size_t r = 0; r < slots.size(); ++r) record_host(slots[r], starts[r], lengths[r], nullptr);
-        if (offsets.back() == 0) return;
+        for (std::size_t r = 0; r < slots.size(); ++r)
+            record_host(slots[r], starts[r], lengths[r], nullptr);
+        if (offsets.back() == 0)
+            return;
         const std::size_t rows = staging_.add(slots);
         const std::size_t first = staging_.add(starts);
         const std::size_t offs = staging_.add(offsets);
         staging_.upload(space);
-        kernels::write_rows(space, table_, staging_.slice(rows, slots.size()),
-                            staging_.slice(first, slots.size()), staging_.slice(offs, offsets.size()), ids);
+        kernels::portable::write_rows(space, table_, staging_.slice(rows, slots.size()),
+                                      staging_.slice(first, slots.size()),
+                                      staging_.slice(offs, offsets.size()), ids);
     }
 
     // ---------------------------------------------------------------- host mirror
@@ -195,12 +163,14 @@ public:
             const auto& row = host_rows_[static_cast<std::size_t>(s)];
             if (!is_allocated(s) && !row.empty())
                 throw Error(ErrorCode::internal, "request slot " + std::to_string(s) +
-                                                     " is free but has a host row. " + state_string());
+                                                     " is free but has a host row. " +
+                                                     state_string());
             for (std::size_t c = 0; c < row.size(); ++c)
                 if (row[c] != unbound && table(s, c) != row[c])
-                    throw Error(ErrorCode::internal,
-                                "req_to_token(" + std::to_string(s) + ", " + std::to_string(c) + ") = " +
-                                    std::to_string(table(s, c)) + ", host mirror " + std::to_string(row[c]));
+                    throw Error(ErrorCode::internal, "req_to_token(" + std::to_string(s) + ", " +
+                                                         std::to_string(c) +
+                                                         ") = " + std::to_string(table(s, c)) +
+                                                         ", host mirror " + std::to_string(row[c]));
         }
     }
     void check_invariants() const { check_invariants(ExecutionSpace()); }
@@ -218,15 +188,18 @@ protected:
         if (start < 0 || length < 0 || start > max_context_len_ - length)
             throw Error(ErrorCode::out_of_range,
                         std::string(what) + ": columns [" + std::to_string(start) + ", " +
-                            std::to_string(start + length) + ") of request slot " + std::to_string(slot) +
-                            " are outside [0, max_context_len " + std::to_string(max_context_len_) + ")");
+                            std::to_string(start + length) + ") of request slot " +
+                            std::to_string(slot) + " are outside [0, max_context_len " +
+                            std::to_string(max_context_len_) + ")");
     }
 
     // Overlapping segments of one row would race in the batched kernel.
-    static void require_disjoint(const std::vector<index_t>& slots, const std::vector<index_t>& starts,
+    static void require_disjoint(const std::vector<index_t>& slots,
+                                 const std::vector<index_t>& starts,
                                  const std::vector<index_t>& lengths) {
         std::vector<std::size_t> order(slots.size());
-        for (std::size_t r = 0; r < slots.size(); ++r) order[r] = r;
+        for (std::size_t r = 0; r < slots.size(); ++r)
+            order[r] = r;
         std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
             return std::make_pair(slots[a], starts[a]) < std::make_pair(slots[b], starts[b]);
         });
@@ -237,18 +210,21 @@ protected:
                 throw Error(ErrorCode::invalid_argument,
                             "write: segments [" + std::to_string(starts[a]) + ", " +
                                 std::to_string(starts[a] + lengths[a]) + ") and [" +
-                                std::to_string(starts[b]) + ", " + std::to_string(starts[b] + lengths[b]) +
-                                ") of request slot " + std::to_string(slots[a]) + " overlap");
+                                std::to_string(starts[b]) + ", " +
+                                std::to_string(starts[b] + lengths[b]) + ") of request slot " +
+                                std::to_string(slots[a]) + " overlap");
         }
     }
 
     // ids == nullptr: written from the device, unknown here.
     void record_host(index_t slot, index_t start, index_t n, const index_t* ids) {
-        if (n == 0) return;
+        if (n == 0)
+            return;
         auto& row = host_rows_[static_cast<std::size_t>(slot)];
         if (static_cast<index_t>(row.size()) < start + n)
             row.resize(static_cast<std::size_t>(start + n), unbound);
-        for (index_t i = 0; i < n; ++i) row[static_cast<std::size_t>(start + i)] = ids ? ids[i] : unbound;
+        for (index_t i = 0; i < n; ++i)
+            row[static_cast<std::size_t>(start + i)] = ids ? ids[i] : unbound;
     }
 
     detail::ReqSlotAllocator slots_;
@@ -259,4 +235,4 @@ protected:
     detail::Staging<ExecutionSpace> staging_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

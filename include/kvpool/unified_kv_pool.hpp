@@ -2,17 +2,15 @@
 // other. Holds the bytes and the layout; allocators hold the policy.
 #pragma once
 
+#include <kvpool/kernels/portable/fill_bytes.hpp>
 #include <kvpool/kokkos_compat.hpp>
 #include <kvpool/pool_layout.hpp>
-
-#include <kokkos/fill_bytes.hpp>
 
 #include <cstdint>
 
 namespace kvpool {
 
-template <class MemorySpace>
-class UnifiedKVPool {
+template <class MemorySpace> class UnifiedKVPool {
 public:
     using memory_space = MemorySpace;
     using bytes_view = kk::View<std::uint8_t*, MemorySpace>;
@@ -23,7 +21,7 @@ public:
         : layout_(std::move(layout)),
           bytes_(kk::uninitialized<bytes_view>("kvpool::unified_buffer",
                                                static_cast<std::size_t>(layout_.total_bytes()))) {
-        kernels::fill_bytes(space, bytes_, 0);
+        kernels::portable::fill_bytes(space, bytes_, 0);
     }
     explicit UnifiedKVPool(PoolLayout layout)
         : UnifiedKVPool(typename MemorySpace::execution_space(), std::move(layout)) {}
@@ -37,4 +35,4 @@ private:
     bytes_view bytes_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -4,6 +4,8 @@
 // device work it decided on to plan(), which a backend applies in one batch.
 #pragma once
 
+#include <kvpool/allocator_options.hpp>
+#include <kvpool/allocator_snapshot.hpp>
 #include <kvpool/completion_token.hpp>
 #include <kvpool/counters.hpp>
 #include <kvpool/detail/device_plan.hpp>
@@ -15,22 +17,6 @@
 #include <vector>
 
 namespace kvpool {
-
-struct AllocatorOptions {
-    CompactionMode mode = CompactionMode::eager;
-    // The id owner mints virtual ids; a non-owner binds ids minted by its peer.
-    bool is_id_owner = true;
-    // Moves one opportunistic (non-urgent) flush may make; urgent flushes pack fully.
-    index_t max_moves_per_flush = 4096;
-};
-
-// Opaque marker of the state at backup_state(); restore_state() undoes every
-// allocation made since.
-struct AllocatorSnapshot {
-    std::uint64_t window_id = 0;
-    std::size_t undo_depth = 0;
-    bool opened_window = false; // false inside an enclosing window
-};
 
 namespace detail {
 

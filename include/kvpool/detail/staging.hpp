@@ -9,8 +9,8 @@
 // device work.
 #pragma once
 
-#include <kvpool/detail/async_upload.hpp>
-#include <kvpool/detail/stream_event.hpp>
+#include <kvpool/kernels/device_ids.hpp>
+#include <kvpool/kernels/stream_event.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 #include <cstring>
@@ -21,23 +21,25 @@
 
 namespace kvpool::detail {
 
-template <class ExecutionSpace>
-class Staging {
+template <class ExecutionSpace> class Staging {
 public:
     using memory_space = typename kk::pinned_host_space<ExecutionSpace>::type;
     using slab_view = kk::View<index_t*, memory_space>;
 
     // Appends an array to the next upload; returns its offset there.
     std::size_t add(const index_t* data, std::size_t n) {
-        if (!filling_) start_filling();
+        if (!filling_)
+            start_filling();
         Slab& slab = *ring_[current_];
         if (slab.view.extent(0) < used_ + n) {
             slab_view larger = kk::uninitialized<slab_view>("kvpool::staging", grow(used_ + n));
-            if (used_ > 0) std::memcpy(larger.data(), slab.view.data(), used_ * sizeof(index_t));
+            if (used_ > 0)
+                std::memcpy(larger.data(), slab.view.data(), used_ * sizeof(index_t));
             retire(std::move(slab.view));
             slab.view = larger;
         }
-        if (n > 0) std::memcpy(slab.view.data() + used_, data, n * sizeof(index_t));
+        if (n > 0)
+            std::memcpy(slab.view.data() + used_, data, n * sizeof(index_t));
         const std::size_t offset = used_;
         used_ += n;
         return offset;
@@ -47,7 +49,8 @@ public:
     // Makes everything added since the last upload readable by kernels enqueued
     // next on space.
     void upload(const ExecutionSpace& space) {
-        if (!filling_) start_filling();
+        if (!filling_)
+            start_filling();
         filling_ = false;
         in_use_ = true;
         last_space_ = space;
@@ -68,7 +71,7 @@ public:
             Slab& slab = *ring_[current_];
             slab.device.reserve(space, slab.view.extent(0));
             const auto device = slab.device.view();
-            async_upload(space, device.data() + offset, slab.view.data() + offset, n);
+            kernels::async_upload(space, device.data() + offset, slab.view.data() + offset, n);
             return Kokkos::subview(device, std::make_pair(offset, offset + n));
         }
     }
@@ -78,36 +81,41 @@ private:
 
     struct Slab {
         slab_view view;
-        DeviceIds<ExecutionSpace> device;
-        StreamEvent<ExecutionSpace> done;
+        kernels::DeviceIds<ExecutionSpace> device;
+        kernels::StreamEvent<ExecutionSpace> done;
     };
     static std::size_t grow(std::size_t need) {
         std::size_t size = 1024;
-        while (size < need) size *= 2;
+        while (size < need)
+            size *= 2;
         return size;
     }
     static std::vector<std::unique_ptr<Slab>> initial_ring() {
         std::vector<std::unique_ptr<Slab>> ring;
-        for (int i = 0; i < 4; ++i) ring.push_back(std::make_unique<Slab>());
+        for (int i = 0; i < 4; ++i)
+            ring.push_back(std::make_unique<Slab>());
         return ring;
     }
 
     // Slabs outgrown are kept until the end: freeing page-locked memory would
     // wait for the whole device.
     void retire(slab_view view) {
-        if (view.data() != nullptr) retired_slabs_.push_back(std::move(view));
+        if (view.data() != nullptr)
+            retired_slabs_.push_back(std::move(view));
     }
 
     // Moves to the next slab the GPU no longer reads: the kernels that read the
     // current one have all been enqueued by now, so its event marks their end.
     void start_filling() {
-        if (in_use_) ring_[current_]->done.record(last_space_);
+        if (in_use_)
+            ring_[current_]->done.record(last_space_);
         const std::size_t next = (current_ + 1) % ring_.size();
         if (ring_[next]->done.is_complete()) {
             current_ = next;
         } else if (ring_.size() < max_slabs) {
             // The oldest slab stays next in line; the new one goes before it.
-            ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(current_ + 1), std::make_unique<Slab>());
+            ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(current_ + 1),
+                         std::make_unique<Slab>());
             current_ = current_ + 1;
         } else {
             current_ = next;
@@ -126,4 +134,4 @@ private:
     ExecutionSpace last_space_;
 };
 
-}  // namespace kvpool::detail
+} // namespace kvpool::detail

@@ -1,0 +1,54 @@
+// The HIP runtime as kvpool uses it (the traits of cuda/runtime.hpp, for HIP).
+// No Kokkos, so that the native source compiles without it.
+#pragma once
+
+#include <kvpool/error.hpp>
+#include <kvpool/kernels/native_kernels.hpp>
+
+#include <hip/hip_runtime.h>
+
+#include <string>
+
+namespace kvpool::kernels::hip {
+
+inline void check(hipError_t status, const char* call) {
+    if (status != hipSuccess)
+        throw Error(ErrorCode::device, std::string("kvpool: ") + call +
+                                           " failed: " + hipGetErrorName(status) + ": " +
+                                           hipGetErrorString(status));
+}
+
+struct Runtime {
+    using stream_type = hipStream_t;
+    using event_type = hipEvent_t;
+
+    // After a kernel launch: the launch error, if any.
+    static void check_launch(const char* kernel) { check(hipGetLastError(), kernel); }
+
+    static void create_event(event_type& event) {
+        check(hipEventCreateWithFlags(&event, hipEventDisableTiming), "hipEventCreateWithFlags");
+    }
+    // For destructors, which cannot report a failure: the event is gone either way.
+    static void destroy_event(event_type event) noexcept { (void)hipEventDestroy(event); }
+    static void record_event(event_type event, stream_type stream) {
+        check(hipEventRecord(event, stream), "hipEventRecord");
+    }
+    // True when the event has completed, false while it is pending.
+    static bool event_complete(event_type event) {
+        const hipError_t status = hipEventQuery(event);
+        if (status == hipErrorNotReady)
+            return false;
+        check(status, "hipEventQuery");
+        return true;
+    }
+    static void synchronize_event(event_type event) {
+        check(hipEventSynchronize(event), "hipEventSynchronize");
+    }
+};
+
+} // namespace kvpool::kernels::hip
+
+namespace kvpool::kernels {
+// Defined in src/native/hip_kernels.hip.
+extern template struct NativeKernels<hip::Runtime>;
+} // namespace kvpool::kernels

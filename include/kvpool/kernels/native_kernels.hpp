@@ -1,0 +1,110 @@
+// The native GPU kernels as the dispatch layer calls them: plain launch
+// functions on a vendor stream, taking each op's raw pointers (op_args.hpp
+// yields them). One declaration for both vendors: Runtime is cuda::Runtime or
+// hip::Runtime, and src/native/ defines the members once for both. No Kokkos
+// here, so that the native sources compile without it.
+#pragma once
+
+#include <kvpool/types.hpp>
+
+#include <cstdint>
+
+namespace kvpool::kernels {
+
+namespace native {
+
+// Page src[i] onto page dst[i], page_bytes each, inside bytes.
+struct PageMoves {
+    std::uint8_t* bytes;
+    index_t page_bytes;
+    const index_t* src;
+    const index_t* dst;
+    index_t pages;
+};
+
+// v2p[v2p_index[i]] = v2p_value[i] and p2v[p2v_index[i]] = p2v_value[i].
+struct TableWrites {
+    index_t* v2p;
+    const index_t* v2p_index;
+    const index_t* v2p_value;
+    index_t v2p_writes;
+    index_t* p2v;
+    const index_t* p2v_index;
+    const index_t* p2v_value;
+    index_t p2v_writes;
+};
+
+// out[i] = the physical token of virtual token in[i] (the sink slot 0 for ids
+// outside the table and unbound pages).
+template <class Out> struct Translation {
+    const index_t* v2p;
+    index_t virtual_pages;
+    index_t page_size;
+    const index_t* in;
+    index_t tokens;
+    Out* out;
+};
+
+// The id-following side of a pair: all null when there is none.
+struct Follower {
+    index_t* v2p;
+    index_t* p2v;
+    const index_t* physical_pages;
+};
+
+// virtual_pages[k] <-> physical_pages[k] on both tables (and the follower's).
+struct NewPages {
+    index_t* v2p;
+    index_t* p2v;
+    const index_t* virtual_pages;
+    const index_t* physical_pages;
+    index_t pages;
+    index_t page_size;
+    Follower follower;
+};
+
+struct AllocTokens {
+    NewPages pages;
+    index_t* out;
+};
+
+struct AllocExtend {
+    NewPages pages;
+    const index_t* prefix_lens;
+    const index_t* seq_lens;
+    const index_t* out_start;
+    const index_t* page_start;
+    const index_t* last_loc;
+    index_t batch;
+    index_t* out;
+};
+
+struct AllocDecode {
+    NewPages pages;
+    const index_t* seq_lens;
+    const index_t* page_start;
+    const index_t* last_loc;
+    index_t batch;
+    index_t* out;
+};
+
+} // namespace native
+
+// Launches on one vendor's stream; every launch is checked and a failure
+// throws kvpool::Error(ErrorCode::device) with the runtime's message.
+template <class Runtime> struct NativeKernels {
+    using stream_type = typename Runtime::stream_type;
+
+    static void move_pages(stream_type stream, const native::PageMoves& op);
+    static void apply_table_writes(stream_type stream, const native::TableWrites& op);
+    // Moves and table writes touch disjoint memory: one grid does both.
+    static void apply_plan(stream_type stream, const native::PageMoves& moves,
+                           const native::TableWrites& writes);
+    static void translate_tokens(stream_type stream, const native::Translation<index_t>& op);
+    static void translate_tokens(stream_type stream, const native::Translation<std::int32_t>& op);
+    static void bind_pages_emit_tokens(stream_type stream, const native::AllocTokens& op);
+    static void alloc_extend_bind(stream_type stream, const native::AllocExtend& op);
+    static void alloc_decode_bind(stream_type stream, const native::AllocDecode& op);
+};
+
+} // namespace kvpool::kernels

@@ -1,0 +1,191 @@
+// The argument of each device op: the Views it reads and writes, in one struct
+// that the portable kernel takes as it is, the native kernel through raw(), and
+// dispatch's checks through views(). View types are template parameters, so a
+// caller passes staging slices, device Views or subviews alike.
+#pragma once
+
+#include <kvpool/kernels/native_kernels.hpp>
+#include <kvpool/kokkos_compat.hpp>
+
+#include <tuple>
+#include <type_traits>
+
+namespace kvpool::kernels {
+
+template <class View> index_t length(const View& view) {
+    return static_cast<index_t>(view.extent(0));
+}
+
+// Page src(i) onto page dst(i), page_bytes each, inside bytes. Sources and
+// destinations are disjoint sets, so all copies run in parallel.
+template <class BytesView, class PageView> struct PageMoves {
+    BytesView bytes;
+    index_t page_bytes = 0;
+    PageView src;
+    PageView dst;
+
+    auto views() const { return std::tie(bytes, src, dst); }
+    native::PageMoves raw() const {
+        return {bytes.data(), page_bytes, src.data(), dst.data(), length(src)};
+    }
+};
+template <class BytesView, class PageView>
+PageMoves(BytesView, index_t, PageView, PageView) -> PageMoves<BytesView, PageView>;
+
+// table(index(i)) = value(i) for the v2p and the p2v table. Indices within a
+// table are distinct (the host plan guarantees it), so the writes do not race.
+template <class TableView, class IndexView> struct TableWrites {
+    TableView v2p;
+    IndexView v2p_index;
+    IndexView v2p_value;
+    TableView p2v;
+    IndexView p2v_index;
+    IndexView p2v_value;
+
+    auto views() const { return std::tie(v2p, v2p_index, v2p_value, p2v, p2v_index, p2v_value); }
+    native::TableWrites raw() const {
+        return {v2p.data(), v2p_index.data(), v2p_value.data(), length(v2p_index),
+                p2v.data(), p2v_index.data(), p2v_value.data(), length(p2v_index)};
+    }
+};
+template <class TableView, class IndexView>
+TableWrites(TableView, IndexView, IndexView, TableView, IndexView, IndexView)
+    -> TableWrites<TableView, IndexView>;
+
+// A compaction plan: the page moves, then the table writes.
+template <class Moves, class Writes> struct CompactionPlan {
+    Moves moves;
+    Writes writes;
+
+    auto views() const { return std::tuple_cat(moves.views(), writes.views()); }
+};
+template <class Moves, class Writes> CompactionPlan(Moves, Writes) -> CompactionPlan<Moves, Writes>;
+
+// Virtual token ids -> physical token ids; tombstones (and the -1 padding ids
+// engines use) clamp to the sink slot 0. out may alias in.
+template <class TableView, class InView, class OutView> struct Translation {
+    TableView v2p;
+    index_t page_size = 1;
+    InView in;
+    OutView out;
+
+    using out_type = std::remove_const_t<typename OutView::value_type>;
+    auto views() const { return std::tie(v2p, in, out); }
+    native::Translation<out_type> raw() const {
+        return {v2p.data(), length(v2p), page_size, in.data(), length(in), out.data()};
+    }
+};
+template <class TableView, class InView, class OutView>
+Translation(TableView, index_t, InView, OutView) -> Translation<TableView, InView, OutView>;
+
+// The id-following side of a pair (the SWA side), bound in the same launch as
+// the owner's pages: v2p(v) = physical_pages(k), p2v(physical_pages(k)) = v for
+// the owner's k-th new virtual page v. Default-constructed: there is none.
+template <class TableView, class PageView> struct Follower {
+    TableView v2p;
+    TableView p2v;
+    PageView physical_pages;
+
+    KOKKOS_INLINE_FUNCTION void bind(index_t k, index_t v) const {
+        if (v2p.data() == nullptr)
+            return;
+        v2p(v) = physical_pages(k);
+        p2v(physical_pages(k)) = v;
+    }
+    native::Follower raw() const { return {v2p.data(), p2v.data(), physical_pages.data()}; }
+};
+
+// Pages one allocation takes: virtual_pages(k) <-> physical_pages(k) on this
+// side's tables and on the follower's.
+template <class TableView, class PageView> struct NewPages {
+    TableView v2p;
+    TableView p2v;
+    PageView virtual_pages;
+    PageView physical_pages;
+    index_t page_size = 1;
+    Follower<TableView, PageView> follower;
+
+    KOKKOS_INLINE_FUNCTION index_t bind(index_t k) const {
+        const index_t v = virtual_pages(k);
+        v2p(v) = physical_pages(k);
+        p2v(physical_pages(k)) = v;
+        follower.bind(k, v);
+        return v;
+    }
+    auto views() const {
+        return std::tie(v2p, p2v, virtual_pages, physical_pages, follower.v2p, follower.p2v,
+                        follower.physical_pages);
+    }
+    native::NewPages raw() const {
+        return {v2p.data(),
+                p2v.data(),
+                virtual_pages.data(),
+                physical_pages.data(),
+                length(virtual_pages),
+                page_size,
+                follower.raw()};
+    }
+};
+template <class TableView, class PageView>
+NewPages(TableView, TableView, PageView, PageView, index_t) -> NewPages<TableView, PageView>;
+template <class TableView, class PageView>
+NewPages(TableView, TableView, PageView, PageView, index_t, Follower<TableView, PageView>)
+    -> NewPages<TableView, PageView>;
+
+// alloc(n): out(t) = virtual_pages(t / ps) * ps + t % ps, binding each page.
+template <class Pages, class OutView> struct AllocTokens {
+    Pages pages;
+    OutView out;
+
+    auto views() const { return std::tuple_cat(pages.views(), std::tie(out)); }
+    native::AllocTokens raw() const { return {pages.raw(), out.data()}; }
+};
+template <class Pages, class OutView> AllocTokens(Pages, OutView) -> AllocTokens<Pages, OutView>;
+
+// alloc_extend: request r grows from prefix_lens(r) to seq_lens(r) tokens, its
+// last prefix token being last_loc(r); it owns out[out_start(r), out_start(r) +
+// seq - prefix) and the new pages from page_start(r) on.
+template <class Pages, class IndexView, class LastLocView, class OutView> struct AllocExtend {
+    Pages pages;
+    IndexView prefix_lens;
+    IndexView seq_lens;
+    IndexView out_start;
+    IndexView page_start;
+    LastLocView last_loc;
+    OutView out;
+
+    auto views() const {
+        return std::tuple_cat(
+            pages.views(), std::tie(prefix_lens, seq_lens, out_start, page_start, last_loc, out));
+    }
+    native::AllocExtend raw() const {
+        return {pages.raw(),       prefix_lens.data(), seq_lens.data(),  out_start.data(),
+                page_start.data(), last_loc.data(),    length(seq_lens), out.data()};
+    }
+};
+template <class Pages, class IndexView, class LastLocView, class OutView>
+AllocExtend(Pages, IndexView, IndexView, IndexView, IndexView, LastLocView, OutView)
+    -> AllocExtend<Pages, IndexView, LastLocView, OutView>;
+
+// alloc_decode: one token per request (seq_lens count it); a new page, from
+// page_start(r), only when the token starts one.
+template <class Pages, class IndexView, class LastLocView, class OutView> struct AllocDecode {
+    Pages pages;
+    IndexView seq_lens;
+    IndexView page_start;
+    LastLocView last_loc;
+    OutView out;
+
+    auto views() const {
+        return std::tuple_cat(pages.views(), std::tie(seq_lens, page_start, last_loc, out));
+    }
+    native::AllocDecode raw() const {
+        return {pages.raw(),     seq_lens.data(),  page_start.data(),
+                last_loc.data(), length(seq_lens), out.data()};
+    }
+};
+template <class Pages, class IndexView, class LastLocView, class OutView>
+AllocDecode(Pages, IndexView, IndexView, LastLocView, OutView)
+    -> AllocDecode<Pages, IndexView, LastLocView, OutView>;
+
+} // namespace kvpool::kernels

@@ -1,0 +1,283 @@
+// The native kernels of both GPU vendors, written once: the vendor's source
+// (cuda_kernels.cu, hip_kernels.hip) specialises StreamingAccess for its
+// Runtime, then instantiates NativeKernels<Runtime> from these definitions.
+#pragma once
+
+#include <kvpool/kernels/native_kernels.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace kvpool::kernels {
+
+namespace native_detail {
+
+// Streaming 16-byte loads and stores that bypass the caches where the vendor
+// has them: static uint4 load(const uint4*) and void store(uint4*, uint4).
+template <class Runtime> struct StreamingAccess;
+
+constexpr int threads_per_block = 256;
+constexpr int vectors_per_thread = 4;
+
+// Block `block` copies one chunk of one page: page = block / blocks_per_page.
+// The unrolled loads are all issued before the stores so that every thread
+// keeps several 16-byte requests in flight. The move kernels take their
+// pointers as __restrict__ parameters (read-only loads of the page lists).
+template <class Access>
+__device__ __forceinline__ void
+move_page_chunk(uint4* __restrict__ base, index_t vectors_per_page, index_t blocks_per_page,
+                const index_t* __restrict__ src, const index_t* __restrict__ dst, index_t block) {
+    const index_t page = block / blocks_per_page;
+    const index_t chunk = block % blocks_per_page;
+    const uint4* from = base + src[page] * vectors_per_page;
+    uint4* to = base + dst[page] * vectors_per_page;
+    const index_t first = chunk * threads_per_block * vectors_per_thread + threadIdx.x;
+    uint4 v[vectors_per_thread];
+#pragma unroll
+    for (int k = 0; k < vectors_per_thread; ++k) {
+        const index_t i = first + k * threads_per_block;
+        if (i < vectors_per_page)
+            v[k] = Access::load(from + i);
+    }
+#pragma unroll
+    for (int k = 0; k < vectors_per_thread; ++k) {
+        const index_t i = first + k * threads_per_block;
+        if (i < vectors_per_page)
+            Access::store(to + i, v[k]);
+    }
+}
+
+template <class Access>
+__global__ void move_pages_vec16(uint4* __restrict__ base, index_t vectors_per_page,
+                                 index_t blocks_per_page, const index_t* __restrict__ src,
+                                 const index_t* __restrict__ dst) {
+    move_page_chunk<Access>(base, vectors_per_page, blocks_per_page, src, dst, blockIdx.x);
+}
+
+__global__ void move_pages_bytes(native::PageMoves op) {
+    const index_t total = op.pages * op.page_bytes;
+    for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<index_t>(gridDim.x) * blockDim.x) {
+        const index_t page = i / op.page_bytes, offset = i % op.page_bytes;
+        op.bytes[op.dst[page] * op.page_bytes + offset] =
+            op.bytes[op.src[page] * op.page_bytes + offset];
+    }
+}
+
+// Thread i of the table part: the i-th write of each table.
+__device__ __forceinline__ void table_write(const native::TableWrites& op, index_t i) {
+    if (i < op.v2p_writes)
+        op.v2p[op.v2p_index[i]] = op.v2p_value[i];
+    if (i < op.p2v_writes)
+        op.p2v[op.p2v_index[i]] = op.p2v_value[i];
+}
+
+__global__ void apply_table_writes_kernel(native::TableWrites op) {
+    table_write(op, blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x);
+}
+
+// The first move_blocks blocks move pages, the rest write the tables.
+template <class Access>
+__global__ void apply_plan_kernel(uint4* __restrict__ base, index_t vectors_per_page,
+                                  index_t blocks_per_page, const index_t* __restrict__ src,
+                                  const index_t* __restrict__ dst, index_t move_blocks,
+                                  native::TableWrites writes) {
+    const index_t block = blockIdx.x;
+    if (block < move_blocks)
+        move_page_chunk<Access>(base, vectors_per_page, blocks_per_page, src, dst, block);
+    else
+        table_write(writes, (block - move_blocks) * blockDim.x + threadIdx.x);
+}
+
+template <class Out>
+__global__ void translate_kernel(const index_t* __restrict__ v2p, index_t virtual_pages,
+                                 index_t page_size, const index_t* in, index_t n, Out* out) {
+    const index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x;
+    if (i >= n)
+        return;
+    const index_t token = in[i];
+    const index_t page = token / page_size;
+    index_t physical = 0;
+    if (token >= 0 && page < virtual_pages) {
+        physical = v2p[page] * page_size + token % page_size;
+        if (physical < 0)
+            physical = 0;
+    }
+    out[i] = static_cast<Out>(physical);
+}
+
+// Binds new page k: virtual_pages[k] <-> physical_pages[k], and the follower's.
+__device__ __forceinline__ index_t bind_page(const native::NewPages& pages, index_t k) {
+    const index_t v = pages.virtual_pages[k];
+    const index_t p = pages.physical_pages[k];
+    pages.v2p[v] = p;
+    pages.p2v[p] = v;
+    const native::Follower& follower = pages.follower;
+    if (follower.v2p != nullptr) {
+        follower.v2p[v] = follower.physical_pages[k];
+        follower.p2v[follower.physical_pages[k]] = v;
+    }
+    return v;
+}
+
+__global__ void bind_pages_emit_tokens_kernel(native::AllocTokens op) {
+    const index_t page_size = op.pages.page_size;
+    const index_t t = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x;
+    if (t >= op.pages.pages * page_size)
+        return;
+    const index_t page = t / page_size;
+    op.out[t] = op.pages.virtual_pages[page] * page_size + t % page_size;
+    if (t % page_size == 0)
+        bind_page(op.pages, page);
+}
+
+// One block per request: its threads share the request's tokens and new pages.
+__global__ void alloc_extend_bind_kernel(native::AllocExtend op) {
+    const index_t page_size = op.pages.page_size;
+    const index_t r = blockIdx.x;
+    const index_t prefix = op.prefix_lens[r];
+    const index_t seq = op.seq_lens[r];
+    const index_t first_new_page = op.page_start[r];
+    const index_t prefix_pages_end = (prefix + page_size - 1) / page_size * page_size;
+    const index_t new_pages = (seq + page_size - 1) / page_size - prefix_pages_end / page_size;
+    for (index_t k = threadIdx.x; k < new_pages; k += blockDim.x)
+        bind_page(op.pages, first_new_page + k);
+    const index_t tail = (seq < prefix_pages_end ? seq : prefix_pages_end) - prefix;
+    index_t* request_out = op.out + op.out_start[r];
+    for (index_t j = threadIdx.x; j < seq - prefix; j += blockDim.x) {
+        if (j < tail) {
+            request_out[j] = op.last_loc[r] + 1 + j;
+        } else {
+            const index_t n = j - tail;
+            request_out[j] =
+                op.pages.virtual_pages[first_new_page + n / page_size] * page_size + n % page_size;
+        }
+    }
+}
+
+__global__ void alloc_decode_bind_kernel(native::AllocDecode op) {
+    const index_t r = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x;
+    if (r >= op.batch)
+        return;
+    const index_t page_size = op.pages.page_size;
+    if ((op.seq_lens[r] - 1) % page_size == 0)
+        op.out[r] = bind_page(op.pages, op.page_start[r]) * page_size;
+    else
+        op.out[r] = op.last_loc[r] + 1;
+}
+
+inline bool vector_copies(const native::PageMoves& op) {
+    return op.page_bytes % 16 == 0 && reinterpret_cast<std::uintptr_t>(op.bytes) % 16 == 0;
+}
+
+inline index_t blocks_per_page_of(index_t page_bytes) {
+    const index_t per_block = threads_per_block * vectors_per_thread;
+    return (page_bytes / 16 + per_block - 1) / per_block;
+}
+
+inline unsigned blocks_for(index_t n) {
+    return static_cast<unsigned>((n + threads_per_block - 1) / threads_per_block);
+}
+
+template <class Runtime, class Out>
+void translate(typename Runtime::stream_type stream, const native::Translation<Out>& op) {
+    if (op.tokens == 0)
+        return;
+    translate_kernel<<<blocks_for(op.tokens), threads_per_block, 0, stream>>>(
+        op.v2p, op.virtual_pages, op.page_size, op.in, op.tokens, op.out);
+    Runtime::check_launch("kvpool::translate_tokens");
+}
+
+} // namespace native_detail
+
+template <class Runtime>
+void NativeKernels<Runtime>::move_pages(stream_type stream, const native::PageMoves& op) {
+    using namespace native_detail;
+    if (op.pages == 0 || op.page_bytes == 0)
+        return;
+    if (vector_copies(op)) {
+        const index_t blocks_per_page = blocks_per_page_of(op.page_bytes);
+        move_pages_vec16<StreamingAccess<Runtime>>
+            <<<static_cast<unsigned>(op.pages * blocks_per_page), threads_per_block, 0, stream>>>(
+                reinterpret_cast<uint4*>(op.bytes), op.page_bytes / 16, blocks_per_page, op.src,
+                op.dst);
+    } else {
+        const index_t total = op.pages * op.page_bytes;
+        const index_t blocks =
+            std::min<index_t>((total + threads_per_block - 1) / threads_per_block, 65535);
+        move_pages_bytes<<<static_cast<unsigned>(blocks), threads_per_block, 0, stream>>>(op);
+    }
+    Runtime::check_launch("kvpool::move_pages");
+}
+
+template <class Runtime>
+void NativeKernels<Runtime>::apply_table_writes(stream_type stream, const native::TableWrites& op) {
+    using namespace native_detail;
+    const index_t n = std::max(op.v2p_writes, op.p2v_writes);
+    if (n == 0)
+        return;
+    apply_table_writes_kernel<<<blocks_for(n), threads_per_block, 0, stream>>>(op);
+    Runtime::check_launch("kvpool::apply_table_writes");
+}
+
+template <class Runtime>
+void NativeKernels<Runtime>::apply_plan(stream_type stream, const native::PageMoves& moves,
+                                        const native::TableWrites& writes) {
+    using namespace native_detail;
+    if (moves.pages == 0 || moves.page_bytes == 0 || !vector_copies(moves)) {
+        move_pages(stream, moves);
+        apply_table_writes(stream, writes);
+        return;
+    }
+    const index_t blocks_per_page = blocks_per_page_of(moves.page_bytes);
+    const index_t move_blocks = moves.pages * blocks_per_page;
+    const index_t writes_count = std::max(writes.v2p_writes, writes.p2v_writes);
+    apply_plan_kernel<StreamingAccess<Runtime>>
+        <<<static_cast<unsigned>(move_blocks + blocks_for(writes_count)), threads_per_block, 0,
+           stream>>>(reinterpret_cast<uint4*>(moves.bytes), moves.page_bytes / 16, blocks_per_page,
+                     moves.src, moves.dst, move_blocks, writes);
+    Runtime::check_launch("kvpool::apply_plan");
+}
+
+template <class Runtime>
+void NativeKernels<Runtime>::translate_tokens(stream_type stream,
+                                              const native::Translation<index_t>& op) {
+    native_detail::translate<Runtime>(stream, op);
+}
+
+template <class Runtime>
+void NativeKernels<Runtime>::translate_tokens(stream_type stream,
+                                              const native::Translation<std::int32_t>& op) {
+    native_detail::translate<Runtime>(stream, op);
+}
+
+template <class Runtime>
+void NativeKernels<Runtime>::bind_pages_emit_tokens(stream_type stream,
+                                                    const native::AllocTokens& op) {
+    using namespace native_detail;
+    const index_t tokens = op.pages.pages * op.pages.page_size;
+    if (tokens == 0)
+        return;
+    bind_pages_emit_tokens_kernel<<<blocks_for(tokens), threads_per_block, 0, stream>>>(op);
+    Runtime::check_launch("kvpool::bind_pages_emit_tokens");
+}
+
+template <class Runtime>
+void NativeKernels<Runtime>::alloc_extend_bind(stream_type stream, const native::AllocExtend& op) {
+    using namespace native_detail;
+    if (op.batch == 0)
+        return;
+    alloc_extend_bind_kernel<<<static_cast<unsigned>(op.batch), threads_per_block, 0, stream>>>(op);
+    Runtime::check_launch("kvpool::alloc_extend_bind");
+}
+
+template <class Runtime>
+void NativeKernels<Runtime>::alloc_decode_bind(stream_type stream, const native::AllocDecode& op) {
+    using namespace native_detail;
+    if (op.batch == 0)
+        return;
+    alloc_decode_bind_kernel<<<blocks_for(op.batch), threads_per_block, 0, stream>>>(op);
+    Runtime::check_launch("kvpool::alloc_decode_bind");
+}
+
+} // namespace kvpool::kernels
