@@ -25,7 +25,8 @@ void run() {
     using kvpool::GrowDirection;
     kvpool::SubPoolSpec full_spec{"full", 128, 16, GrowDirection::up, 0};
     kvpool::SubPoolSpec swa_spec{"swa", 64, 16, GrowDirection::down, 0};
-    kvpool::UnifiedKVPool<Space::memory_space> pool(kvpool::PoolLayout(8 << 20, {full_spec, swa_spec}));
+    kvpool::UnifiedKVPool<Space::memory_space> pool(
+        kvpool::PoolLayout(8 << 20, {full_spec, swa_spec}));
     kvpool::AllocatorOptions lazy;
     lazy.mode = kvpool::CompactionMode::lazy;
     Allocator full(pool, "full");
@@ -35,7 +36,8 @@ void run() {
     print("empty pool (8 MiB, full side eager, swa side lazy)", full, swa);
 
     std::vector<Allocator::index_view> requests;
-    for (int r = 0; r < 8; ++r) requests.push_back(*full.alloc(space, 512));
+    for (int r = 0; r < 8; ++r)
+        requests.push_back(*full.alloc(space, 512));
     auto swa_tokens = *swa.alloc(space, 4096);
     print("8 requests of 512 tokens on full, 4096 tokens on swa", full, swa);
 
@@ -58,7 +60,7 @@ void run() {
                c.pages_moved, c.bytes_moved, swa.counters().pages_moved, swa.counters().flushes);
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char* argv[]) {
     Kokkos::ScopeGuard kokkos(argc, argv);

@@ -47,7 +47,8 @@ inline std::vector<index_t> host_copy(const IndexView& view) {
 inline IndexView device_copy_of(const std::vector<index_t>& host) {
     IndexView view("bench::ids", host.size());
     auto mirror = Kokkos::create_mirror_view(view);
-    for (std::size_t i = 0; i < host.size(); ++i) mirror(i) = host[i];
+    for (std::size_t i = 0; i < host.size(); ++i)
+        mirror(i) = host[i];
     Kokkos::deep_copy(view, mirror);
     return view;
 }
@@ -58,7 +59,8 @@ template <class Pair>
 bool admit_requests(Pair& pair, const Space& space, const std::vector<index_t>& lengths,
                     std::vector<std::vector<index_t>>& requests) {
     index_t total = 0;
-    for (index_t n : lengths) total += n;
+    for (index_t n : lengths)
+        total += n;
     IndexView out("bench::out", static_cast<std::size_t>(total));
     if (!pair.alloc_extend(space, std::vector<index_t>(lengths.size(), 0), lengths,
                            device_copy_of(std::vector<index_t>(lengths.size(), -1)), out))
@@ -74,8 +76,8 @@ bool admit_requests(Pair& pair, const Space& space, const std::vector<index_t>& 
 
 // Inputs of one decode step over the requests: lengths counting the new token,
 // and each request's last token id (on the device).
-inline void decode_inputs(const std::vector<std::vector<index_t>>& requests, std::vector<index_t>& seq_lens,
-                          IndexView& last_loc) {
+inline void decode_inputs(const std::vector<std::vector<index_t>>& requests,
+                          std::vector<index_t>& seq_lens, IndexView& last_loc) {
     seq_lens.clear();
     std::vector<index_t> last;
     for (const auto& r : requests) {
@@ -92,8 +94,7 @@ inline double seconds_since(clock::time_point start) {
 
 // Times one call: host time until it returns, and (the benchmark's manual
 // time) until its device work has finished. Fences before and after.
-template <class Call>
-void time_call(benchmark::State& state, double& host_seconds, Call&& call) {
+template <class Call> void time_call(benchmark::State& state, double& host_seconds, Call&& call) {
     Space().fence();
     const auto start = clock::now();
     call();
@@ -107,4 +108,4 @@ inline void report_host_time(benchmark::State& state, double host_seconds) {
         benchmark::Counter(host_seconds * 1e6 / static_cast<double>(state.iterations()));
 }
 
-}  // namespace kvpool::bench
+} // namespace kvpool::bench

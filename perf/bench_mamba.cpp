@@ -19,10 +19,13 @@ constexpr index_t state_slot_bytes = index_t(25) << 20;
 
 // 640 slots at the baseline's 262,144 tokens; scaled with a reduced pool
 // (KVPOOL_BENCH_TOKENS), but never below the 80 the benchmarks hold at once.
-index_t state_slots() { return std::max<index_t>(80, tokens_per_side() * 640 / 262144); }
+index_t state_slots() {
+    return std::max<index_t>(80, tokens_per_side() * 640 / 262144);
+}
 
 PoolLayout mamba_layout(index_t page_size) {
-    const index_t bytes = (tokens_per_side() + page_size) * full_bytes_per_token + (state_slots() + 1) * state_slot_bytes;
+    const index_t bytes = (tokens_per_side() + page_size) * full_bytes_per_token +
+                          (state_slots() + 1) * state_slot_bytes;
     return PoolLayout(bytes, {{"full", full_bytes_per_token, page_size, GrowDirection::up, 0},
                               {"mamba", state_slot_bytes, 1, GrowDirection::down, 0}});
 }
@@ -37,14 +40,17 @@ struct MambaServing {
     std::vector<std::vector<index_t>> requests;
     std::vector<index_t> slots;
 
-    MambaServing(index_t ps, CompactionMode mode) : page_size(ps), pool(mamba_layout(ps)), pair(pool, mode) {}
+    MambaServing(index_t ps, CompactionMode mode)
+        : page_size(ps), pool(mamba_layout(ps)), pair(pool, mode) {}
 
     // Requests with their KV (one alloc_extend) and one state slot each.
     bool admit(const std::vector<index_t>& lengths) {
         std::vector<std::vector<index_t>> admitted;
-        if (!admit_requests(pair, space, lengths, admitted)) return false;
+        if (!admit_requests(pair, space, lengths, admitted))
+            return false;
         const auto new_slots = pair.alloc_state_slots(space, static_cast<index_t>(lengths.size()));
-        if (!new_slots) return false;
+        if (!new_slots)
+            return false;
         const auto slot_ids = host_copy(*new_slots);
         requests.insert(requests.end(), admitted.begin(), admitted.end());
         slots.insert(slots.end(), slot_ids.begin(), slot_ids.end());
@@ -56,8 +62,10 @@ void mamba_decode_alloc(benchmark::State& state) {
     MambaServing s(state.range(0), mode_of(state));
     std::mt19937_64 rng(1);
     std::vector<index_t> lengths;
-    for (int r = 0; r < 256; ++r) lengths.push_back(100 + static_cast<index_t>(rng() % 900));
-    if (!s.admit(lengths)) return state.SkipWithError("set-up admission failed");
+    for (int r = 0; r < 256; ++r)
+        lengths.push_back(100 + static_cast<index_t>(rng() % 900));
+    if (!s.admit(lengths))
+        return state.SkipWithError("set-up admission failed");
     std::vector<index_t> seq_lens;
     IndexView last_loc;
     decode_inputs(s.requests, seq_lens, last_loc);
@@ -66,9 +74,11 @@ void mamba_decode_alloc(benchmark::State& state) {
     for (auto _ : state) {
         const auto undo = s.pair.full().backup_state();
         time_call(state, host, [&] {
-            const bool ok = s.page_size == 1 ? s.pair.full().alloc(s.space, 256, out)
-                                             : s.pair.alloc_decode(s.space, seq_lens, last_loc, out);
-            if (!ok) state.SkipWithError("decode allocation failed");
+            const bool ok = s.page_size == 1
+                                ? s.pair.full().alloc(s.space, 256, out)
+                                : s.pair.alloc_decode(s.space, seq_lens, last_loc, out);
+            if (!ok)
+                state.SkipWithError("decode allocation failed");
         });
         s.pair.full().restore_state(s.space, undo);
     }
@@ -80,7 +90,8 @@ void mamba_decode_alloc(benchmark::State& state) {
 void mamba_free_middle(benchmark::State& state, bool state_slot) {
     MambaServing s(state.range(0), mode_of(state));
     for (int batch = 0; batch < 4; ++batch)
-        if (!s.admit(std::vector<index_t>(16, 512))) return state.SkipWithError("set-up admission failed");
+        if (!s.admit(std::vector<index_t>(16, 512)))
+            return state.SkipWithError("set-up admission failed");
     double host = 0;
     for (auto _ : state) {
         const std::size_t middle = s.requests.size() / 2;
@@ -97,13 +108,18 @@ void mamba_free_middle(benchmark::State& state, bool state_slot) {
         s.requests.erase(s.requests.begin() + static_cast<std::ptrdiff_t>(middle));
         s.slots.erase(s.slots.begin() + static_cast<std::ptrdiff_t>(middle));
         s.pair.flush_opportunistic(s.space);
-        if (!s.admit({512})) state.SkipWithError("re-admission failed");
+        if (!s.admit({512}))
+            state.SkipWithError("re-admission failed");
     }
     report_host_time(state, host);
 }
 
-void mamba_free_middle_request(benchmark::State& state) { mamba_free_middle(state, false); }
-void mamba_free_middle_slot(benchmark::State& state) { mamba_free_middle(state, true); }
+void mamba_free_middle_request(benchmark::State& state) {
+    mamba_free_middle(state, false);
+}
+void mamba_free_middle_slot(benchmark::State& state) {
+    mamba_free_middle(state, true);
+}
 
 // An urgent flush of both sides moving about the peer's 329 MiB: the KV of the
 // first 13 requests is freed (holes at the base of the full band, which grows
@@ -126,12 +142,14 @@ void mamba_lazy_flush(benchmark::State& state) {
             s.pair.free(s.space, s.requests[r]);
             s.pair.free_state_slots(s.space, {s.slots[13 + r]});
         }
-        const index_t before = s.pair.full().counters().bytes_moved + s.pair.state().counters().bytes_moved;
+        const index_t before =
+            s.pair.full().counters().bytes_moved + s.pair.state().counters().bytes_moved;
         time_call(state, host, [&] {
             s.pair.full().flush(s.space, true);
             s.pair.state().flush(s.space, true);
         });
-        moved = s.pair.full().counters().bytes_moved + s.pair.state().counters().bytes_moved - before;
+        moved =
+            s.pair.full().counters().bytes_moved + s.pair.state().counters().bytes_moved - before;
     }
     report_host_time(state, host);
     state.counters["bytes_moved_per_flush"] = static_cast<double>(moved);
@@ -144,11 +162,15 @@ void mamba_modes(benchmark::internal::Benchmark* b) {
     b->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
-}  // namespace
+} // namespace
 
 BENCHMARK(mamba_decode_alloc)->Apply(mamba_modes);
 BENCHMARK(mamba_free_middle_request)->Apply(mamba_modes);
 BENCHMARK(mamba_free_middle_slot)->Apply(mamba_modes);
-BENCHMARK(mamba_lazy_flush)->ArgNames({"page"})->Arg(16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(mamba_lazy_flush)
+    ->ArgNames({"page"})
+    ->Arg(16)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
-}  // namespace kvpool::bench
+} // namespace kvpool::bench

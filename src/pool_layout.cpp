@@ -9,33 +9,37 @@ namespace kvpool {
 
 namespace {
 
-index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
-
-void validate(const SubPoolSpec& s) {
-    if (s.name.empty()) throw Error(ErrorCode::invalid_argument, "sub-pool spec without a name");
-    if (s.entry_bytes <= 0)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("sub-pool '{}': entry_bytes must be > 0, got {}", s.name,
-                                s.entry_bytes));
-    if (s.page_size <= 0)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("sub-pool '{}': page_size must be > 0, got {}", s.name,
-                                s.page_size));
-    if (s.max_tokens < 0)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("sub-pool '{}': max_tokens must be >= 0, got {}", s.name,
-                                s.max_tokens));
+index_t ceil_div(index_t a, index_t b) {
+    return (a + b - 1) / b;
 }
 
-}  // namespace
+void validate(const SubPoolSpec& s) {
+    if (s.name.empty())
+        throw Error(ErrorCode::invalid_argument, "sub-pool spec without a name");
+    if (s.entry_bytes <= 0)
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("sub-pool '{}': entry_bytes must be > 0, got {}", s.name, s.entry_bytes));
+    if (s.page_size <= 0)
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("sub-pool '{}': page_size must be > 0, got {}", s.name, s.page_size));
+    if (s.max_tokens < 0)
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("sub-pool '{}': max_tokens must be >= 0, got {}", s.name, s.max_tokens));
+}
+
+} // namespace
 
 PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
     : total_bytes_(total_bytes), sink_bytes_(0) {
     if (specs.empty() || specs.size() > 2)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("a unified buffer holds one or two sub-pools, got {}",
-                                specs.size()));
-    for (const auto& s : specs) validate(s);
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("a unified buffer holds one or two sub-pools, got {}", specs.size()));
+    for (const auto& s : specs)
+        validate(s);
     if (specs.size() == 2) {
         if (specs[0].grow == specs[1].grow)
             throw Error(ErrorCode::invalid_argument,
@@ -46,7 +50,8 @@ PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
             throw Error(ErrorCode::invalid_argument,
                         fmt::format("two sub-pools named '{}'", specs[0].name));
     }
-    for (const auto& s : specs) sink_bytes_ = std::max(sink_bytes_, s.entry_bytes);
+    for (const auto& s : specs)
+        sink_bytes_ = std::max(sink_bytes_, s.entry_bytes);
     for (auto& s : specs) {
         SideGeometry g;
         g.page_bytes = s.entry_bytes * s.page_size;
@@ -59,8 +64,8 @@ PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
                                     s.name, total_bytes, g.page_bytes, sink_bytes_));
         g.num_virtual_pages = g.num_physical_pages;
         if (s.max_tokens > 0)
-            g.num_virtual_pages =
-                std::min(g.num_physical_pages, g.min_page_index + ceil_div(s.max_tokens, s.page_size));
+            g.num_virtual_pages = std::min(g.num_physical_pages,
+                                           g.min_page_index + ceil_div(s.max_tokens, s.page_size));
         g.spec = std::move(s);
         sides_.push_back(std::move(g));
     }
@@ -73,7 +78,8 @@ PoolLayout PoolLayout::fixed_split(index_t total_bytes, std::vector<SubPoolSpec>
     if (!(first_side_fraction > 0.0 && first_side_fraction < 1.0))
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("split fraction must lie in (0, 1), got {}", first_side_fraction));
-    const auto first_bytes = static_cast<index_t>(static_cast<double>(total_bytes) * first_side_fraction);
+    const auto first_bytes =
+        static_cast<index_t>(static_cast<double>(total_bytes) * first_side_fraction);
     const index_t shares[2] = {first_bytes, total_bytes - first_bytes};
     for (int i = 0; i < 2; ++i) {
         const index_t page_bytes = specs[i].entry_bytes * specs[i].page_size;
@@ -86,15 +92,16 @@ PoolLayout PoolLayout::fixed_split(index_t total_bytes, std::vector<SubPoolSpec>
 
 const SideGeometry& PoolLayout::side(std::size_t i) const {
     if (i >= sides_.size())
-        throw Error(ErrorCode::out_of_range,
-                    fmt::format("sub-pool index {} out of range (the buffer has {})", i,
-                                sides_.size()));
+        throw Error(
+            ErrorCode::out_of_range,
+            fmt::format("sub-pool index {} out of range (the buffer has {})", i, sides_.size()));
     return sides_[i];
 }
 
 std::size_t PoolLayout::side_index(const std::string& name) const {
     for (std::size_t i = 0; i < sides_.size(); ++i)
-        if (sides_[i].spec.name == name) return i;
+        if (sides_[i].spec.name == name)
+            return i;
     throw Error(ErrorCode::invalid_argument, fmt::format("no sub-pool named '{}'", name));
 }
 
@@ -102,4 +109,4 @@ const SideGeometry& PoolLayout::side(const std::string& name) const {
     return sides_[side_index(name)];
 }
 
-}  // namespace kvpool
+} // namespace kvpool

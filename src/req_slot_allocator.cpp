@@ -7,8 +7,9 @@ namespace kvpool::detail {
 
 ReqSlotAllocator::ReqSlotAllocator(index_t size) : size_(size) {
     if (size <= 0)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("a request table needs at least one request slot, got size {}", size));
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("a request table needs at least one request slot, got size {}", size));
     clear();
 }
 
@@ -23,7 +24,8 @@ std::optional<std::vector<index_t>> ReqSlotAllocator::alloc(index_t n) {
     if (n < 0)
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("alloc of {} request slots. {}", n, state_string()));
-    if (n > available_size()) return std::nullopt;
+    if (n > available_size())
+        return std::nullopt;
     std::vector<index_t> slots(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n));
     free_.erase(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n));
     for (const index_t s : slots) {
@@ -34,15 +36,17 @@ std::optional<std::vector<index_t>> ReqSlotAllocator::alloc(index_t n) {
 }
 
 void ReqSlotAllocator::free(const index_t* slots, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) require_allocated("free", slots[i]);
+    for (std::size_t i = 0; i < n; ++i)
+        require_allocated("free", slots[i]);
     // A slot named twice: mark each one seen (2), and undo the marks before throwing.
     for (std::size_t i = 0; i < n; ++i) {
         auto& mark = allocated_[static_cast<std::size_t>(slots[i])];
         if (mark == 2) {
-            for (std::size_t j = 0; j < i; ++j) allocated_[static_cast<std::size_t>(slots[j])] = 1;
+            for (std::size_t j = 0; j < i; ++j)
+                allocated_[static_cast<std::size_t>(slots[j])] = 1;
             throw Error(ErrorCode::not_allocated,
-                        fmt::format("free: request slot {} is named twice in one call. {}", slots[i],
-                                    state_string()));
+                        fmt::format("free: request slot {} is named twice in one call. {}",
+                                    slots[i], state_string()));
         }
         mark = 2;
     }
@@ -54,27 +58,28 @@ void ReqSlotAllocator::free(const index_t* slots, std::size_t n) {
 
 void ReqSlotAllocator::clear() {
     free_.clear();
-    for (index_t s = 1; s <= size_; ++s) free_.push_back(s);
+    for (index_t s = 1; s <= size_; ++s)
+        free_.push_back(s);
     allocated_.assign(static_cast<std::size_t>(size_) + 1, 0);
     generation_.assign(static_cast<std::size_t>(size_) + 1, 0);
 }
 
 void ReqSlotAllocator::require_allocated(const char* what, index_t slot) const {
     if (slot == 0)
-        throw Error(
-            ErrorCode::out_of_range,
-            fmt::format("{}: request slot 0 is the padding row, never handed out. {}", what, state_string()));
+        throw Error(ErrorCode::out_of_range,
+                    fmt::format("{}: request slot 0 is the padding row, never handed out. {}", what,
+                                state_string()));
     if (slot < 0 || slot > size_)
-        throw Error(ErrorCode::out_of_range, fmt::format("{}: request slot {} is outside 1..{}. {}", what,
-                                                         slot, size_, state_string()));
+        throw Error(ErrorCode::out_of_range, fmt::format("{}: request slot {} is outside 1..{}. {}",
+                                                         what, slot, size_, state_string()));
     if (!is_allocated(slot))
         throw Error(ErrorCode::not_allocated,
-                    fmt::format("{}: request slot {} is not allocated (double free?). {}", what, slot,
-                                state_string()));
+                    fmt::format("{}: request slot {} is not allocated (double free?). {}", what,
+                                slot, state_string()));
 }
 
 std::string ReqSlotAllocator::state_string() const {
     return fmt::format("request slots: {} of {} free", available_size(), size_);
 }
 
-}  // namespace kvpool::detail
+} // namespace kvpool::detail

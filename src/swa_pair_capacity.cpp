@@ -7,7 +7,7 @@ namespace kvpool::detail {
 index_t swa_pair_available_pages(const AllocatorCore& full, const AllocatorCore& swa) {
     const index_t full_page_bytes = full.geometry().page_bytes;
     const index_t swa_page_bytes = swa.geometry().page_bytes;
-    index_t gap = full.gap_bytes();  // the same band seen from either side
+    index_t gap = full.gap_bytes(); // the same band seen from either side
     const index_t full_holes = full.hole_pages();
     const index_t swa_holes = swa.hole_pages();
 
@@ -26,4 +26,4 @@ index_t swa_pair_available_pages(const AllocatorCore& full, const AllocatorCore&
     return std::max<index_t>(0, pages);
 }
 
-}  // namespace kvpool::detail
+} // namespace kvpool::detail

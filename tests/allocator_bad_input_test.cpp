@@ -18,8 +18,7 @@ struct Fixture {
     Fixture(CompactionMode mode, index_t page_size)
         : pool(PoolLayout(32 * 1024, {spec("full", 16, page_size, GrowDirection::up),
                                       spec("swa", 8, page_size, GrowDirection::down)})),
-          up(pool, "full", options(mode)),
-          down(pool, "swa", options(mode)) {
+          up(pool, "full", options(mode)), down(pool, "swa", options(mode)) {
         up.bind_peer(down);
         up_live = to_host(*up.alloc(Space(), 8 * page_size));
         // More pages than the up side holds, so some down ids are not up ids.
@@ -28,14 +27,16 @@ struct Fixture {
         stamp_tokens(pool, down, 1, down_live);
     }
     // The call must throw an Error with this code and leave both sides as they were.
-    void expect_rejected(ErrorCode code, const std::function<void()>& call, const std::string& named = "") {
+    void expect_rejected(ErrorCode code, const std::function<void()>& call,
+                         const std::string& named = "") {
         const std::string up_before = up.state_string(), down_before = down.state_string();
         try {
             call();
             FAIL("accepted");
         } catch (const Error& e) {
             CHECK(e.code() == code);
-            if (!named.empty()) CHECK(std::string(e.what()).find(named) != std::string::npos);
+            if (!named.empty())
+                CHECK(std::string(e.what()).find(named) != std::string::npos);
         }
         CHECK(up.state_string() == up_before);
         CHECK(down.state_string() == down_before);
@@ -44,24 +45,27 @@ struct Fixture {
     }
 };
 
-}  // namespace
+} // namespace
 
 TEST_CASE("bad input: frees of ids that are not live on this side", "[bad-input]") {
     for (auto mode : {CompactionMode::eager, CompactionMode::lazy})
         for (index_t ps : {index_t(1), index_t(16)}) {
             Fixture f(mode, ps);
             const index_t never = f.up_live.back() + 5 * ps;
-            f.expect_rejected(ErrorCode::not_allocated, [&] { f.up.free(Space(), {never}); },
-                              std::to_string(never));
+            f.expect_rejected(
+                ErrorCode::not_allocated, [&] { f.up.free(Space(), {never}); },
+                std::to_string(never));
             // The other side's ids: the down side's pages are not bound up here.
-            f.expect_rejected(ErrorCode::not_allocated, [&] { f.up.free(Space(), {f.down_live.back()}); });
+            f.expect_rejected(ErrorCode::not_allocated,
+                              [&] { f.up.free(Space(), {f.down_live.back()}); });
             // Outside the id space, negative, or in the padding sink.
             f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {1 << 30}); });
             f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {-3}); });
             f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {0}); });
             // One bad id spoils the whole call: the good ones stay allocated.
-            f.expect_rejected(ErrorCode::not_allocated,
-                              [&] { f.up.free(Space(), {f.up_live[0], never}); });
+            f.expect_rejected(ErrorCode::not_allocated, [&] {
+                f.up.free(Space(), {f.up_live[0], never});
+            });
             const index_t freed = f.up_live[0];
             f.up.free(Space(), {freed});
             f.up_live.erase(f.up_live.begin(), f.up_live.begin() + ps);
@@ -72,16 +76,19 @@ TEST_CASE("bad input: frees of ids that are not live on this side", "[bad-input]
 
 TEST_CASE("bad input: sizes that are not page multiples or negative", "[bad-input]") {
     Fixture f(CompactionMode::eager, 16);
-    f.expect_rejected(ErrorCode::misaligned, [&] { f.up.alloc(Space(), 17); }, "17");
+    f.expect_rejected(
+        ErrorCode::misaligned, [&] { f.up.alloc(Space(), 17); }, "17");
     f.expect_rejected(ErrorCode::misaligned, [&] { f.up.alloc(Space(), -16); });
     IndexView out("out", 3);
     f.expect_rejected(ErrorCode::invalid_argument, [&] {
-        f.up.alloc_extend(Space(), {0}, {3}, to_device({-1, -1}), out);  // last_loc of length 2
+        f.up.alloc_extend(Space(), {0}, {3}, to_device({-1, -1}), out); // last_loc of length 2
     });
-    f.expect_rejected(ErrorCode::invalid_argument,
-                      [&] { f.up.alloc_extend(Space(), {5}, {3}, to_device({-1}), out); }, "prefix_len 5");
-    f.expect_rejected(ErrorCode::invalid_argument,
-                      [&] { f.up.alloc_extend(Space(), {0}, {4}, to_device({-1}), out); }, "expected length 4");
+    f.expect_rejected(
+        ErrorCode::invalid_argument,
+        [&] { f.up.alloc_extend(Space(), {5}, {3}, to_device({-1}), out); }, "prefix_len 5");
+    f.expect_rejected(
+        ErrorCode::invalid_argument,
+        [&] { f.up.alloc_extend(Space(), {0}, {4}, to_device({-1}), out); }, "expected length 4");
     IndexView one("one", 1);
     f.expect_rejected(ErrorCode::invalid_argument,
                       [&] { f.up.alloc_decode(Space(), {0}, to_device({f.up_live.back()}), one); });
@@ -100,7 +107,7 @@ TEST_CASE("bad input: calls that do not fit the side's role", "[bad-input]") {
     REQUIRE(swa.alloc_with_virtual(Space(), pages));
     // Binding the same virtual pages twice is refused.
     CHECK_THROWS_AS(swa.alloc_with_virtual(Space(), {pages[0]}), Error);
-    CHECK_THROWS_AS(swa.alloc_with_virtual(Space(), {0}), Error);  // the padding anchor
+    CHECK_THROWS_AS(swa.alloc_with_virtual(Space(), {0}), Error); // the padding anchor
     // The non-owner's table spans the owner's id space.
     CHECK(swa.virtual_to_physical().extent(0) == full.virtual_to_physical().extent(0));
     CHECK_THROWS_AS(full.bind_peer(full), Error);

@@ -17,8 +17,7 @@ struct TwoSided {
     TwoSided(CompactionMode mode, index_t page_size, index_t bytes = 64 * 1024)
         : pool(PoolLayout(bytes, {spec("full", 32, page_size, GrowDirection::up),
                                   spec("swa", 16, page_size, GrowDirection::down)})),
-          up(pool, "full", options(mode)),
-          down(pool, "swa", options(mode)) {
+          up(pool, "full", options(mode)), down(pool, "swa", options(mode)) {
         up.bind_peer(down);
     }
 };
@@ -35,7 +34,7 @@ void erase_tokens(std::vector<index_t>& live, const std::vector<index_t>& gone) 
                live.end());
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("basic: v2p and p2v stay inverse and data follows every eager relocation", "[basic]") {
     TwoSided t(CompactionMode::eager, 1);
@@ -44,7 +43,8 @@ TEST_CASE("basic: v2p and p2v stay inverse and data follows every eager relocati
     check_all(t.pool, t.up, 0, live);
     // Free every third token: the survivors at the frontier move into the holes.
     std::vector<index_t> gone;
-    for (std::size_t i = 0; i < live.size(); i += 3) gone.push_back(live[i]);
+    for (std::size_t i = 0; i < live.size(); i += 3)
+        gone.push_back(live[i]);
     t.up.free(Space(), gone);
     erase_tokens(live, gone);
     CHECK(t.up.counters().pages_moved > 0);
@@ -52,7 +52,8 @@ TEST_CASE("basic: v2p and p2v stay inverse and data follows every eager relocati
     check_all(t.pool, t.up, 0, live);
 }
 
-TEST_CASE("basic: eager mode leaves no holes; free ids and live ids cover the id space", "[basic]") {
+TEST_CASE("basic: eager mode leaves no holes; free ids and live ids cover the id space",
+          "[basic]") {
     TwoSided t(CompactionMode::eager, 1);
     std::vector<index_t> live = alloc_tokens(t.up, 100);
     stamp_tokens(t.pool, t.up, 0, live);
@@ -66,9 +67,11 @@ TEST_CASE("basic: eager mode leaves no holes; free ids and live ids cover the id
     // The physical band is dense: pages [min, min + live).
     auto v2p = to_host(t.up.virtual_to_physical());
     std::set<index_t> physical;
-    for (index_t v : live) physical.insert(v2p[v]);
+    for (index_t v : live)
+        physical.insert(v2p[v]);
     CHECK(*physical.begin() == t.up.geometry().min_page_index);
-    CHECK(*physical.rbegin() == t.up.geometry().min_page_index + static_cast<index_t>(live.size()) - 1);
+    CHECK(*physical.rbegin() ==
+          t.up.geometry().min_page_index + static_cast<index_t>(live.size()) - 1);
     check_all(t.pool, t.up, 0, live);
 }
 
@@ -97,7 +100,8 @@ TEST_CASE("basic: freed ids translate to the sink and v2p[0] stays 0", "[basic][
         t.up.free(Space(), gone);
         erase_tokens(live, gone);
         auto physical = to_host(t.up.translate(Space(), to_device(gone)));
-        for (index_t p : physical) CHECK(p == 0);
+        for (index_t p : physical)
+            CHECK(p == 0);
         CHECK(to_host(t.up.virtual_to_physical())[0] == 0);
         // Padding ids (-1, 0) clamp to the sink too.
         auto padding = to_host(t.up.translate(Space(), to_device({-1, 0})));

@@ -18,8 +18,7 @@ struct LazyPool {
     LazyPool(index_t page_size, index_t bytes = 64 * 1024, index_t max_moves = 4096)
         : pool(PoolLayout(bytes, {spec("full", 16, page_size, GrowDirection::up),
                                   spec("swa", 24, page_size, GrowDirection::down)})),
-          up(pool, "full", with_cap(max_moves)),
-          down(pool, "swa", with_cap(max_moves)) {
+          up(pool, "full", with_cap(max_moves)), down(pool, "swa", with_cap(max_moves)) {
         up.bind_peer(down);
     }
     static AllocatorOptions with_cap(index_t max_moves) {
@@ -41,14 +40,16 @@ void drop(std::vector<index_t>& live, const std::vector<index_t>& gone) {
                live.end());
 }
 
-}  // namespace
+} // namespace
 
-TEST_CASE("lazy: free leaves holes, allocation drains them first, urgent flush packs fully", "[lazy]") {
+TEST_CASE("lazy: free leaves holes, allocation drains them first, urgent flush packs fully",
+          "[lazy]") {
     LazyPool p(1);
     auto live = take(p.up, 200);
     stamp_tokens(p.pool, p.up, 0, live);
     std::vector<index_t> gone;
-    for (std::size_t i = 0; i < live.size(); i += 2) gone.push_back(live[i]);
+    for (std::size_t i = 0; i < live.size(); i += 2)
+        gone.push_back(live[i]);
     p.up.free(Space(), gone);
     drop(live, gone);
     CHECK(p.up.core().hole_pages() == 100);
@@ -70,7 +71,8 @@ TEST_CASE("lazy: free leaves holes, allocation drains them first, urgent flush p
     check_all(p.pool, p.up, 0, live);
 }
 
-TEST_CASE("lazy: an opportunistic flush moves at most its cap and finishes over several calls", "[lazy]") {
+TEST_CASE("lazy: an opportunistic flush moves at most its cap and finishes over several calls",
+          "[lazy]") {
     LazyPool p(1, 64 * 1024, 8);
     auto live = take(p.up, 300);
     stamp_tokens(p.pool, p.up, 0, live);
@@ -78,7 +80,8 @@ TEST_CASE("lazy: an opportunistic flush moves at most its cap and finishes over 
     p.up.free(Space(), gone);
     drop(live, gone);
     index_t total = 0;
-    for (int call = 0; call < 100 && p.up.core().band_pages() > static_cast<index_t>(live.size()); ++call) {
+    for (int call = 0; call < 100 && p.up.core().band_pages() > static_cast<index_t>(live.size());
+         ++call) {
         const index_t moved = p.up.flush_opportunistic(Space());
         CHECK(moved <= 8);
         total += moved;
@@ -88,7 +91,8 @@ TEST_CASE("lazy: an opportunistic flush moves at most its cap and finishes over 
     CHECK(p.up.core().band_pages() == static_cast<index_t>(live.size()));
 }
 
-TEST_CASE("lazy: an opportunistic flush never moves a page the in-flight forward writes", "[lazy][hazard]") {
+TEST_CASE("lazy: an opportunistic flush never moves a page the in-flight forward writes",
+          "[lazy][hazard]") {
     LazyPool p(1);
     auto live = take(p.up, 50);
     stamp_tokens(p.pool, p.up, 0, live);
@@ -136,7 +140,8 @@ TEST_CASE("lazy: moved-from pages wait for their readers before reuse", "[lazy][
     check_all(p.pool, p.up, 0, live);
 }
 
-TEST_CASE("lazy: an allocation short of room flushes the peer's holes into the gap", "[lazy][peer]") {
+TEST_CASE("lazy: an allocation short of room flushes the peer's holes into the gap",
+          "[lazy][peer]") {
     LazyPool p(1, 16 * 1024);
     auto mine = take(p.up, 100);
     stamp_tokens(p.pool, p.up, 0, mine);
@@ -146,7 +151,7 @@ TEST_CASE("lazy: an allocation short of room flushes the peer's holes into the g
     std::vector<index_t> gone(theirs.begin() + 50, theirs.begin() + 250);
     p.down.free(Space(), gone);
     drop(theirs, gone);
-    CHECK(p.up.available_size() == 0);  // the holes are inside the peer's band
+    CHECK(p.up.available_size() == 0); // the holes are inside the peer's band
     CHECK(p.up.schedulable_available_size() == 200 * 24 / 16);
     auto more = take(p.up, 200 * 24 / 16);
     CHECK(p.down.core().hole_pages() == 0);
@@ -168,7 +173,8 @@ TEST_CASE("lazy: thousands of churn steps leave no orphaned page", "[lazy][churn
             if (op < 5) {
                 const index_t n = page_size * static_cast<index_t>(1 + rng() % 8);
                 auto ids = p.up.alloc(Space(), n);
-                if (ids) requests.push_back(to_host(*ids));
+                if (ids)
+                    requests.push_back(to_host(*ids));
             } else if (op < 9 && !requests.empty()) {
                 const std::size_t r = rng() % requests.size();
                 p.up.free(Space(), requests[r]);
@@ -177,10 +183,12 @@ TEST_CASE("lazy: thousands of churn steps leave no orphaned page", "[lazy][churn
                 p.up.flush_opportunistic(Space());
             }
             const auto& core = p.up.core();
-            REQUIRE(core.live_pages() + core.hole_pages() + core.pending_reuse_pages() == core.band_pages());
+            REQUIRE(core.live_pages() + core.hole_pages() + core.pending_reuse_pages() ==
+                    core.band_pages());
         }
         std::vector<index_t> live;
-        for (const auto& r : requests) live.insert(live.end(), r.begin(), r.end());
+        for (const auto& r : requests)
+            live.insert(live.end(), r.begin(), r.end());
         stamp_tokens(p.pool, p.up, 0, live);
         p.up.flush(Space(), true);
         CHECK(p.up.core().band_pages() * page_size == p.up.allocated_count());
@@ -195,7 +203,8 @@ TEST_CASE("state: backup and restore undo every allocation in the window", "[sta
         LazyPool p(1);
         Allocator& a = p.up;
         auto live = take(a, 30);
-        if (mode == CompactionMode::lazy) a.free(Space(), {live[3], live[7]});
+        if (mode == CompactionMode::lazy)
+            a.free(Space(), {live[3], live[7]});
         drop(live, {live[3], live[7]});
         stamp_tokens(p.pool, a, 0, live);
         const std::string before = a.state_string();
@@ -203,7 +212,7 @@ TEST_CASE("state: backup and restore undo every allocation in the window", "[sta
         auto snapshot = a.backup_state();
         take(a, 5);
         take(a, 7);
-        CHECK_THROWS_AS(a.free(Space(), {live[0]}), Error);  // no free inside the window
+        CHECK_THROWS_AS(a.free(Space(), {live[0]}), Error); // no free inside the window
         a.restore_state(Space(), snapshot);
         CHECK(a.state_string() == before);
         CHECK(to_host(a.virtual_to_physical()) == v2p_before);
@@ -220,7 +229,7 @@ TEST_CASE("state: a free group releases everything at its end", "[state]") {
     stamp_tokens(p.pool, p.up, 0, live);
     p.up.free_group_begin();
     p.up.free(Space(), {live[0], live[1]});
-    p.up.free(Space(), {live[1], live[20]});  // same page twice: fine inside a group
+    p.up.free(Space(), {live[1], live[20]}); // same page twice: fine inside a group
     CHECK(p.up.allocated_count() == 64);
     p.up.free_group_end(Space());
     CHECK(p.up.allocated_count() == 32);
@@ -238,7 +247,8 @@ TEST_CASE("state: clear returns the pool to empty on host and device", "[state]"
     CHECK(p.up.core().band_pages() == 0);
     auto v2p = to_host(p.up.virtual_to_physical());
     CHECK(v2p[0] == 0);
-    CHECK(std::count(v2p.begin(), v2p.end(), unbound) == static_cast<std::ptrdiff_t>(v2p.size()) - 1);
+    CHECK(std::count(v2p.begin(), v2p.end(), unbound) ==
+          static_cast<std::ptrdiff_t>(v2p.size()) - 1);
     check_all(p.pool, p.up, 0, {});
     check_all(p.pool, p.down, 1, {});
 }

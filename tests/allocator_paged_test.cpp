@@ -18,8 +18,7 @@ struct PagedPool {
     explicit PagedPool(CompactionMode mode)
         : pool(PoolLayout(256 * 1024, {spec("full", 24, page, GrowDirection::up),
                                        spec("swa", 8, page, GrowDirection::down)})),
-          full(pool, "full", options(mode)),
-          peer(pool, "swa", options(mode)) {
+          full(pool, "full", options(mode)), peer(pool, "swa", options(mode)) {
         full.bind_peer(peer);
     }
 };
@@ -41,7 +40,8 @@ std::vector<index_t> extend(Allocator& a, Requests& reqs, const std::vector<inde
     auto ids = to_host(out);
     std::size_t k = 0;
     for (std::size_t r = 0; r < reqs.size(); ++r)
-        for (index_t j = 0; j < grow_by[r]; ++j) reqs[r].push_back(ids[k++]);
+        for (index_t j = 0; j < grow_by[r]; ++j)
+            reqs[r].push_back(ids[k++]);
     return ids;
 }
 
@@ -54,13 +54,15 @@ std::vector<index_t> decode(Allocator& a, Requests& reqs) {
     IndexView out("out", reqs.size());
     REQUIRE(a.alloc_decode(Space(), seq, to_device(last), out));
     auto ids = to_host(out);
-    for (std::size_t r = 0; r < reqs.size(); ++r) reqs[r].push_back(ids[r]);
+    for (std::size_t r = 0; r < reqs.size(); ++r)
+        reqs[r].push_back(ids[r]);
     return ids;
 }
 
 std::vector<index_t> all_tokens(const Requests& reqs) {
     std::vector<index_t> all;
-    for (const auto& r : reqs) all.insert(all.end(), r.begin(), r.end());
+    for (const auto& r : reqs)
+        all.insert(all.end(), r.begin(), r.end());
     return all;
 }
 
@@ -72,13 +74,14 @@ void check_page_structure(const Requests& reqs) {
         for (std::size_t j = 0; j < reqs[r].size(); ++j) {
             const index_t t = reqs[r][j];
             CHECK(t % page == static_cast<index_t>(j) % page);
-            if (j % page != 0) CHECK(t == reqs[r][j - 1] + 1);
+            if (j % page != 0)
+                CHECK(t == reqs[r][j - 1] + 1);
             auto [it, inserted] = page_owner.emplace(t / page, r);
             CHECK(it->second == r);
         }
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("paged: alloc_extend fills the tail page first, then whole new pages", "[paged]") {
     for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
@@ -110,10 +113,11 @@ TEST_CASE("paged: alloc_decode takes a page only when a request crosses a bounda
         stamp_tokens(p.pool, p.full, 0, decode(p.full, reqs));
         CHECK(p.full.allocated_count() / page == pages_before + 1);
         stamp_tokens(p.pool, p.full, 0, decode(p.full, reqs));
-        CHECK(p.full.allocated_count() / page == pages_before + 2);  // request 0 crossed now
+        CHECK(p.full.allocated_count() / page == pages_before + 2); // request 0 crossed now
         check_page_structure(reqs);
         auto v2p = to_host(p.full.virtual_to_physical());
-        for (index_t t : all_tokens(reqs)) CHECK(v2p[t / page] > 0);
+        for (index_t t : all_tokens(reqs))
+            CHECK(v2p[t / page] > 0);
         check_all(p.pool, p.full, 0, all_tokens(reqs));
     }
 }
@@ -123,7 +127,8 @@ TEST_CASE("paged: freeing a request from the middle keeps everyone's data", "[pa
         PagedPool p(mode);
         Requests reqs(6);
         stamp_tokens(p.pool, p.full, 0, extend(p.full, reqs, {33, 70, 16, 5, 64, 100}));
-        for (int step = 0; step < 20; ++step) stamp_tokens(p.pool, p.full, 0, decode(p.full, reqs));
+        for (int step = 0; step < 20; ++step)
+            stamp_tokens(p.pool, p.full, 0, decode(p.full, reqs));
         p.full.free(Space(), reqs[1]);
         p.full.free(Space(), reqs[3]);
         reqs.erase(reqs.begin() + 3);
@@ -132,13 +137,15 @@ TEST_CASE("paged: freeing a request from the middle keeps everyone's data", "[pa
         p.full.flush(Space(), true);
         CHECK(p.full.core().band_pages() == p.full.allocated_count() / page);
         // Decoding goes on correctly after the relocation.
-        for (int step = 0; step < 20; ++step) stamp_tokens(p.pool, p.full, 0, decode(p.full, reqs));
+        for (int step = 0; step < 20; ++step)
+            stamp_tokens(p.pool, p.full, 0, decode(p.full, reqs));
         check_page_structure(reqs);
         check_all(p.pool, p.full, 0, all_tokens(reqs));
     }
 }
 
-TEST_CASE("paged: an extend that does not fit returns no allocation and changes nothing", "[paged]") {
+TEST_CASE("paged: an extend that does not fit returns no allocation and changes nothing",
+          "[paged]") {
     PagedPool p(CompactionMode::eager);
     Requests reqs(1);
     stamp_tokens(p.pool, p.full, 0, extend(p.full, reqs, {20}));
@@ -146,7 +153,8 @@ TEST_CASE("paged: an extend that does not fit returns no allocation and changes 
     // The free tail of the request's last page holds 12 tokens beyond available_size().
     const index_t too_many = p.full.available_size() + (page - 20 % page) + 1;
     IndexView out("out", static_cast<std::size_t>(too_many));
-    CHECK_FALSE(p.full.alloc_extend(Space(), {20}, {20 + too_many}, to_device({reqs[0].back()}), out));
+    CHECK_FALSE(
+        p.full.alloc_extend(Space(), {20}, {20 + too_many}, to_device({reqs[0].back()}), out));
     CHECK(p.full.state_string() == before);
     check_all(p.pool, p.full, 0, reqs[0]);
 }

@@ -11,7 +11,7 @@ RandomisedTestConfig& randomised_config() {
     static RandomisedTestConfig config;
     return config;
 }
-}  // namespace kvpool::test
+} // namespace kvpool::test
 
 int main(int argc, char* argv[]) {
     // Without OMP_PROC_BIND, Kokkos' OpenMP backend prints a warning on stdout,
@@ -27,6 +27,7 @@ int main(int argc, char* argv[]) {
                     "run the randomised tests with this one seed (reproduces a failure)") |
                 Opt(config.seeds, "count")["--kvpool-seeds"]("seeds per randomised test") |
                 Opt(config.ops, "count")["--kvpool-ops"]("operations per seed"));
-    if (const int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;
+    if (const int rc = session.applyCommandLine(argc, argv); rc != 0)
+        return rc;
     return session.run();
 }

@@ -16,4 +16,4 @@ private:
     std::atomic<bool> done_{false};
 };
 
-}  // namespace kvpool::test
+} // namespace kvpool::test

@@ -32,7 +32,8 @@ struct SwaFixture {
 
     std::optional<std::vector<index_t>> alloc(index_t n) {
         auto ids = pair.alloc(Space(), n);
-        if (!ids) return std::nullopt;
+        if (!ids)
+            return std::nullopt;
         auto host = to_host(*ids);
         stamp_tokens(pool, pair.full(), full_tag, host);
         stamp_tokens(pool, pair.swa(), swa_tag, host);
@@ -49,8 +50,8 @@ struct SwaFixture {
         const auto& f = pair.full().core();
         const auto& s = pair.swa().core();
         REQUIRE(f.byte_high_frontier() <= s.byte_low_frontier());
-        REQUIRE(f.band_pages() * f.geometry().page_bytes + s.band_pages() * s.geometry().page_bytes +
-                    pool.layout().sink_bytes() <=
+        REQUIRE(f.band_pages() * f.geometry().page_bytes +
+                    s.band_pages() * s.geometry().page_bytes + pool.layout().sink_bytes() <=
                 pool.total_bytes());
     }
 };
@@ -61,7 +62,7 @@ void remove(std::vector<index_t>& from, const std::vector<index_t>& gone) {
                from.end());
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("swa pair: one allocation binds the same virtual ids on both sides", "[pair][swa]") {
     for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
@@ -76,7 +77,8 @@ TEST_CASE("swa pair: one allocation binds the same virtual ids on both sides", "
         Int32View swa_physical("swa_physical", ids.size());
         f.pair.translate_swa(Space(), to_device(ids), swa_physical);
         auto host32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), swa_physical);
-        for (std::size_t i = 0; i < ids.size(); ++i) CHECK(host32(i) == v2p_swa[ids[i]]);
+        for (std::size_t i = 0; i < ids.size(); ++i)
+            CHECK(host32(i) == v2p_swa[ids[i]]);
         f.check();
     }
 }
@@ -94,7 +96,8 @@ TEST_CASE("swa pair: SWA tombstone, then the full free", "[pair][swa]") {
             CHECK(f.pair.swa().allocated_count() == 8 * ps);
             CHECK(f.pair.full().allocated_count() == 16 * ps);
             auto swa_physical = to_host(f.pair.swa().translate(Space(), to_device(old)));
-            for (index_t p : swa_physical) CHECK(p == 0);  // tombstones read the sink
+            for (index_t p : swa_physical)
+                CHECK(p == 0); // tombstones read the sink
             f.check();
             // free_swa again is harmless; the full free releases the rest of both sides.
             f.pair.free_swa(Space(), old);
@@ -112,7 +115,9 @@ TEST_CASE("swa pair: a failed allocation leaves both sides as they were", "[pair
     for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
         SwaFixture f(mode, 4);
         f.alloc(64);
-        const auto states = [&] { return f.pair.full().state_string() + f.pair.swa().state_string(); };
+        const auto states = [&] {
+            return f.pair.full().state_string() + f.pair.swa().state_string();
+        };
         const std::string before = states();
         CHECK_FALSE(f.pair.alloc(Space(), f.pair.available_size() + 4).has_value());
         CHECK(states() == before);
@@ -126,7 +131,8 @@ TEST_CASE("swa pair: a failed allocation leaves both sides as they were", "[pair
     }
 }
 
-TEST_CASE("swa pair: lazy three-phase availability is exactly what an allocation gets", "[pair][swa][lazy]") {
+TEST_CASE("swa pair: lazy three-phase availability is exactly what an allocation gets",
+          "[pair][swa][lazy]") {
     for (index_t ps : {index_t(1), index_t(4)}) {
         SwaFixture f(CompactionMode::lazy, ps);
         auto a = *f.alloc(40 * ps);
@@ -167,7 +173,8 @@ TEST_CASE("swa pair: randomised churn keeps both sides consistent", "[pair][swa]
                         auto ids = f.alloc(want);
                         // Lazy mode may find more room by flushing; never less than promised.
                         REQUIRE((ids.has_value() || want > available));
-                        if (ids) requests.push_back(*ids);
+                        if (ids)
+                            requests.push_back(*ids);
                     } else if (op < 7 && !requests.empty()) {
                         const std::size_t r = rng() % requests.size();
                         f.pair.free(Space(), requests[r]);
@@ -176,18 +183,21 @@ TEST_CASE("swa pair: randomised churn keeps both sides consistent", "[pair][swa]
                         requests.erase(requests.begin() + static_cast<std::ptrdiff_t>(r));
                     } else if (op < 9 && !requests.empty()) {
                         auto& r = requests[rng() % requests.size()];
-                        std::vector<index_t> window_left(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(ps));
+                        std::vector<index_t> window_left(
+                            r.begin(), r.begin() + static_cast<std::ptrdiff_t>(ps));
                         f.pair.free_swa(Space(), window_left);
                         remove(f.live, window_left);
                         for (index_t t : window_left)
-                            if (std::find(f.full_only.begin(), f.full_only.end(), t) == f.full_only.end())
+                            if (std::find(f.full_only.begin(), f.full_only.end(), t) ==
+                                f.full_only.end())
                                 f.full_only.push_back(t);
                     } else {
                         f.pair.flush_opportunistic(Space());
                     }
                     REQUIRE_NOTHROW(f.pair.full().core().check_invariants());
                     REQUIRE_NOTHROW(f.pair.swa().core().check_invariants());
-                    if (step % 25 == 0) f.check();
+                    if (step % 25 == 0)
+                        f.check();
                 }
                 f.check();
             }
@@ -204,9 +214,10 @@ struct MambaFixture {
           pair(pool, mode) {}
 };
 
-}  // namespace
+} // namespace
 
-TEST_CASE("mamba pair: state slots and KV share the gap; a slot costs its bytes in KV tokens", "[pair][mamba]") {
+TEST_CASE("mamba pair: state slots and KV share the gap; a slot costs its bytes in KV tokens",
+          "[pair][mamba]") {
     for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
         MambaFixture f(mode, 64 * 1024);
         CHECK(f.pair.state_slot_full_token_cost() == (1000 + 15) / 16);
@@ -227,7 +238,8 @@ TEST_CASE("mamba pair: state slots and KV share the gap; a slot costs its bytes 
     }
 }
 
-TEST_CASE("mamba pair: a gap narrower than one state slot is reported, not corrupting", "[pair][mamba]") {
+TEST_CASE("mamba pair: a gap narrower than one state slot is reported, not corrupting",
+          "[pair][mamba]") {
     for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
         MambaFixture f(mode, 32 * 1024, 4096);
         auto slots = to_host(*f.pair.alloc_state_slots(Space(), 2));

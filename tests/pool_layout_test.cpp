@@ -24,9 +24,9 @@ TEST_CASE("layout: bad specs are rejected with the value named", "[layout][bad-i
     CHECK_THROWS_AS(PoolLayout(1024, {}), Error);
     CHECK_THROWS_AS(PoolLayout(1024, {spec("a", 0, 1, GrowDirection::up)}), Error);
     CHECK_THROWS_AS(PoolLayout(1024, {spec("a", 8, 0, GrowDirection::up)}), Error);
-    CHECK_THROWS_AS(PoolLayout(1024, {spec("a", 8, 1, GrowDirection::up),
-                                      spec("b", 8, 1, GrowDirection::up)}),
-                    Error);
+    CHECK_THROWS_AS(
+        PoolLayout(1024, {spec("a", 8, 1, GrowDirection::up), spec("b", 8, 1, GrowDirection::up)}),
+        Error);
     // A buffer that holds nothing beyond the sink is an impossible size.
     CHECK_THROWS_AS(PoolLayout(64, {spec("a", 64, 1, GrowDirection::up)}), Error);
     try {
@@ -40,14 +40,16 @@ TEST_CASE("layout: bad specs are rejected with the value named", "[layout][bad-i
 
 TEST_CASE("layout: a fixed split caps each side at its share of the bytes", "[layout]") {
     const auto layout = PoolLayout::fixed_split(
-        1 << 20, {spec("full", 64, 1, GrowDirection::up), spec("swa", 32, 1, GrowDirection::down)}, 0.25);
+        1 << 20, {spec("full", 64, 1, GrowDirection::up), spec("swa", 32, 1, GrowDirection::down)},
+        0.25);
     const auto& full = layout.side("full");
     const auto& swa = layout.side("swa");
     CHECK(full.page_capacity() * 64 <= (1 << 18));
     CHECK(swa.page_capacity() * 32 <= (1 << 20) - (1 << 18));
     CHECK(full.page_capacity() * 64 + swa.page_capacity() * 32 <= (1 << 20));
-    CHECK_THROWS_AS(PoolLayout::fixed_split(1 << 20, {spec("full", 64, 1, GrowDirection::up),
-                                                      spec("swa", 32, 1, GrowDirection::down)},
+    CHECK_THROWS_AS(PoolLayout::fixed_split(1 << 20,
+                                            {spec("full", 64, 1, GrowDirection::up),
+                                             spec("swa", 32, 1, GrowDirection::down)},
                                             1.5),
                     Error);
 }

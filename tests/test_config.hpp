@@ -6,18 +6,20 @@
 namespace kvpool::test {
 
 struct RandomisedTestConfig {
-    std::uint64_t seed = 0;  // 0: the default seed list
+    std::uint64_t seed = 0; // 0: the default seed list
     int seeds = 10;
     int ops = 5000;
 
     std::vector<std::uint64_t> seed_list() const {
-        if (seed != 0) return {seed};
+        if (seed != 0)
+            return {seed};
         std::vector<std::uint64_t> list;
-        for (int i = 0; i < seeds; ++i) list.push_back(0x9e3779b97f4a7c15ull * (i + 1) + 12345);
+        for (int i = 0; i < seeds; ++i)
+            list.push_back(0x9e3779b97f4a7c15ull * (i + 1) + 12345);
         return list;
     }
 };
 
 RandomisedTestConfig& randomised_config();
 
-}  // namespace kvpool::test
+} // namespace kvpool::test

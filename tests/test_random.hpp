@@ -25,12 +25,10 @@ public:
         return lo + static_cast<index_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
     }
     bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
-    template <class T>
-    const T& pick(const std::vector<T>& v) {
+    template <class T> const T& pick(const std::vector<T>& v) {
         return v[static_cast<std::size_t>(uniform(0, static_cast<index_t>(v.size()) - 1))];
     }
-    template <class T>
-    T pick(const std::set<T>& s) {
+    template <class T> T pick(const std::set<T>& s) {
         auto it = s.begin();
         std::advance(it, uniform(0, static_cast<index_t>(s.size()) - 1));
         return *it;
@@ -40,4 +38,4 @@ private:
     std::uint64_t state_;
 };
 
-}  // namespace kvpool::test
+} // namespace kvpool::test

@@ -22,13 +22,13 @@ inline IndexView to_device(const std::vector<index_t>& host) {
     // call is most of a randomised test's time on an oversubscribed OpenMP host.
     IndexView view = kk::uninitialized<IndexView>("test::ids", host.size());
     auto mirror = Kokkos::create_mirror_view(view);
-    for (std::size_t i = 0; i < host.size(); ++i) mirror(i) = host[i];
+    for (std::size_t i = 0; i < host.size(); ++i)
+        mirror(i) = host[i];
     Kokkos::deep_copy(view, mirror);
     return view;
 }
 
-template <class View>
-std::vector<index_t> to_host(const View& view) {
+template <class View> std::vector<index_t> to_host(const View& view) {
     auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
     return std::vector<index_t>(mirror.data(), mirror.data() + mirror.extent(0));
 }
@@ -44,7 +44,8 @@ inline std::uint8_t stamp_byte(int side_tag, index_t virtual_token, index_t k) {
 // Writes each token's stamp at the physical slot translate() gives for it.
 inline void stamp_tokens(Pool& pool, const Allocator& allocator, int side_tag,
                          const std::vector<index_t>& virtual_tokens) {
-    if (virtual_tokens.empty()) return;
+    if (virtual_tokens.empty())
+        return;
     const auto physical = to_host(allocator.translate(Space(), to_device(virtual_tokens)));
     auto bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pool.bytes());
     const index_t entry = allocator.geometry().spec.entry_bytes;
@@ -58,7 +59,8 @@ inline void stamp_tokens(Pool& pool, const Allocator& allocator, int side_tag,
 // Returns the number of bad tokens (0 on success) and reports the first.
 inline std::size_t check_stamps(const Pool& pool, const Allocator& allocator, int side_tag,
                                 const std::vector<index_t>& live_tokens) {
-    if (live_tokens.empty()) return 0;
+    if (live_tokens.empty())
+        return 0;
     const auto physical = to_host(allocator.translate(Space(), to_device(live_tokens)));
     auto bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pool.bytes());
     const index_t entry = allocator.geometry().spec.entry_bytes;
@@ -98,4 +100,4 @@ inline AllocatorOptions options(CompactionMode mode, bool owner = true) {
     return o;
 }
 
-}  // namespace kvpool::test
+} // namespace kvpool::test

@@ -22,4 +22,4 @@ public:
 
 using CompletionTokenPtr = std::shared_ptr<const CompletionToken>;
 
-}  // namespace kvpool
+} // namespace kvpool

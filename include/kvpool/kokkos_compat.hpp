@@ -12,14 +12,13 @@
 
 namespace kvpool::kk {
 
-template <class T, class MemorySpace>
-using View = Kokkos::View<T, MemorySpace>;
+template <class T, class MemorySpace> using View = Kokkos::View<T, MemorySpace>;
+
+template <class T> using HostView = Kokkos::View<T, Kokkos::HostSpace>;
 
 template <class T>
-using HostView = Kokkos::View<T, Kokkos::HostSpace>;
-
-template <class T>
-using UnmanagedHostView = Kokkos::View<T, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using UnmanagedHostView =
+    Kokkos::View<T, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 template <class ExecutionSpace>
 using Range = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<index_t>>;
@@ -30,8 +29,7 @@ Range<ExecutionSpace> range(const ExecutionSpace& space, index_t n) {
 }
 
 // A View allocation that skips the initialising kernel.
-template <class ViewType>
-ViewType uninitialized(const std::string& label, std::size_t n) {
+template <class ViewType> ViewType uninitialized(const std::string& label, std::size_t n) {
     return ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
 }
 
@@ -48,25 +46,23 @@ using HIPHostPinnedSpace = Kokkos::Experimental::HIPHostPinnedSpace;
 
 // Host memory a kernel of ExecutionSpace can read directly: page-locked host
 // memory for the GPU backends, ordinary memory for the host ones.
-template <class ExecutionSpace>
-struct pinned_host_space {
+template <class ExecutionSpace> struct pinned_host_space {
     using type = Kokkos::HostSpace;
 };
 #if defined(KOKKOS_ENABLE_CUDA)
-template <>
-struct pinned_host_space<Kokkos::Cuda> {
+template <> struct pinned_host_space<Kokkos::Cuda> {
     using type = Kokkos::CudaHostPinnedSpace;
 };
 #endif
 #if defined(KOKKOS_ENABLE_HIP)
-template <>
-struct pinned_host_space<HIP> {
+template <> struct pinned_host_space<HIP> {
     using type = HIPHostPinnedSpace;
 };
 #endif
 
 template <class MemorySpace>
-constexpr bool host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
+constexpr bool host_accessible =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
 
 // Explicit LayoutRight: a View's default layout is LayoutLeft on CUDA, and the
 // per-layer KV pools promise token-major rows on every backend.
@@ -81,6 +77,7 @@ using UnmanagedStridedView =
 // Execution spaces that run on the host: their launches have finished when the
 // call returns, so the host may read the memory they use without a fence.
 template <class ExecutionSpace>
-constexpr bool host_execution = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+constexpr bool host_execution =
+    Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
 
-}  // namespace kvpool::kk
+} // namespace kvpool::kk

@@ -17,14 +17,13 @@
 
 #include <functional>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvpool {
 
-template <class ExecutionSpace>
-class MultiEndedAllocator {
+template <class ExecutionSpace> class MultiEndedAllocator {
 public:
     using execution_space = ExecutionSpace;
     using memory_space = typename ExecutionSpace::memory_space;
@@ -33,20 +32,21 @@ public:
     using const_index_view = kk::View<const index_t*, memory_space>;
     // Page lists handed to a move callback: host-pinned memory the kernels of
     // ExecutionSpace read directly (see detail::Staging).
-    using page_list_view = kk::View<const index_t*, typename detail::Staging<ExecutionSpace>::memory_space>;
+    using page_list_view =
+        kk::View<const index_t*, typename detail::Staging<ExecutionSpace>::memory_space>;
     // Moves KV data of whole pages, src[i] -> dst[i] (physical page ids), as one
     // batch on the instance. The default moves the pages' bytes inside the
     // unified buffer; per-layer pools install their own.
-    using move_callback =
-        std::function<void(const ExecutionSpace&, const page_list_view& src_pages, const page_list_view& dst_pages)>;
+    using move_callback = std::function<void(const ExecutionSpace&, const page_list_view& src_pages,
+                                             const page_list_view& dst_pages)>;
 
-    MultiEndedAllocator(pool_type& pool, const std::string& side_name, AllocatorOptions options = {})
+    MultiEndedAllocator(pool_type& pool, const std::string& side_name,
+                        AllocatorOptions options = {})
         : MultiEndedAllocator(ExecutionSpace(), pool, side_name, options) {}
 
     MultiEndedAllocator(const ExecutionSpace& space, pool_type& pool, const std::string& side_name,
                         AllocatorOptions options = {})
-        : pool_(&pool),
-          core_(pool.layout().side(side_name), pool.total_bytes(), options),
+        : pool_(&pool), core_(pool.layout().side(side_name), pool.total_bytes(), options),
           p2v_("kvpool::p2v", static_cast<std::size_t>(core_.geometry().num_physical_pages)) {
         Kokkos::deep_copy(space, p2v_, unbound);
         // Page 0 <-> page 0: the padding anchor.
@@ -74,10 +74,12 @@ public:
     // (owning) side binds the same virtual pages there as well, in the same
     // launch, or fails on both sides.
     void bind_follower(MultiEndedAllocator& follower) {
-        if (&follower != peer_ || !core_.options().is_id_owner || follower.core_.options().is_id_owner)
-            throw Error(ErrorCode::invalid_argument,
-                        "bind_follower: the follower must be the bound peer, and must not own its ids "
-                        "while this side does");
+        if (&follower != peer_ || !core_.options().is_id_owner ||
+            follower.core_.options().is_id_owner)
+            throw Error(
+                ErrorCode::invalid_argument,
+                "bind_follower: the follower must be the bound peer, and must not own its ids "
+                "while this side does");
         follower_ = &follower;
     }
 
@@ -91,15 +93,20 @@ public:
     const SideGeometry& geometry() const { return core_.geometry(); }
     const AllocatorCounters& counters() const { return core_.counters(); }
     std::string state_string() const { return core_.state_string(); }
-    bool is_slot_allocated(index_t virtual_token) const { return core_.is_slot_allocated(virtual_token); }
+    bool is_slot_allocated(index_t virtual_token) const {
+        return core_.is_slot_allocated(virtual_token);
+    }
     const detail::AllocatorCore& core() const { return core_; }
     // Where this side stands, for capacity planners (kvpool-sim's admission check).
     SideOccupancy occupancy() const {
-        return {core_.free_virtual_page_count(), core_.hole_pages(), core_.gap_bytes(), geometry().page_bytes};
+        return {core_.free_virtual_page_count(), core_.hole_pages(), core_.gap_bytes(),
+                geometry().page_bytes};
     }
     // Virtual pages the last successful allocation bound (the ids a non-owner
     // peer binds next).
-    const std::vector<index_t>& last_allocated_virtual_pages() const { return binding_.virtual_pages; }
+    const std::vector<index_t>& last_allocated_virtual_pages() const {
+        return binding_.virtual_pages;
+    }
 
     // Device tables, one row per virtual (resp. physical) page; -1 is unbound.
     const index_view& virtual_to_physical() const { return v2p_; }
@@ -133,13 +140,16 @@ public:
         emit_allocated_tokens(space, out);
         return out;
     }
-    std::optional<index_view> alloc(index_t need_size) { return alloc(ExecutionSpace(), need_size); }
+    std::optional<index_view> alloc(index_t need_size) {
+        return alloc(ExecutionSpace(), need_size);
+    }
 
     // Non-owner side: bind the peer-minted virtual PAGE ids to physical pages of
     // this side. False when there is no room (nothing changed).
-    bool alloc_with_virtual(const ExecutionSpace& space, const std::vector<index_t>& virtual_pages) {
-        if (!core_.bind_virtual_pages(virtual_pages.data(), static_cast<index_t>(virtual_pages.size()),
-                                      binding_))
+    bool alloc_with_virtual(const ExecutionSpace& space,
+                            const std::vector<index_t>& virtual_pages) {
+        if (!core_.bind_virtual_pages(virtual_pages.data(),
+                                      static_cast<index_t>(virtual_pages.size()), binding_))
             return fail_alloc(space);
         submit_peer(space);
         apply_binding(space);
@@ -153,7 +163,8 @@ public:
                       const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
                       const index_view& out) {
         const index_t batch = static_cast<index_t>(seq_lens.size());
-        std::vector<index_t> out_start(static_cast<std::size_t>(batch)), page_start(out_start.size());
+        std::vector<index_t> out_start(static_cast<std::size_t>(batch)),
+            page_start(out_start.size());
         const index_t pages =
             extend_layout(prefix_lens, seq_lens, last_loc, out, out_start, page_start);
         if (!allocate_pages(space, pages, Request::per_request))
@@ -168,9 +179,10 @@ public:
         const std::size_t ps = staging_.add(page_start);
         staging_.upload(space);
         const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
-        kernels::alloc_extend_bind(space, kernels::AllocExtend{new_pages(v, p, fp, n), staging_.slice(pre, b),
-                                                               staging_.slice(seq, b), staging_.slice(os, b),
-                                                               staging_.slice(ps, b), last_loc, out});
+        kernels::alloc_extend_bind(
+            space, kernels::AllocExtend{new_pages(v, p, fp, n), staging_.slice(pre, b),
+                                        staging_.slice(seq, b), staging_.slice(os, b),
+                                        staging_.slice(ps, b), last_loc, out});
         return true;
     }
 
@@ -190,8 +202,9 @@ public:
         const std::size_t ps = staging_.add(page_start);
         staging_.upload(space);
         const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
-        kernels::alloc_decode_bind(space, kernels::AllocDecode{new_pages(v, p, fp, n), staging_.slice(seq, b),
-                                                               staging_.slice(ps, b), last_loc, out});
+        kernels::alloc_decode_bind(
+            space, kernels::AllocDecode{new_pages(v, p, fp, n), staging_.slice(seq, b),
+                                        staging_.slice(ps, b), last_loc, out});
         return true;
     }
 
@@ -225,7 +238,9 @@ public:
         core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()));
         submit(space);
     }
-    void free(const std::vector<index_t>& virtual_tokens) { free(ExecutionSpace(), virtual_tokens); }
+    void free(const std::vector<index_t>& virtual_tokens) {
+        free(ExecutionSpace(), virtual_tokens);
+    }
     // Like free, but ids already unbound are skipped (SWA tokens that left the window).
     void free_if_bound(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
         core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()), true);
@@ -246,8 +261,11 @@ public:
     // Capped, never waits: for quiescent points of the scheduler loop.
     index_t flush_opportunistic(const ExecutionSpace& space) { return flush(space, false); }
     void drain_pending_reuse() { core_.drain_pending_reuse(); }
-    void set_latest_forward_done(CompletionTokenPtr token) { core_.set_latest_forward_done(std::move(token)); }
-    void set_inflight_forward(CompletionTokenPtr token, const std::vector<index_t>& virtual_tokens) {
+    void set_latest_forward_done(CompletionTokenPtr token) {
+        core_.set_latest_forward_done(std::move(token));
+    }
+    void set_inflight_forward(CompletionTokenPtr token,
+                              const std::vector<index_t>& virtual_tokens) {
         core_.set_inflight_forward(std::move(token), virtual_tokens.data(),
                                    static_cast<index_t>(virtual_tokens.size()));
     }
@@ -260,10 +278,13 @@ public:
     void translate(const ExecutionSpace& space, const const_index_view& virtual_tokens,
                    const OutView& out) const {
         require_length("translate: out", out, static_cast<index_t>(virtual_tokens.extent(0)));
-        kernels::translate_tokens(space, kernels::Translation{v2p_, page_size(), virtual_tokens, out});
+        kernels::translate_tokens(space,
+                                  kernels::Translation{v2p_, page_size(), virtual_tokens, out});
     }
-    index_view translate(const ExecutionSpace& space, const const_index_view& virtual_tokens) const {
-        index_view out = kk::uninitialized<index_view>("kvpool::translate_out", virtual_tokens.extent(0));
+    index_view translate(const ExecutionSpace& space,
+                         const const_index_view& virtual_tokens) const {
+        index_view out =
+            kk::uninitialized<index_view>("kvpool::translate_out", virtual_tokens.extent(0));
         translate(space, virtual_tokens, out);
         return out;
     }
@@ -289,16 +310,16 @@ public:
         auto p2v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p2v_);
         for (index_t v = 0; v < static_cast<index_t>(v2p.extent(0)); ++v)
             if (v2p(v) != core_.physical_page_of(v))
-                throw Error(ErrorCode::internal, "device v2p[" + std::to_string(v) + "] = " +
-                                                     std::to_string(v2p(v)) + ", host mirror " +
-                                                     std::to_string(core_.physical_page_of(v)) + ". " +
-                                                     state_string());
+                throw Error(ErrorCode::internal,
+                            "device v2p[" + std::to_string(v) + "] = " + std::to_string(v2p(v)) +
+                                ", host mirror " + std::to_string(core_.physical_page_of(v)) +
+                                ". " + state_string());
         for (index_t p = 0; p < static_cast<index_t>(p2v.extent(0)); ++p)
             if (p2v(p) != core_.virtual_page_of(p))
-                throw Error(ErrorCode::internal, "device p2v[" + std::to_string(p) + "] = " +
-                                                     std::to_string(p2v(p)) + ", host mirror " +
-                                                     std::to_string(core_.virtual_page_of(p)) + ". " +
-                                                     state_string());
+                throw Error(ErrorCode::internal,
+                            "device p2v[" + std::to_string(p) + "] = " + std::to_string(p2v(p)) +
+                                ", host mirror " + std::to_string(core_.virtual_page_of(p)) + ". " +
+                                state_string());
     }
     void check_invariants() const { check_invariants(ExecutionSpace()); }
 
@@ -312,10 +333,11 @@ private:
     }
     void require_page_multiple(const char* what, index_t size) const {
         if (size < 0 || size % page_size() != 0)
-            throw Error(ErrorCode::misaligned, std::string(what) + " of " + std::to_string(size) +
-                                                   " tokens, which is not a non-negative multiple of "
-                                                   "page_size " +
-                                                   std::to_string(page_size()) + ". " + state_string());
+            throw Error(ErrorCode::misaligned,
+                        std::string(what) + " of " + std::to_string(size) +
+                            " tokens, which is not a non-negative multiple of "
+                            "page_size " +
+                            std::to_string(page_size()) + ". " + state_string());
     }
 
     // out(t) = the t-th token of the pages just bound, binding them on the device.
@@ -384,7 +406,8 @@ private:
                                    : core_.alloc_request_pages(num_pages, binding_);
         if (!allocated)
             return false;
-        if (!follower_) return true;
+        if (!follower_)
+            return true;
         const auto undo = [&] {
             core_.undo_allocation(binding_);
             submit(space);
@@ -394,16 +417,17 @@ private:
         core_.hold_relocations(true);
         bool ok = false;
         try {
-            ok = follower_->core_.bind_virtual_pages(binding_.virtual_pages.data(),
-                                                     static_cast<index_t>(binding_.virtual_pages.size()),
-                                                     follower_->binding_);
+            ok = follower_->core_.bind_virtual_pages(
+                binding_.virtual_pages.data(), static_cast<index_t>(binding_.virtual_pages.size()),
+                follower_->binding_);
         } catch (...) {
             core_.hold_relocations(false);
             undo();
             throw;
         }
         core_.hold_relocations(false);
-        if (!ok) undo();
+        if (!ok)
+            undo();
         return ok;
     }
 
@@ -412,21 +436,24 @@ private:
     std::size_t stage_follower_pages() {
         return follower_ ? staging_.add(follower_->binding_.physical_pages) : 0;
     }
-    using staged_view = decltype(std::declval<const detail::Staging<ExecutionSpace>&>().slice(0, 0));
+    using staged_view =
+        decltype(std::declval<const detail::Staging<ExecutionSpace>&>().slice(0, 0));
     // The n pages staged at offsets v (virtual) and p (physical), with the
     // follower's physical pages at fp when there is a follower.
-    kernels::NewPages<index_view, staged_view> new_pages(std::size_t v, std::size_t p, std::size_t fp,
-                                                         std::size_t n) const {
-        kernels::NewPages<index_view, staged_view> pages{v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n),
-                                                         page_size(), {}};
-        if (follower_) pages.follower = {follower_->v2p_, follower_->p2v_, staging_.slice(fp, n)};
+    kernels::NewPages<index_view, staged_view> new_pages(std::size_t v, std::size_t p,
+                                                         std::size_t fp, std::size_t n) const {
+        kernels::NewPages<index_view, staged_view> pages{
+            v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n), page_size(), {}};
+        if (follower_)
+            pages.follower = {follower_->v2p_, follower_->p2v_, staging_.slice(fp, n)};
         return pages;
     }
 
     // (Re)creates the device v2p table at the size of the id owner's space.
     void resize_virtual_table(const ExecutionSpace& space = ExecutionSpace()) {
         const auto rows = static_cast<std::size_t>(core_.virtual_table_pages());
-        if (v2p_.extent(0) == rows) return;
+        if (v2p_.extent(0) == rows)
+            return;
         v2p_ = index_view("kvpool::v2p", rows);
         Kokkos::deep_copy(space, v2p_, unbound);
         Kokkos::deep_copy(space, Kokkos::subview(v2p_, 0), index_t(0));
@@ -443,19 +470,23 @@ private:
         const std::size_t p = staging_.add(binding_.physical_pages);
         staging_.upload(space);
         const auto n = binding_.virtual_pages.size();
-        kernels::apply_table_writes(space, kernels::TableWrites{v2p_, staging_.slice(v, n), staging_.slice(p, n),
-                                                                p2v_, staging_.slice(p, n), staging_.slice(v, n)});
+        kernels::apply_table_writes(
+            space, kernels::TableWrites{v2p_, staging_.slice(v, n), staging_.slice(p, n), p2v_,
+                                        staging_.slice(p, n), staging_.slice(v, n)});
     }
 
     void submit_peer(const ExecutionSpace& space) {
-        if (peer_) peer_->submit(space);
+        if (peer_)
+            peer_->submit(space);
     }
 
     // Applies the core's pending plan: waits, KV moves, table writes.
     void submit(const ExecutionSpace& space) {
         detail::DevicePlan& plan = core_.plan();
-        if (plan.empty()) return;
-        for (const auto& token : plan.waits) kernels::enqueue_wait(space, *token);
+        if (plan.empty())
+            return;
+        for (const auto& token : plan.waits)
+            kernels::enqueue_wait(space, *token);
         const std::size_t src = staging_.add(plan.move_src);
         const std::size_t dst = staging_.add(plan.move_dst);
         const std::size_t vi = staging_.add(plan.v2p_index);
@@ -471,9 +502,10 @@ private:
                                           staging_.slice(pi, plan.p2v_index.size()),
                                           staging_.slice(pv, plan.p2v_value.size())};
         const auto apply_plan = [&](const auto& src_pages, const auto& dst_pages) {
-            kernels::apply_plan(space, kernels::CompactionPlan{kernels::PageMoves{pool_->bytes(), geometry().page_bytes,
-                                                                                  src_pages, dst_pages},
-                                                               writes});
+            kernels::apply_plan(space, kernels::CompactionPlan{
+                                           kernels::PageMoves{pool_->bytes(), geometry().page_bytes,
+                                                              src_pages, dst_pages},
+                                           writes});
         };
         if (moves > 0 && !move_ && geometry().page_bytes < device_move_list_min_page_bytes) {
             apply_plan(staging_.slice(src, moves), staging_.slice(dst, moves));
@@ -483,7 +515,8 @@ private:
             apply_plan(Kokkos::subview(move_lists, std::make_pair(std::size_t(0), moves)),
                        Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)));
         } else {
-            if (moves > 0) move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
+            if (moves > 0)
+                move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
             kernels::apply_table_writes(space, writes);
         }
         plan.clear();
@@ -507,4 +540,4 @@ private:
     move_callback move_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -27,10 +27,10 @@ struct SubPoolSpec {
 // both grow directions, so the two sides' frontiers compare directly in bytes.
 struct SideGeometry {
     SubPoolSpec spec;
-    index_t page_bytes = 0;          // entry_bytes * page_size
-    index_t num_physical_pages = 0;  // pages of this size that fit in the buffer
-    index_t num_virtual_pages = 0;   // size of the virtual page id space
-    index_t min_page_index = 0;      // pages below this overlap the padding sink
+    index_t page_bytes = 0;         // entry_bytes * page_size
+    index_t num_physical_pages = 0; // pages of this size that fit in the buffer
+    index_t num_virtual_pages = 0;  // size of the virtual page id space
+    index_t min_page_index = 0;     // pages below this overlap the padding sink
 
     index_t page_size() const { return spec.page_size; }
     GrowDirection grow() const { return spec.grow; }
@@ -65,4 +65,4 @@ private:
     std::vector<SideGeometry> sides_;
 };
 
-}  // namespace kvpool
+} // namespace kvpool

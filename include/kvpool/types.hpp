@@ -17,9 +17,11 @@ enum class GrowDirection { up, down };
 // Eager: every free compacts at once. Lazy: frees leave holes, a flush packs.
 enum class CompactionMode { eager, lazy };
 
-constexpr const char* to_string(GrowDirection d) { return d == GrowDirection::up ? "up" : "down"; }
+constexpr const char* to_string(GrowDirection d) {
+    return d == GrowDirection::up ? "up" : "down";
+}
 constexpr const char* to_string(CompactionMode m) {
     return m == CompactionMode::eager ? "eager" : "lazy";
 }
 
-}  // namespace kvpool
+} // namespace kvpool

@@ -14,11 +14,11 @@ namespace kvpool::detail {
 // at most once per plan, so each step is one order-free parallel launch.
 struct DevicePlan {
     std::vector<CompletionTokenPtr> waits;
-    std::vector<index_t> move_src;  // physical pages
+    std::vector<index_t> move_src; // physical pages
     std::vector<index_t> move_dst;
-    std::vector<index_t> v2p_index;  // virtual page -> new physical page (or unbound)
+    std::vector<index_t> v2p_index; // virtual page -> new physical page (or unbound)
     std::vector<index_t> v2p_value;
-    std::vector<index_t> p2v_index;  // physical page -> new virtual page (or unbound)
+    std::vector<index_t> p2v_index; // physical page -> new virtual page (or unbound)
     std::vector<index_t> p2v_value;
 
     bool empty() const {
@@ -48,7 +48,7 @@ struct DevicePlan {
 struct PageBinding {
     std::vector<index_t> virtual_pages;
     std::vector<index_t> physical_pages;
-    std::size_t drained_holes = 0;  // physical_pages[0, drained_holes) came from holes
+    std::size_t drained_holes = 0; // physical_pages[0, drained_holes) came from holes
     index_t watermark_before = 0;
     void clear() {
         virtual_pages.clear();
@@ -57,4 +57,4 @@ struct PageBinding {
     }
 };
 
-}  // namespace kvpool::detail
+} // namespace kvpool::detail

@@ -46,4 +46,4 @@ private:
     std::vector<std::uint64_t> generation_;
 };
 
-}  // namespace kvpool::detail
+} // namespace kvpool::detail

@@ -12,4 +12,4 @@ namespace kvpool::detail {
 // each side's index space and id headroom.
 index_t swa_pair_available_pages(const AllocatorCore& full, const AllocatorCore& swa);
 
-}  // namespace kvpool::detail
+} // namespace kvpool::detail
