@@ -59,6 +59,8 @@ public:
     index_t hole_pages() const { return static_cast<index_t>(holes_.size()); }
     index_t pending_reuse_pages() const { return pending_pages_; }
     index_t free_virtual_page_count() const;
+    // The id owner's free virtual pages, in the order allocations take them.
+    const std::deque<index_t>& free_virtual_pages() const { return free_virtual_pages_; }
     // Pages the band may still grow by, by index space alone (bytes aside).
     index_t index_headroom_pages() const;
     index_t watermark() const { return watermark_; }
