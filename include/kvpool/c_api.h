@@ -337,6 +337,8 @@ KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_tables(const kvpool_hybrid_
                                                             int64_t** track_map, int64_t* track_columns);
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_available(const kvpool_hybrid_req_pool* pool,
                                                                int64_t* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_generation(const kvpool_hybrid_req_pool* pool,
+                                                                int64_t slot, int64_t* out);
 /* One request per entry of mamba_slots_host: an entry >= 0 is a state slot the
  * caller holds and hands to that request, -1 allocates a fresh one. Request
  * slots into slots_host, or *allocated = 0. */

@@ -157,6 +157,10 @@ kvpool_status kvpool_hybrid_req_pool_available(const kvpool_hybrid_req_pool* poo
     return guarded([&] { deref(out, "out") = hybrid_of(pool).available_size(); });
 }
 
+kvpool_status kvpool_hybrid_req_pool_generation(const kvpool_hybrid_req_pool* pool, int64_t slot, int64_t* out) {
+    return guarded([&] { deref(out, "out") = static_cast<int64_t>(hybrid_of(pool).generation(slot)); });
+}
+
 kvpool_status kvpool_hybrid_req_pool_alloc(kvpool_hybrid_req_pool* pool, void* stream,
                                            const int64_t* mamba_slots_host, int64_t n, int64_t* slots_host,
                                            int* allocated) {

@@ -1,0 +1,24 @@
+"""kvpool: one GPU byte buffer shared by the KV caches of hybrid LLMs.
+
+``kvpool.native`` holds kvpool's own Python API over its C API;
+``kvpool.sglang`` the drop-in classes with SGLang's names and conventions.
+"""
+
+from . import errors
+from ._lib import BACKEND, lib
+from .errors import KVPoolAssertionError, KVPoolError
+
+
+def backend():
+    """Where kvpool's device arrays live: "cuda", "hip" or "host" (CPU tensors)."""
+    return BACKEND
+
+
+def finalize_when_unused():
+    """Finalises Kokkos once every kvpool object is gone (it cannot be used again after)."""
+    from ._lib import check
+
+    check(lib.kvpool_finalize_when_unused())
+
+
+__all__ = ["KVPoolError", "KVPoolAssertionError", "backend", "errors", "finalize_when_unused"]
