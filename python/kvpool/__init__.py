@@ -4,6 +4,8 @@
 ``kvpool.sglang`` the drop-in classes with SGLang's names and conventions.
 """
 
+import atexit
+
 from . import errors
 from ._lib import BACKEND, lib
 from .errors import KVPoolAssertionError, KVPoolError
@@ -20,5 +22,9 @@ def finalize_when_unused():
 
     check(lib.kvpool_finalize_when_unused())
 
+
+# At exit, Kokkos is finalised once the last kvpool object is gone (objects that
+# outlive interpreter teardown leave it to the process exit).
+atexit.register(lib.kvpool_finalize_when_unused)
 
 __all__ = ["KVPoolError", "KVPoolAssertionError", "backend", "errors", "finalize_when_unused"]

@@ -46,15 +46,29 @@ def pool_device(device):
     return torch.device("cuda", index)
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def stream_of(device):
     """The handle of torch's current stream on device (None on the host backends)."""
+    if device.type != "cuda":
+        return None
+    if _raw_stream is not None:
+        return _raw_stream(device.index) or None
+    return torch.cuda.current_stream(device).cuda_stream or None
+
+
+def _on(t, device):
     if device.type == "cuda":
-        return torch.cuda.current_stream(device).cuda_stream or None
-    return None
+        return t.is_cuda and t.get_device() == device.index
+    return t.is_cpu
 
 
 def device_ids(t, name, device, length=None):
     """t itself, checked: an int64 contiguous tensor on device (of `length` entries)."""
+    if (isinstance(t, torch.Tensor) and t.dtype is torch.int64 and _on(t, device) and t.is_contiguous()
+            and (length is None or t.numel() == length)):
+        return t
     if not isinstance(t, torch.Tensor):
         raise errors.InvalidArgumentError(f"{name} must be a torch tensor, got {type(t).__name__}")
     if t.dtype != torch.int64:
@@ -70,6 +84,8 @@ def device_ids(t, name, device, length=None):
 
 def device_index_input(t, name, device):
     """Ids to read on the device: int64 or int32 on device; int32 or a strided tensor is copied."""
+    if isinstance(t, torch.Tensor) and t.dtype is torch.int64 and _on(t, device) and t.is_contiguous():
+        return t
     if not isinstance(t, torch.Tensor):
         raise errors.InvalidArgumentError(f"{name} must be a torch tensor, got {type(t).__name__}")
     if t.dtype not in (torch.int64, torch.int32):
@@ -95,6 +111,9 @@ class HostIds:
 def host_ids(x, name):
     """Host int64 ids from a tensor (CPU: no copy if int64 and contiguous), an array or a sequence."""
     if isinstance(x, torch.Tensor):
+        if x.is_cpu and x.dtype is torch.int64 and x.is_contiguous():
+            n = x.numel()
+            return HostIds(x, x.data_ptr() if n else None, n)
         if x.device.type != "cpu":
             x = x.to("cpu", torch.int64)
         elif x.dtype != torch.int64:

@@ -5,6 +5,7 @@ never synchronises with it. ``kvpool.sglang`` builds the SGLang-compatible
 classes on these.
 """
 
+import weakref
 from ctypes import byref, c_char_p, c_int, c_int64, c_void_p
 
 import torch
@@ -16,12 +17,26 @@ from ._tokens import token_handle
 
 
 class _Handle:
-    """Owns one C API handle, destroyed with the object."""
+    """Owns one C API handle, destroyed with the object.
+
+    Tensors over the handle's memory keep the object alive; the object keeps
+    only weak references to them (a strong one would make a cycle through
+    torch that the garbage collector cannot see), and exports them again when
+    the engine has dropped them."""
 
     _destroy = None
 
     def __init__(self, handle):
         self._h = handle
+        self._exports = {}
+
+    def _exported(self, key, ptr, shape, dtype):
+        ref = self._exports.get(key)
+        tensor = ref() if ref is not None else None
+        if tensor is None:
+            tensor = export(ptr, shape, dtype, self.device, self)
+            self._exports[key] = weakref.ref(tensor)
+        return tensor
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -67,15 +82,19 @@ class UnifiedBuffer(_Handle):
         super().__init__(
             _new(lib.kvpool_pool_create, int(total_bytes), specs, len(sides), adopt, stream_of(self.device))
         )
-        if buffer is not None:
-            self.bytes = buffer[:total_bytes]
-        else:
-            data, size = c_void_p(), c_int64()
-            check(lib.kvpool_pool_bytes(self._h, byref(data), byref(size)))
-            self.bytes = export(data.value, (size.value,), torch.uint8, self.device, self)
+        self._adopted = buffer[:total_bytes] if buffer is not None else None
         sink = c_int64()
         check(lib.kvpool_pool_sink_bytes(self._h, byref(sink)))
         self.sink_bytes = sink.value
+
+    @property
+    def bytes(self):
+        """The buffer as a uint8 tensor: the adopted tensor, or kvpool's memory (no copy)."""
+        if self._adopted is not None:
+            return self._adopted
+        data, size = c_void_p(), c_int64()
+        check(lib.kvpool_pool_bytes(self._h, byref(data), byref(size)))
+        return self._exported("bytes", data.value, (size.value,), torch.uint8)
 
 
 class Side(_Handle):
@@ -130,11 +149,11 @@ class Side(_Handle):
         if self._tables is None:
             v2p, v2p_rows, p2v, p2v_rows = c_void_p(), c_int64(), c_void_p(), c_int64()
             check(lib.kvpool_allocator_tables(self._h, byref(v2p), byref(v2p_rows), byref(p2v), byref(p2v_rows)))
-            self._tables = (
-                export(v2p.value, (v2p_rows.value,), torch.int64, self.device, self),
-                export(p2v.value, (p2v_rows.value,), torch.int64, self.device, self),
-            )
-        return self._tables
+            self._tables = ((v2p.value, (v2p_rows.value,)), (p2v.value, (p2v_rows.value,)))
+            self._exports.clear()
+        (v2p, v2p_shape), (p2v, p2v_shape) = self._tables
+        return (self._exported("v2p", v2p, v2p_shape, torch.int64),
+                self._exported("p2v", p2v, p2v_shape, torch.int64))
 
     def free_virtual_pages(self):
         """The id owner's free virtual pages (host int64 tensor), in the order they are handed out."""
@@ -364,8 +383,12 @@ class ReqTable(_Handle):
         super().__init__(_new(lib.kvpool_req_pool_create, int(size), int(max_context_len), stream_of(self.device)))
         table, rows, columns = c_void_p(), c_int64(), c_int64()
         check(lib.kvpool_req_pool_table(self._h, byref(table), byref(rows), byref(columns)))
-        self.table = export(table.value, (rows.value, columns.value), torch.int64, self.device, self)
+        self._table = (table.value, (rows.value, columns.value))
         self._ok = c_int()
+
+    @property
+    def table(self):
+        return self._exported("table", *self._table, torch.int64)
 
     def available_size(self):
         n = c_int64()
@@ -411,12 +434,31 @@ class HybridReqTable(_Handle):
                                                               c_void_p(), c_int64())
         check(lib.kvpool_hybrid_req_pool_tables(self._h, byref(table), byref(rows), byref(columns), byref(mamba),
                                                 byref(track), byref(track_columns)))
-        self.table = export(table.value, (rows.value, columns.value), torch.int64, self.device, self)
-        self.mamba_map = export(mamba.value, (rows.value,), torch.int64, self.device, self)
         self.track_columns = track_columns.value
-        self.track_map = export(track.value, (rows.value, self.track_columns), torch.int64, self.device, self)
+        self._tables = {
+            "table": (table.value, (rows.value, columns.value)),
+            "mamba_map": (mamba.value, (rows.value,)),
+            "track_map": (track.value, (rows.value, self.track_columns)),
+        }
         self._ok = c_int()
         self._n = c_int64()
+
+    def _table(self, key):
+        return self._exported(key, *self._tables[key], torch.int64)
+
+    @property
+    def table(self):
+        return self._table("table")
+
+    @property
+    def mamba_map(self):
+        """Request slot -> its Mamba state slot."""
+        return self._table("mamba_map")
+
+    @property
+    def track_map(self):
+        """Request slot -> its ping-pong track slots (-1: none)."""
+        return self._table("track_map")
 
     def available_size(self):
         check(lib.kvpool_hybrid_req_pool_available(self._h, byref(self._n)))
