@@ -77,8 +77,14 @@ def cpu_ids(values):
 
 
 def mha(name, layers, heads, grow):
-    return MHASubPoolSpec(name=name, layer_num=layers, grow_direction=grow, head_num=heads, head_dim=128,
-                          store_dtype=torch.bfloat16)
+    return MHASubPoolSpec(
+        name=name,
+        layer_num=layers,
+        grow_direction=grow,
+        head_num=heads,
+        head_dim=128,
+        store_dtype=torch.bfloat16,
+    )
 
 
 class SwaServing:
@@ -89,24 +95,36 @@ class SwaServing:
     def __init__(self, page_size, lazy):
         self.ps = page_size
         total = 2 * (TOKENS + page_size) * self.bytes_per_token
-        self.pool = UnifiedKVPool(total_bytes=total, sub_pool_specs=[mha("full", 32, 8, "up"), mha("swa", 32, 8, "down")],
-                                  device=DEVICE, page_size=page_size)
+        self.pool = UnifiedKVPool(
+            total_bytes=total,
+            sub_pool_specs=[mha("full", 32, 8, "up"), mha("swa", 32, 8, "down")],
+            device=DEVICE,
+            page_size=page_size,
+        )
         self.alloc = UnifiedSWATokenToKVPoolAllocator(
-            unified_buffer=self.pool, kvcache=None, device=DEVICE, full_max_total_num_tokens=TOKENS,
-            swa_max_total_num_tokens=TOKENS, page_size=page_size, lazy_compaction=lazy)
+            unified_buffer=self.pool,
+            kvcache=None,
+            device=DEVICE,
+            full_max_total_num_tokens=TOKENS,
+            swa_max_total_num_tokens=TOKENS,
+            page_size=page_size,
+            lazy_compaction=lazy,
+        )
         self.requests = []
 
     def admit(self, lengths):
         n = len(lengths)
         zeros = torch.zeros(n, dtype=torch.int64)
         seq = cpu_ids(lengths)
-        out = self.alloc.alloc_extend(zeros.to(DEVICE), zeros, seq.to(DEVICE), seq, ids([-1] * n), sum(lengths))
+        out = self.alloc.alloc_extend(
+            zeros.to(DEVICE), zeros, seq.to(DEVICE), seq, ids([-1] * n), sum(lengths)
+        )
         if out is None:
             raise RuntimeError("admission failed")
         host = out.tolist()
         at = 0
         for length in lengths:
-            self.requests.append(host[at:at + length])
+            self.requests.append(host[at : at + length])
             at += length
         return out
 
@@ -124,7 +142,9 @@ def prefill_alloc(t, ps, lazy):
         if ps == 1:
             out = t.timer.time(lambda: s.alloc.alloc(32 * 512))
         else:
-            out = t.timer.time(lambda: s.alloc.alloc_extend(zeros_d, zeros, seq_d, seq, last, 32 * 512))
+            out = t.timer.time(
+                lambda: s.alloc.alloc_extend(zeros_d, zeros, seq_d, seq, last, 32 * 512)
+            )
         assert out is not None
         s.alloc.restore_state(undo)
 
@@ -238,7 +258,7 @@ def serving_loop(t, ps, lazy):
             r.append(x)
         del s.requests[:4]
         host = prefill.tolist()
-        s.requests += [host[i * 512:(i + 1) * 512] for i in range(4)]
+        s.requests += [host[i * 512 : (i + 1) * 512] for i in range(4)]
 
 
 # ------------------------------------------------------------------ Mamba pair
@@ -254,28 +274,45 @@ class MambaServing:
     def __init__(self, page_size, lazy):
         slots = max(80, TOKENS * 640 // 262144)
         # 1 MiB per layer: conv 1024 x 128 bf16 (256 KiB) and temporal 24 x 128 x 64 fp32 (768 KiB).
-        state = MambaSubPoolSpec(name="mamba", layer_num=self.state_layers, grow_direction="down",
-                                 conv_state_shapes=((1024, 128),), conv_dtype=torch.bfloat16,
-                                 temporal_state_shape=(24, 128, 64), temporal_dtype=torch.float32)
+        state = MambaSubPoolSpec(
+            name="mamba",
+            layer_num=self.state_layers,
+            grow_direction="down",
+            conv_state_shapes=((1024, 128),),
+            conv_dtype=torch.bfloat16,
+            temporal_state_shape=(24, 128, 64),
+            temporal_dtype=torch.float32,
+        )
         total = (TOKENS + page_size) * self.full_bytes_per_token + (slots + 1) * state.entry_bytes()
-        self.pool = UnifiedKVPool(total_bytes=total, sub_pool_specs=[mha("full", 8, 8, "up"), state], device=DEVICE,
-                                  page_size=page_size)
-        self.alloc = UnifiedMambaTokenToKVPoolAllocator(unified_buffer=self.pool, kvcache=None, device=DEVICE,
-                                                        page_size=page_size, lazy_compaction=lazy)
+        self.pool = UnifiedKVPool(
+            total_bytes=total,
+            sub_pool_specs=[mha("full", 8, 8, "up"), state],
+            device=DEVICE,
+            page_size=page_size,
+        )
+        self.alloc = UnifiedMambaTokenToKVPoolAllocator(
+            unified_buffer=self.pool,
+            kvcache=None,
+            device=DEVICE,
+            page_size=page_size,
+            lazy_compaction=lazy,
+        )
         self.requests, self.slots = [], []
 
     def admit(self, lengths):
         n = len(lengths)
         zeros = torch.zeros(n, dtype=torch.int64)
         seq = cpu_ids(lengths)
-        out = self.alloc.alloc_extend(zeros.to(DEVICE), zeros, seq.to(DEVICE), seq, ids([-1] * n), sum(lengths))
+        out = self.alloc.alloc_extend(
+            zeros.to(DEVICE), zeros, seq.to(DEVICE), seq, ids([-1] * n), sum(lengths)
+        )
         slots = self.alloc.mamba_allocator.alloc(n)
         if out is None or slots is None:
             raise RuntimeError("admission failed")
         host = out.tolist()
         at = 0
         for length in lengths:
-            self.requests.append(host[at:at + length])
+            self.requests.append(host[at : at + length])
             at += length
         self.slots += slots.tolist()
 
@@ -333,18 +370,35 @@ def mamba_lazy_flush(t, ps, _lazy):
         for r in range(13):
             s.alloc.free(cpu_ids(s.requests[r]))
             s.alloc.mamba_allocator.free(cpu_ids([s.slots[13 + r]]))
-        t.timer.time(lambda: (s.alloc.full_attn_allocator._flush(urgent=True),
-                              s.alloc.mamba_allocator._flush(urgent=True)))
+        t.timer.time(
+            lambda: (
+                s.alloc.full_attn_allocator._flush(urgent=True),
+                s.alloc.mamba_allocator._flush(urgent=True),
+            )
+        )
 
 
 SWA_MODES = [(1, 0), (1, 1), (16, 0), (16, 1)]
 MAMBA_MODES = [(1, 0), (16, 0), (16, 1)]
 BENCHMARKS = (
-    [(f.__name__, f, m) for f in (prefill_alloc, decode_alloc, free_middle_request, translate, serving_step,
-                                   serving_loop) for m in SWA_MODES]
+    [
+        (f.__name__, f, m)
+        for f in (
+            prefill_alloc,
+            decode_alloc,
+            free_middle_request,
+            translate,
+            serving_step,
+            serving_loop,
+        )
+        for m in SWA_MODES
+    ]
     + [("lazy_flush", lazy_flush, (1, None)), ("lazy_flush", lazy_flush, (16, None))]
-    + [(f.__name__, f, m) for f in (mamba_decode_alloc, mamba_free_middle_request, mamba_free_middle_slot)
-       for m in MAMBA_MODES]
+    + [
+        (f.__name__, f, m)
+        for f in (mamba_decode_alloc, mamba_free_middle_request, mamba_free_middle_slot)
+        for m in MAMBA_MODES
+    ]
     + [("mamba_lazy_flush", mamba_lazy_flush, (16, None))]
 )
 
@@ -361,8 +415,12 @@ class Task:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpp", help="kvpool-bench JSON (perf/run_benchmarks.py --out) to compare with")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--cpp", help="kvpool-bench JSON (perf/run_benchmarks.py --out) to compare with"
+    )
     parser.add_argument("--out", default="python-bench.json")
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--filter", default="", help="run only rows whose name contains this")
@@ -387,26 +445,45 @@ def main():
         except RuntimeError as e:  # a set-up that does not fit a reduced pool (KVPOOL_BENCH_TOKENS)
             print(f"{name}: skipped: {e}", file=sys.stderr)
             continue
-        task.timer.wall, task.timer.host = task.timer.wall[1:] or task.timer.wall, task.timer.host[1:] or task.timer.host
+        task.timer.wall, task.timer.host = (
+            task.timer.wall[1:] or task.timer.wall,
+            task.timer.host[1:] or task.timer.host,
+        )
         wall, host = task.timer.medians_us()
         rows[name] = {"time": wall, "host": host}
         print(f"{name}: {wall:.1f} us ({host:.1f} us host)", file=sys.stderr)
 
     device = torch.cuda.get_device_name() if DEVICE.type == "cuda" else "host"
-    print(f"device: {device}; kvpool.sglang over libkvpool_c ({kvpool.backend()}); torch {torch.__version__}; "
-          f"{TOKENS} tokens per side; {time.strftime('%Y-%m-%d')}")
-    print(f"{'benchmark':58} {'median us':>10} {'host us':>9} {'C++ us':>9} {'py/C++':>7} {'peer us':>9} {'speed-up':>9}")
+    print(
+        f"device: {device}; kvpool.sglang over libkvpool_c ({kvpool.backend()}); torch {torch.__version__}; "
+        f"{TOKENS} tokens per side; {time.strftime('%Y-%m-%d')}"
+    )
+    print(
+        f"{'benchmark':58} {'median us':>10} {'host us':>9} {'C++ us':>9} {'py/C++':>7} {'peer us':>9} {'speed-up':>9}"
+    )
     for name, m in rows.items():
         op, key = run_benchmarks.peer_key(name)
         peer_us = peer.get(op, {}).get(key)
         speedup = f"{peer_us / m['time']:.1f}x" if peer_us else ""
         c = cpp.get(name, {}).get("time")
         ratio = f"{m['time'] / c:.2f}" if c else ""
-        print(f"{name:58} {m['time']:10.1f} {m['host']:9.1f} {(f'{c:.1f}' if c else ''):>9} {ratio:>7} "
-              f"{peer_us if peer_us else '':>9} {speedup:>9}")
+        print(
+            f"{name:58} {m['time']:10.1f} {m['host']:9.1f} {(f'{c:.1f}' if c else ''):>9} {ratio:>7} "
+            f"{peer_us if peer_us else '':>9} {speedup:>9}"
+        )
     with open(args.out, "w") as f:
-        json.dump({"context": {"device": device, "tokens_per_side": TOKENS, "torch": torch.__version__},
-                   "rows": rows}, f, indent=1)
+        json.dump(
+            {
+                "context": {
+                    "device": device,
+                    "tokens_per_side": TOKENS,
+                    "torch": torch.__version__,
+                },
+                "rows": rows,
+            },
+            f,
+            indent=1,
+        )
     return 0
 
 

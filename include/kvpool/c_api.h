@@ -84,8 +84,9 @@ typedef int (*kvpool_query_fn)(void* user); /* 1: done, 0: not yet, <0: failed *
 typedef void (*kvpool_release_fn)(void* user);
 
 /* A marker the host polls with query(user). */
-KVPOOL_C_EXPORT kvpool_status kvpool_token_from_query(kvpool_query_fn query, kvpool_release_fn release,
-                                                      void* user, kvpool_token** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_token_from_query(kvpool_query_fn query,
+                                                      kvpool_release_fn release, void* user,
+                                                      kvpool_token** out);
 /* A cudaEvent_t (CUDA builds): waits become stream waits, not host polls. */
 KVPOOL_C_EXPORT kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release,
                                                            void* user, kvpool_token** out);
@@ -96,30 +97,32 @@ typedef struct {
     const char* name;
     int64_t entry_bytes; /* bytes of one token slot across all layers */
     int64_t page_size;
-    int grow_down; /* 0: grows up from byte 0, 1: grows down from the top */
+    int grow_down;      /* 0: grows up from byte 0, 1: grows down from the top */
     int64_t max_tokens; /* cap on live tokens; 0: none */
 } kvpool_sub_pool_spec;
 
 /* A buffer of total_bytes shared by num_specs (1 or 2) sub-pools. adopt: NULL
  * to allocate (zeroed) device memory, or caller-owned device memory of at
  * least total_bytes that the caller keeps alive while the pool lives. */
-KVPOOL_C_EXPORT kvpool_status kvpool_pool_create(int64_t total_bytes, const kvpool_sub_pool_spec* specs,
-                                                 int num_specs, void* adopt, void* stream,
-                                                 kvpool_pool** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_pool_create(int64_t total_bytes,
+                                                 const kvpool_sub_pool_spec* specs, int num_specs,
+                                                 void* adopt, void* stream, kvpool_pool** out);
 KVPOOL_C_EXPORT void kvpool_pool_destroy(kvpool_pool* pool);
-KVPOOL_C_EXPORT kvpool_status kvpool_pool_bytes(const kvpool_pool* pool, void** data, int64_t* size);
+KVPOOL_C_EXPORT kvpool_status kvpool_pool_bytes(const kvpool_pool* pool, void** data,
+                                                int64_t* size);
 /* Bytes [0, sink_bytes) hold no data (the padding sink). */
 KVPOOL_C_EXPORT kvpool_status kvpool_pool_sink_bytes(const kvpool_pool* pool, int64_t* sink_bytes);
 
-/* ------------------------------------------------------------------ one side (MultiEndedAllocator) */
+/* ------------------------------------------------------------------ one side (MultiEndedAllocator)
+ */
 typedef struct {
     int64_t entry_bytes;
     int64_t page_size;
     int64_t page_bytes;
     int64_t num_physical_pages;
-    int64_t num_virtual_pages;   /* this side's own virtual page space */
-    int64_t min_page_index;      /* pages below overlap the padding sink */
-    int64_t page_capacity;       /* pages that can be live at once */
+    int64_t num_virtual_pages; /* this side's own virtual page space */
+    int64_t min_page_index;    /* pages below overlap the padding sink */
+    int64_t page_capacity;     /* pages that can be live at once */
     int grow_down;
     int is_id_owner;
     int lazy;
@@ -157,35 +160,42 @@ typedef struct {
 } kvpool_side_options;
 
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name,
-                                                      const kvpool_side_options* options, void* stream,
-                                                      kvpool_allocator** out);
+                                                      const kvpool_side_options* options,
+                                                      void* stream, kvpool_allocator** out);
 /* Destroys a standalone side or releases a pair's side handle. */
 KVPOOL_C_EXPORT void kvpool_allocator_destroy(kvpool_allocator* a);
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* peer);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a,
+                                                         kvpool_allocator* peer);
 /* move == NULL restores the default: the pages' bytes move inside the unified buffer. */
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_move_fn move,
-                                                                 void* user);
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_info(const kvpool_allocator* a, kvpool_side_info* out);
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_state(const kvpool_allocator* a, kvpool_side_state* out);
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_counters(const kvpool_allocator* a, kvpool_side_counters* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a,
+                                                                 kvpool_move_fn move, void* user);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_info(const kvpool_allocator* a,
+                                                    kvpool_side_info* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_state(const kvpool_allocator* a,
+                                                     kvpool_side_state* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_counters(const kvpool_allocator* a,
+                                                        kvpool_side_counters* out);
 /* A description of the state for error messages; valid until the thread's next call. */
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_state_string(const kvpool_allocator* a, const char** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_state_string(const kvpool_allocator* a,
+                                                            const char** out);
 /* The device tables: v2p has *v2p_rows rows (the id owner's virtual pages and a
  * trailing row that stays -1), p2v *p2v_rows (physical pages and the same).
  * Pointers stay valid until bind_peer or destroy. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p,
-                                                      int64_t* v2p_rows, int64_t** p2v, int64_t* p2v_rows);
+                                                      int64_t* v2p_rows, int64_t** p2v,
+                                                      int64_t* p2v_rows);
 /* The id owner's free virtual pages, in the order they are handed out:
  * copies min(capacity, count) of them, sets *count to all of them. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_free_virtual_pages(const kvpool_allocator* a,
-                                                                  int64_t* out_host, int64_t capacity,
-                                                                  int64_t* count);
+                                                                  int64_t* out_host,
+                                                                  int64_t capacity, int64_t* count);
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_is_slot_allocated(const kvpool_allocator* a,
                                                                  int64_t virtual_token, int* out);
 
 /* need_size virtual token ids (a multiple of the page size) into out. */
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream, int64_t need_size,
-                                                     int64_t* out, int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream,
+                                                     int64_t need_size, int64_t* out,
+                                                     int* allocated);
 /* Non-owner: binds peer-minted virtual pages (host). */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocator* a, void* stream,
                                                                   const int64_t* virtual_pages_host,
@@ -195,19 +205,20 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocat
  * sum(seq - prefix) virtual token ids. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc_extend(kvpool_allocator* a, void* stream,
                                                             const int64_t* prefix_lens_host,
-                                                            const int64_t* seq_lens_host, int64_t batch,
-                                                            const int64_t* last_loc, int64_t* out,
-                                                            int64_t out_length, int* allocated);
+                                                            const int64_t* seq_lens_host,
+                                                            int64_t batch, const int64_t* last_loc,
+                                                            int64_t* out, int64_t out_length,
+                                                            int* allocated);
 /* Decode: one token per request; seq_lens_host count it already. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc_decode(kvpool_allocator* a, void* stream,
-                                                            const int64_t* seq_lens_host, int64_t batch,
-                                                            const int64_t* last_loc, int64_t* out,
-                                                            int* allocated);
+                                                            const int64_t* seq_lens_host,
+                                                            int64_t batch, const int64_t* last_loc,
+                                                            int64_t* out, int* allocated);
 /* Frees the pages holding these virtual tokens (host); skip_unbound ignores
  * ids already unbound instead of reporting a double free. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_free(kvpool_allocator* a, void* stream,
-                                                    const int64_t* virtual_tokens_host, int64_t count,
-                                                    int skip_unbound);
+                                                    const int64_t* virtual_tokens_host,
+                                                    int64_t count, int skip_unbound);
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_free_group_begin(kvpool_allocator* a);
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_free_group_end(kvpool_allocator* a, void* stream);
 /* One lazy compaction pass (no-op in eager mode); *moved: pages moved. */
@@ -217,16 +228,16 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_drain_pending_reuse(kvpool_alloca
 /* token may be NULL (no forward in flight). kvpool keeps its own reference. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_set_latest_forward_done(kvpool_allocator* a,
                                                                        const kvpool_token* token);
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_set_inflight_forward(kvpool_allocator* a,
-                                                                    const kvpool_token* token,
-                                                                    const int64_t* virtual_tokens_host,
-                                                                    int64_t count);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const kvpool_token* token,
+                                      const int64_t* virtual_tokens_host, int64_t count);
 /* Virtual -> physical token ids (tombstones and -1 clamp to the sink, 0). out
  * has n entries, int64 (out_int32 = 0) or int32, and may be in itself. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
                                                          const int64_t* virtual_tokens, int64_t n,
                                                          void* out, int out_int32);
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a, kvpool_snapshot** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a,
+                                                            kvpool_snapshot** out);
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_restore_state(kvpool_allocator* a, void* stream,
                                                              const kvpool_snapshot* snapshot);
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_commit_state(kvpool_allocator* a,
@@ -234,14 +245,15 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_commit_state(kvpool_allocator* a,
 KVPOOL_C_EXPORT void kvpool_snapshot_destroy(kvpool_snapshot* snapshot);
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_clear(kvpool_allocator* a, void* stream);
 /* Host state and device tables checked against each other (fences the stream). */
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_check_invariants(const kvpool_allocator* a, void* stream);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_check_invariants(const kvpool_allocator* a,
+                                                                void* stream);
 
 /* ------------------------------------------------------------------ SWA pair
  * The full side mints virtual ids; the SWA side binds the same ids. Every
  * allocation binds both sides or neither. Side handles (0: full, 1: swa) take
  * the per-side calls above and keep the pair alive. */
 typedef struct {
-    int64_t available_size;             /* joint: what one allocation can take now */
+    int64_t available_size; /* joint: what one allocation can take now */
     int64_t conserve_full_available_size;
     int64_t conserve_swa_available_size;
     int64_t schedulable_full_available_size;
@@ -255,33 +267,39 @@ KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const ch
                                                      const char* swa_name, int lazy,
                                                      kvpool_swa_pair** out);
 KVPOOL_C_EXPORT void kvpool_swa_pair_destroy(kvpool_swa_pair* pair);
-KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which, kvpool_allocator** out);
-KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair, kvpool_swa_sizes* out);
-KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream, int64_t need_size,
-                                                    int64_t* out, int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which,
+                                                   kvpool_allocator** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair,
+                                                    kvpool_swa_sizes* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream,
+                                                    int64_t need_size, int64_t* out,
+                                                    int* allocated);
 KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
                                                            const int64_t* prefix_lens_host,
-                                                           const int64_t* seq_lens_host, int64_t batch,
-                                                           const int64_t* last_loc, int64_t* out,
-                                                           int64_t out_length, int* allocated);
-KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
-                                                           const int64_t* seq_lens_host, int64_t batch,
-                                                           const int64_t* last_loc, int64_t* out,
+                                                           const int64_t* seq_lens_host,
+                                                           int64_t batch, const int64_t* last_loc,
+                                                           int64_t* out, int64_t out_length,
                                                            int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
+                                                           const int64_t* seq_lens_host,
+                                                           int64_t batch, const int64_t* last_loc,
+                                                           int64_t* out, int* allocated);
 /* Both sides (SWA pages already released by free_swa are skipped). */
 KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream,
-                                                   const int64_t* virtual_tokens_host, int64_t count);
+                                                   const int64_t* virtual_tokens_host,
+                                                   int64_t count);
 /* Tokens that left the window: the SWA side only. */
 KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
-                                                       const int64_t* virtual_tokens_host, int64_t count);
+                                                       const int64_t* virtual_tokens_host,
+                                                       int64_t count);
 
 /* ------------------------------------------------------------------ Mamba pair
  * Full KV (paged) and state slots (page size 1), each side owning its ids.
  * Side handles: 0: full, 1: state. */
 typedef struct {
-    int64_t available_size;              /* full tokens once the state side's holes are compacted */
+    int64_t available_size; /* full tokens once the state side's holes are compacted */
     int64_t state_slots_available;
-    int64_t state_slot_full_token_cost;  /* full-token equivalents of gap one state slot costs */
+    int64_t state_slot_full_token_cost; /* full-token equivalents of gap one state slot costs */
     int state_slot_starved;
 } kvpool_mamba_sizes;
 
@@ -291,13 +309,14 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_create(kvpool_pool* pool, const 
 KVPOOL_C_EXPORT void kvpool_mamba_pair_destroy(kvpool_mamba_pair* pair);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, int which,
                                                      kvpool_allocator** out);
-KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair, kvpool_mamba_sizes* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair,
+                                                      kvpool_mamba_sizes* out);
 
 /* ------------------------------------------------------------------ request tables */
 /* size request slots (1..size) and the padding row 0, max_context_len columns,
  * int64, row-major, zeroed. */
-KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_create(int64_t size, int64_t max_context_len, void* stream,
-                                                     kvpool_req_pool** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_create(int64_t size, int64_t max_context_len,
+                                                     void* stream, kvpool_req_pool** out);
 KVPOOL_C_EXPORT void kvpool_req_pool_destroy(kvpool_req_pool* pool);
 KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_table(const kvpool_req_pool* pool, int64_t** table,
                                                     int64_t* rows, int64_t* columns);
@@ -305,15 +324,17 @@ KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_available(const kvpool_req_pool* p
 KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_generation(const kvpool_req_pool* pool, int64_t slot,
                                                          int64_t* out);
 /* n slots into slots_host, or *allocated = 0. */
-KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_alloc(kvpool_req_pool* pool, int64_t n, int64_t* slots_host,
-                                                    int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_alloc(kvpool_req_pool* pool, int64_t n,
+                                                    int64_t* slots_host, int* allocated);
 KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_free(kvpool_req_pool* pool, const int64_t* slots_host,
                                                    int64_t count);
 KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_clear(kvpool_req_pool* pool);
 /* Row slot, columns [start, start + n) = ids (device). */
-KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_write(kvpool_req_pool* pool, void* stream, int64_t slot,
-                                                    int64_t start, const int64_t* ids, int64_t n);
-KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_check_invariants(const kvpool_req_pool* pool, void* stream);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_write(kvpool_req_pool* pool, void* stream,
+                                                    int64_t slot, int64_t start, const int64_t* ids,
+                                                    int64_t n);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_check_invariants(const kvpool_req_pool* pool,
+                                                               void* stream);
 
 /* Request table of a hybrid model: + request -> Mamba state slot (+ ping-pong
  * track slots), the state slots coming from `states` (a page-size-1 side, e.g.
@@ -326,7 +347,8 @@ typedef struct {
 
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_create(int64_t size, int64_t max_context_len,
                                                             kvpool_allocator* states,
-                                                            const kvpool_hybrid_options* options, void* stream,
+                                                            const kvpool_hybrid_options* options,
+                                                            void* stream,
                                                             kvpool_hybrid_req_pool** out);
 KVPOOL_C_EXPORT void kvpool_hybrid_req_pool_destroy(kvpool_hybrid_req_pool* pool);
 /* The token table as kvpool_req_pool_table; mamba_map: (rows) request slot ->
@@ -334,7 +356,8 @@ KVPOOL_C_EXPORT void kvpool_hybrid_req_pool_destroy(kvpool_hybrid_req_pool* pool
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_tables(const kvpool_hybrid_req_pool* pool,
                                                             int64_t** table, int64_t* rows,
                                                             int64_t* columns, int64_t** mamba_map,
-                                                            int64_t** track_map, int64_t* track_columns);
+                                                            int64_t** track_map,
+                                                            int64_t* track_columns);
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_available(const kvpool_hybrid_req_pool* pool,
                                                                int64_t* out);
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_generation(const kvpool_hybrid_req_pool* pool,
@@ -342,36 +365,43 @@ KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_generation(const kvpool_hyb
 /* One request per entry of mamba_slots_host: an entry >= 0 is a state slot the
  * caller holds and hands to that request, -1 allocates a fresh one. Request
  * slots into slots_host, or *allocated = 0. */
-KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_alloc(kvpool_hybrid_req_pool* pool, void* stream,
-                                                           const int64_t* mamba_slots_host, int64_t n,
-                                                           int64_t* slots_host, int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_alloc(kvpool_hybrid_req_pool* pool,
+                                                           void* stream,
+                                                           const int64_t* mamba_slots_host,
+                                                           int64_t n, int64_t* slots_host,
+                                                           int* allocated);
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_free(kvpool_hybrid_req_pool* pool,
                                                           const int64_t* slots_host, int64_t count);
 /* Releases the request's state slots except the track slot at keep_idx (-1:
  * none), which passes to the caller: *kept (-1 if none). */
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_free_mamba_cache(kvpool_hybrid_req_pool* pool,
                                                                       void* stream, int64_t req,
-                                                                      int64_t keep_idx, int64_t* kept);
+                                                                      int64_t keep_idx,
+                                                                      int64_t* kept);
 /* The request's state: its Mamba slot (-1 after free_mamba_cache), its track
  * slots (track_columns entries) and next track index. */
-KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_request(const kvpool_hybrid_req_pool* pool, int64_t req,
-                                                             int64_t* mamba_slot, int64_t* tracks_host,
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_request(const kvpool_hybrid_req_pool* pool,
+                                                             int64_t req, int64_t* mamba_slot,
+                                                             int64_t* tracks_host,
                                                              int64_t* next_track_idx);
-KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_set_next_track_idx(kvpool_hybrid_req_pool* pool,
-                                                                        int64_t req, int64_t idx);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_hybrid_req_pool_set_next_track_idx(kvpool_hybrid_req_pool* pool, int64_t req, int64_t idx);
 /* Puts value at track index idx; *previous: the slot that was there, passing to the caller. */
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_set_track_slot(kvpool_hybrid_req_pool* pool,
-                                                                    void* stream, int64_t req, int64_t idx,
-                                                                    int64_t value, int64_t* previous);
+                                                                    void* stream, int64_t req,
+                                                                    int64_t idx, int64_t value,
+                                                                    int64_t* previous);
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_donate_track_slot(kvpool_hybrid_req_pool* pool,
                                                                        void* stream, int64_t req,
-                                                                       int64_t new_slot, int64_t* donated);
+                                                                       int64_t new_slot,
+                                                                       int64_t* donated);
 KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_alloc_track_slot(kvpool_hybrid_req_pool* pool,
                                                                       void* stream, int64_t req,
                                                                       int64_t idx, int* allocated);
-KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_clear(kvpool_hybrid_req_pool* pool, void* stream);
-KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_check_invariants(const kvpool_hybrid_req_pool* pool,
-                                                                      void* stream);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_clear(kvpool_hybrid_req_pool* pool,
+                                                           void* stream);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_hybrid_req_pool_check_invariants(const kvpool_hybrid_req_pool* pool, void* stream);
 
 #ifdef __cplusplus
 }

@@ -66,8 +66,13 @@ def _on(t, device):
 
 def device_ids(t, name, device, length=None):
     """t itself, checked: an int64 contiguous tensor on device (of `length` entries)."""
-    if (isinstance(t, torch.Tensor) and t.dtype is torch.int64 and _on(t, device) and t.is_contiguous()
-            and (length is None or t.numel() == length)):
+    if (
+        isinstance(t, torch.Tensor)
+        and t.dtype is torch.int64
+        and _on(t, device)
+        and t.is_contiguous()
+        and (length is None or t.numel() == length)
+    ):
         return t
     if not isinstance(t, torch.Tensor):
         raise errors.InvalidArgumentError(f"{name} must be a torch tensor, got {type(t).__name__}")
@@ -84,7 +89,12 @@ def device_ids(t, name, device, length=None):
 
 def device_index_input(t, name, device):
     """Ids to read on the device: int64 or int32 on device; int32 or a strided tensor is copied."""
-    if isinstance(t, torch.Tensor) and t.dtype is torch.int64 and _on(t, device) and t.is_contiguous():
+    if (
+        isinstance(t, torch.Tensor)
+        and t.dtype is torch.int64
+        and _on(t, device)
+        and t.is_contiguous()
+    ):
         return t
     if not isinstance(t, torch.Tensor):
         raise errors.InvalidArgumentError(f"{name} must be a torch tensor, got {type(t).__name__}")

@@ -44,7 +44,9 @@ class Token:
 
     def __init__(self, marker):
         if not callable(getattr(marker, "query", None)):
-            raise TypeError(f"a forward-done marker needs a query() method, got {type(marker).__name__}")
+            raise TypeError(
+                f"a forward-done marker needs a query() method, got {type(marker).__name__}"
+            )
         key = next(_keys)
         _markers[key] = marker
         handle = ctypes.c_void_p()

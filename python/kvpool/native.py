@@ -12,7 +12,15 @@ import torch
 
 from . import _lib
 from ._lib import check, lib, raise_status
-from ._tensors import device_ids, device_index_input, export, host_ids, host_view, pool_device, stream_of
+from ._tensors import (
+    device_ids,
+    device_index_input,
+    export,
+    host_ids,
+    host_view,
+    pool_device,
+    stream_of,
+)
 from ._tokens import token_handle
 
 
@@ -73,14 +81,23 @@ class UnifiedBuffer(_Handle):
             if not isinstance(buffer, torch.Tensor) or buffer.dtype != torch.uint8:
                 raise _lib.errors.InvalidArgumentError("buffer must be a uint8 tensor")
             if buffer.device != self.device or not buffer.is_contiguous():
-                raise _lib.errors.InvalidArgumentError(f"buffer must be contiguous and on {self.device}")
+                raise _lib.errors.InvalidArgumentError(
+                    f"buffer must be contiguous and on {self.device}"
+                )
             if buffer.numel() < total_bytes:
                 raise _lib.errors.InvalidArgumentError(
                     f"buffer has {buffer.numel()} bytes, total_bytes is {total_bytes}"
                 )
             adopt = buffer.data_ptr()
         super().__init__(
-            _new(lib.kvpool_pool_create, int(total_bytes), specs, len(sides), adopt, stream_of(self.device))
+            _new(
+                lib.kvpool_pool_create,
+                int(total_bytes),
+                specs,
+                len(sides),
+                adopt,
+                stream_of(self.device),
+            )
         )
         self._adopted = buffer[:total_bytes] if buffer is not None else None
         sink = c_int64()
@@ -116,9 +133,17 @@ class Side(_Handle):
 
     @classmethod
     def create(cls, buffer, name, lazy, is_id_owner, max_moves_per_flush=0):
-        options = _lib.SideOptions(1 if lazy else 0, 1 if is_id_owner else 0, int(max_moves_per_flush))
+        options = _lib.SideOptions(
+            1 if lazy else 0, 1 if is_id_owner else 0, int(max_moves_per_flush)
+        )
         return cls(
-            _new(lib.kvpool_allocator_create, buffer._h, name.encode(), byref(options), stream_of(buffer.device)),
+            _new(
+                lib.kvpool_allocator_create,
+                buffer._h,
+                name.encode(),
+                byref(options),
+                stream_of(buffer.device),
+            ),
             buffer,
         )
 
@@ -148,19 +173,29 @@ class Side(_Handle):
         """(v2p, p2v): live int64 tensors over the device tables, each with a trailing -1 row."""
         if self._tables is None:
             v2p, v2p_rows, p2v, p2v_rows = c_void_p(), c_int64(), c_void_p(), c_int64()
-            check(lib.kvpool_allocator_tables(self._h, byref(v2p), byref(v2p_rows), byref(p2v), byref(p2v_rows)))
+            check(
+                lib.kvpool_allocator_tables(
+                    self._h, byref(v2p), byref(v2p_rows), byref(p2v), byref(p2v_rows)
+                )
+            )
             self._tables = ((v2p.value, (v2p_rows.value,)), (p2v.value, (p2v_rows.value,)))
             self._exports.clear()
         (v2p, v2p_shape), (p2v, p2v_shape) = self._tables
-        return (self._exported("v2p", v2p, v2p_shape, torch.int64),
-                self._exported("p2v", p2v, p2v_shape, torch.int64))
+        return (
+            self._exported("v2p", v2p, v2p_shape, torch.int64),
+            self._exported("p2v", p2v, p2v_shape, torch.int64),
+        )
 
     def free_virtual_pages(self):
         """The id owner's free virtual pages (host int64 tensor), in the order they are handed out."""
         count = c_int64()
         check(lib.kvpool_allocator_free_virtual_pages(self._h, None, 0, byref(count)))
         out = torch.empty(count.value, dtype=torch.int64)
-        check(lib.kvpool_allocator_free_virtual_pages(self._h, out.data_ptr(), out.numel(), byref(count)))
+        check(
+            lib.kvpool_allocator_free_virtual_pages(
+                self._h, out.data_ptr(), out.numel(), byref(count)
+            )
+        )
         return out
 
     def is_slot_allocated(self, token):
@@ -200,20 +235,41 @@ class Side(_Handle):
 
     def alloc_with_virtual(self, virtual_pages):
         ids = host_ids(virtual_pages, "virtual_pages")
-        check(lib.kvpool_allocator_alloc_with_virtual(self._h, stream_of(self.device), ids.ptr, ids.n, byref(self._ok)))
+        check(
+            lib.kvpool_allocator_alloc_with_virtual(
+                self._h, stream_of(self.device), ids.ptr, ids.n, byref(self._ok)
+            )
+        )
         return bool(self._ok.value)
 
     def alloc_extend(self, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
-        return _alloc_extend(lib.kvpool_allocator_alloc_extend, self._h, self.device, self._ok,
-                             prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens)
+        return _alloc_extend(
+            lib.kvpool_allocator_alloc_extend,
+            self._h,
+            self.device,
+            self._ok,
+            prefix_lens_cpu,
+            seq_lens_cpu,
+            last_loc,
+            extend_num_tokens,
+        )
 
     def alloc_decode(self, seq_lens_cpu, last_loc):
-        return _alloc_decode(lib.kvpool_allocator_alloc_decode, self._h, self.device, self._ok, seq_lens_cpu, last_loc)
+        return _alloc_decode(
+            lib.kvpool_allocator_alloc_decode,
+            self._h,
+            self.device,
+            self._ok,
+            seq_lens_cpu,
+            last_loc,
+        )
 
     # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens, skip_unbound=False):
         ids = host_ids(virtual_tokens, "free_index")
-        status = lib.kvpool_allocator_free(self._h, stream_of(self.device), ids.ptr, ids.n, 1 if skip_unbound else 0)
+        status = lib.kvpool_allocator_free(
+            self._h, stream_of(self.device), ids.ptr, ids.n, 1 if skip_unbound else 0
+        )
         if status:
             raise_status(status)
 
@@ -224,7 +280,9 @@ class Side(_Handle):
         check(lib.kvpool_allocator_free_group_end(self._h, stream_of(self.device)))
 
     def flush(self, urgent):
-        status = lib.kvpool_allocator_flush(self._h, stream_of(self.device), 1 if urgent else 0, byref(self._n))
+        status = lib.kvpool_allocator_flush(
+            self._h, stream_of(self.device), 1 if urgent else 0, byref(self._n)
+        )
         if status:
             raise_status(status)
         return self._n.value
@@ -237,7 +295,9 @@ class Side(_Handle):
 
     def set_inflight_forward(self, token_handle_or_none, virtual_tokens):
         ids = host_ids(virtual_tokens if virtual_tokens is not None else (), "out_cache_loc")
-        check(lib.kvpool_allocator_set_inflight_forward(self._h, token_handle_or_none, ids.ptr, ids.n))
+        check(
+            lib.kvpool_allocator_set_inflight_forward(self._h, token_handle_or_none, ids.ptr, ids.n)
+        )
 
     # ---------------------------------------------------------------- translate
     def translate(self, virtual_tokens, out):
@@ -245,7 +305,11 @@ class Side(_Handle):
         number of entries; may be virtual_tokens itself)."""
         src = device_index_input(virtual_tokens, "virtual token ids", self.device)
         status = lib.kvpool_allocator_translate(
-            self._h, stream_of(self.device), src.data_ptr(), src.numel(), out.data_ptr(),
+            self._h,
+            stream_of(self.device),
+            src.data_ptr(),
+            src.numel(),
+            out.data_ptr(),
             1 if out.dtype == torch.int32 else 0,
         )
         if status:
@@ -273,7 +337,9 @@ class _Snapshot(_Handle):
     _destroy = lib.kvpool_snapshot_destroy
 
 
-def _alloc_extend(fn, handle, device, ok, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
+def _alloc_extend(
+    fn, handle, device, ok, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens
+):
     prefix = host_ids(prefix_lens_cpu, "prefix_lens_cpu")
     seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
     if prefix.n != seq.n:
@@ -282,8 +348,17 @@ def _alloc_extend(fn, handle, device, ok, prefix_lens_cpu, seq_lens_cpu, last_lo
         )
     last = device_ids(last_loc, "last_loc", device, seq.n)
     out = torch.empty(int(extend_num_tokens), dtype=torch.int64, device=device)
-    status = fn(handle, stream_of(device), prefix.ptr, seq.ptr, seq.n, last.data_ptr(), out.data_ptr(),
-                out.numel(), byref(ok))
+    status = fn(
+        handle,
+        stream_of(device),
+        prefix.ptr,
+        seq.ptr,
+        seq.n,
+        last.data_ptr(),
+        out.data_ptr(),
+        out.numel(),
+        byref(ok),
+    )
     if status:
         raise_status(status)
     return out if ok.value else None
@@ -293,7 +368,9 @@ def _alloc_decode(fn, handle, device, ok, seq_lens_cpu, last_loc):
     seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
     last = device_ids(last_loc, "last_loc", device, seq.n)
     out = torch.empty(seq.n, dtype=torch.int64, device=device)
-    status = fn(handle, stream_of(device), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), byref(ok))
+    status = fn(
+        handle, stream_of(device), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), byref(ok)
+    )
     if status:
         raise_status(status)
     return out if ok.value else None
@@ -309,7 +386,15 @@ class SwaPair(_Handle):
     _destroy = lib.kvpool_swa_pair_destroy
 
     def __init__(self, buffer, lazy, full_name="full", swa_name="swa"):
-        super().__init__(_new(lib.kvpool_swa_pair_create, buffer._h, full_name.encode(), swa_name.encode(), 1 if lazy else 0))
+        super().__init__(
+            _new(
+                lib.kvpool_swa_pair_create,
+                buffer._h,
+                full_name.encode(),
+                swa_name.encode(),
+                1 if lazy else 0,
+            )
+        )
         self.buffer = buffer
         self.device = buffer.device
         self.full, self.swa = _pair_sides(lib.kvpool_swa_pair_side, self._h, buffer)
@@ -324,17 +409,29 @@ class SwaPair(_Handle):
 
     def alloc(self, need_size):
         out = torch.empty(max(int(need_size), 0), dtype=torch.int64, device=self.device)
-        status = lib.kvpool_swa_pair_alloc(self._h, stream_of(self.device), int(need_size), out.data_ptr(), byref(self._ok))
+        status = lib.kvpool_swa_pair_alloc(
+            self._h, stream_of(self.device), int(need_size), out.data_ptr(), byref(self._ok)
+        )
         if status:
             raise_status(status)
         return out if self._ok.value else None
 
     def alloc_extend(self, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
-        return _alloc_extend(lib.kvpool_swa_pair_alloc_extend, self._h, self.device, self._ok,
-                             prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens)
+        return _alloc_extend(
+            lib.kvpool_swa_pair_alloc_extend,
+            self._h,
+            self.device,
+            self._ok,
+            prefix_lens_cpu,
+            seq_lens_cpu,
+            last_loc,
+            extend_num_tokens,
+        )
 
     def alloc_decode(self, seq_lens_cpu, last_loc):
-        return _alloc_decode(lib.kvpool_swa_pair_alloc_decode, self._h, self.device, self._ok, seq_lens_cpu, last_loc)
+        return _alloc_decode(
+            lib.kvpool_swa_pair_alloc_decode, self._h, self.device, self._ok, seq_lens_cpu, last_loc
+        )
 
     def free(self, virtual_tokens):
         ids = host_ids(virtual_tokens, "free_index")
@@ -354,7 +451,13 @@ class MambaPair(_Handle):
 
     def __init__(self, buffer, lazy, full_name="full", state_name="mamba"):
         super().__init__(
-            _new(lib.kvpool_mamba_pair_create, buffer._h, full_name.encode(), state_name.encode(), 1 if lazy else 0)
+            _new(
+                lib.kvpool_mamba_pair_create,
+                buffer._h,
+                full_name.encode(),
+                state_name.encode(),
+                1 if lazy else 0,
+            )
         )
         self.buffer = buffer
         self.device = buffer.device
@@ -380,7 +483,11 @@ class ReqTable(_Handle):
 
     def __init__(self, size, max_context_len, device):
         self.device = pool_device(device)
-        super().__init__(_new(lib.kvpool_req_pool_create, int(size), int(max_context_len), stream_of(self.device)))
+        super().__init__(
+            _new(
+                lib.kvpool_req_pool_create, int(size), int(max_context_len), stream_of(self.device)
+            )
+        )
         table, rows, columns = c_void_p(), c_int64(), c_int64()
         check(lib.kvpool_req_pool_table(self._h, byref(table), byref(rows), byref(columns)))
         self._table = (table.value, (rows.value, columns.value))
@@ -422,18 +529,49 @@ class HybridReqTable(_Handle):
 
     _destroy = lib.kvpool_hybrid_req_pool_destroy
 
-    def __init__(self, size, max_context_len, states, extra_buffer=False, extra_buffer_lazy=False, track_size=2):
+    def __init__(
+        self,
+        size,
+        max_context_len,
+        states,
+        extra_buffer=False,
+        extra_buffer_lazy=False,
+        track_size=2,
+    ):
         self.device = states.device
         self.states = states
-        options = _lib.HybridOptions(1 if extra_buffer else 0, 1 if extra_buffer_lazy else 0, int(track_size))
-        super().__init__(
-            _new(lib.kvpool_hybrid_req_pool_create, int(size), int(max_context_len), states._h, byref(options),
-                 stream_of(self.device))
+        options = _lib.HybridOptions(
+            1 if extra_buffer else 0, 1 if extra_buffer_lazy else 0, int(track_size)
         )
-        table, rows, columns, mamba, track, track_columns = (c_void_p(), c_int64(), c_int64(), c_void_p(),
-                                                              c_void_p(), c_int64())
-        check(lib.kvpool_hybrid_req_pool_tables(self._h, byref(table), byref(rows), byref(columns), byref(mamba),
-                                                byref(track), byref(track_columns)))
+        super().__init__(
+            _new(
+                lib.kvpool_hybrid_req_pool_create,
+                int(size),
+                int(max_context_len),
+                states._h,
+                byref(options),
+                stream_of(self.device),
+            )
+        )
+        table, rows, columns, mamba, track, track_columns = (
+            c_void_p(),
+            c_int64(),
+            c_int64(),
+            c_void_p(),
+            c_void_p(),
+            c_int64(),
+        )
+        check(
+            lib.kvpool_hybrid_req_pool_tables(
+                self._h,
+                byref(table),
+                byref(rows),
+                byref(columns),
+                byref(mamba),
+                byref(track),
+                byref(track_columns),
+            )
+        )
         self.track_columns = track_columns.value
         self._tables = {
             "table": (table.value, (rows.value, columns.value)),
@@ -472,7 +610,11 @@ class HybridReqTable(_Handle):
         """One request per entry: a state slot to hand over, or -1 for a fresh one. Slots or None."""
         ids = host_ids(mamba_slots, "mamba_slots")
         slots = (c_int64 * max(ids.n, 1))()
-        check(lib.kvpool_hybrid_req_pool_alloc(self._h, stream_of(self.device), ids.ptr, ids.n, slots, byref(self._ok)))
+        check(
+            lib.kvpool_hybrid_req_pool_alloc(
+                self._h, stream_of(self.device), ids.ptr, ids.n, slots, byref(self._ok)
+            )
+        )
         return list(slots[: ids.n]) if self._ok.value else None
 
     def free(self, slots):
@@ -480,33 +622,51 @@ class HybridReqTable(_Handle):
         check(lib.kvpool_hybrid_req_pool_free(self._h, ids.ptr, ids.n))
 
     def free_mamba_cache(self, req, keep_idx=None):
-        check(lib.kvpool_hybrid_req_pool_free_mamba_cache(
-            self._h, stream_of(self.device), int(req), -1 if keep_idx is None else int(keep_idx), byref(self._n)))
+        check(
+            lib.kvpool_hybrid_req_pool_free_mamba_cache(
+                self._h,
+                stream_of(self.device),
+                int(req),
+                -1 if keep_idx is None else int(keep_idx),
+                byref(self._n),
+            )
+        )
         return self._n.value
 
     def request(self, req):
         """(Mamba slot, [track slots], next track index) of a request slot; -1 where none."""
         mamba, nxt = c_int64(), c_int64()
         tracks = (c_int64 * max(self.track_columns, 1))()
-        check(lib.kvpool_hybrid_req_pool_request(self._h, int(req), byref(mamba), tracks, byref(nxt)))
+        check(
+            lib.kvpool_hybrid_req_pool_request(self._h, int(req), byref(mamba), tracks, byref(nxt))
+        )
         return mamba.value, list(tracks[: self.track_columns]), nxt.value
 
     def set_next_track_idx(self, req, idx):
         check(lib.kvpool_hybrid_req_pool_set_next_track_idx(self._h, int(req), int(idx)))
 
     def set_track_slot(self, req, idx, value):
-        check(lib.kvpool_hybrid_req_pool_set_track_slot(self._h, stream_of(self.device), int(req), int(idx),
-                                                        int(value), byref(self._n)))
+        check(
+            lib.kvpool_hybrid_req_pool_set_track_slot(
+                self._h, stream_of(self.device), int(req), int(idx), int(value), byref(self._n)
+            )
+        )
         return self._n.value
 
     def donate_track_slot(self, req, new_slot):
-        check(lib.kvpool_hybrid_req_pool_donate_track_slot(self._h, stream_of(self.device), int(req),
-                                                           int(new_slot), byref(self._n)))
+        check(
+            lib.kvpool_hybrid_req_pool_donate_track_slot(
+                self._h, stream_of(self.device), int(req), int(new_slot), byref(self._n)
+            )
+        )
         return self._n.value
 
     def alloc_track_slot(self, req, idx):
-        check(lib.kvpool_hybrid_req_pool_alloc_track_slot(self._h, stream_of(self.device), int(req), int(idx),
-                                                          byref(self._ok)))
+        check(
+            lib.kvpool_hybrid_req_pool_alloc_track_slot(
+                self._h, stream_of(self.device), int(req), int(idx), byref(self._ok)
+            )
+        )
         return bool(self._ok.value)
 
     def clear(self):

@@ -11,13 +11,19 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 def pytest_addoption(parser):
     parser.addoption("--kvpool-seeds", type=int, default=10, help="seeds 1..K for randomised tests")
-    parser.addoption("--kvpool-seed", type=int, default=None, help="run the randomised tests with this seed only")
+    parser.addoption(
+        "--kvpool-seed", type=int, default=None, help="run the randomised tests with this seed only"
+    )
 
 
 def pytest_generate_tests(metafunc):
     if "seed" in metafunc.fixturenames:
         one = metafunc.config.getoption("--kvpool-seed")
-        seeds = [one] if one is not None else list(range(1, metafunc.config.getoption("--kvpool-seeds") + 1))
+        seeds = (
+            [one]
+            if one is not None
+            else list(range(1, metafunc.config.getoption("--kvpool-seeds") + 1))
+        )
         metafunc.parametrize("seed", seeds, ids=[f"seed{s}" for s in seeds])
 
 

@@ -21,27 +21,46 @@ HEADS, HEAD_DIM = 2, 4
 
 
 def mha_spec(name, layers, grow):
-    return MHASubPoolSpec(name=name, layer_num=layers, grow_direction=grow, head_num=HEADS, head_dim=HEAD_DIM,
-                          store_dtype=torch.bfloat16)
+    return MHASubPoolSpec(
+        name=name,
+        layer_num=layers,
+        grow_direction=grow,
+        head_num=HEADS,
+        head_dim=HEAD_DIM,
+        store_dtype=torch.bfloat16,
+    )
 
 
 def mamba_spec(name, layers, grow):
-    return MambaSubPoolSpec(name=name, layer_num=layers, grow_direction=grow, conv_state_shapes=((4, 3),),
-                            conv_dtype=torch.bfloat16, temporal_state_shape=(2, 4, 4),
-                            temporal_dtype=torch.float32)
+    return MambaSubPoolSpec(
+        name=name,
+        layer_num=layers,
+        grow_direction=grow,
+        conv_state_shapes=((4, 3),),
+        conv_dtype=torch.bfloat16,
+        temporal_state_shape=(2, 4, 4),
+        temporal_dtype=torch.float32,
+    )
 
 
 def swa_pool(device, page_size, total_bytes=1 << 17):
     """A SWA pair's buffer: "full" (2 layers) grows up, "swa" (3 layers) grows down."""
-    return UnifiedKVPool(total_bytes=total_bytes, sub_pool_specs=[mha_spec("full", 2, "up"), mha_spec("swa", 3, "down")],
-                         device=device, page_size=page_size)
+    return UnifiedKVPool(
+        total_bytes=total_bytes,
+        sub_pool_specs=[mha_spec("full", 2, "up"), mha_spec("swa", 3, "down")],
+        device=device,
+        page_size=page_size,
+    )
 
 
 def mamba_pool(device, page_size, total_bytes=1 << 17):
     """A Mamba pair's buffer: "full" (2 layers) grows down, "mamba" state (2 layers) grows up."""
-    return UnifiedKVPool(total_bytes=total_bytes,
-                         sub_pool_specs=[mha_spec("full", 2, "down"), mamba_spec("mamba", 2, "up")],
-                         device=device, page_size=page_size)
+    return UnifiedKVPool(
+        total_bytes=total_bytes,
+        sub_pool_specs=[mha_spec("full", 2, "down"), mamba_spec("mamba", 2, "up")],
+        device=device,
+        page_size=page_size,
+    )
 
 
 class EngineKV:
@@ -93,8 +112,12 @@ class PageMajorStore:
     def write(self, physical, stamps):
         page, slot = physical // self.ps, physical % self.ps
         for layer, (k, v) in enumerate(zip(self.pool.k_buffer, self.pool.v_buffer)):
-            k.view(torch.int16)[page, slot] = _rows(stamps, 13 + layer).to(torch.int16)[:, None, None]
-            v.view(torch.int16)[page, slot] = _rows(stamps, 31 + layer).to(torch.int16)[:, None, None]
+            k.view(torch.int16)[page, slot] = _rows(stamps, 13 + layer).to(torch.int16)[
+                :, None, None
+            ]
+            v.view(torch.int16)[page, slot] = _rows(stamps, 31 + layer).to(torch.int16)[
+                :, None, None
+            ]
 
     def read(self, physical):
         page, slot = physical // self.ps, physical % self.ps
@@ -122,11 +145,15 @@ class MambaStore:
     def write(self, physical, stamps):
         for conv in self.pool.conv:
             conv.view(torch.int16)[:, physical] = _rows(stamps, 7).to(torch.int16).view(1, -1, 1, 1)
-        self.pool.temporal.view(torch.int32)[:, physical] = stamps.to(torch.int32).view(1, -1, 1, 1, 1)
+        self.pool.temporal.view(torch.int32)[:, physical] = stamps.to(torch.int32).view(
+            1, -1, 1, 1, 1
+        )
 
     def read(self, physical):
         n = len(physical)
-        conv = [c.view(torch.int16)[:, physical].transpose(0, 1).reshape(n, -1) for c in self.pool.conv]
+        conv = [
+            c.view(torch.int16)[:, physical].transpose(0, 1).reshape(n, -1) for c in self.pool.conv
+        ]
         temporal = self.pool.temporal.view(torch.int32)[:, physical].transpose(0, 1).reshape(n, -1)
         return torch.cat(conv + [temporal], 1).to(torch.int64)
 
@@ -149,8 +176,11 @@ class Stamped:
         if len(tokens) == 0:
             return
         virt = torch.as_tensor(tokens, dtype=torch.int64, device=self.allocator.device)
-        stamps = torch.tensor([rng.randrange(1, 1 << 30) for _ in tokens], dtype=torch.int64,
-                              device=self.allocator.device)
+        stamps = torch.tensor(
+            [rng.randrange(1, 1 << 30) for _ in tokens],
+            dtype=torch.int64,
+            device=self.allocator.device,
+        )
         self.store.write(self.allocator.translate_kv_loc(virt), stamps)
         for t, s in zip(virt.tolist(), stamps.tolist()):
             self.stamps[t] = s
@@ -163,11 +193,15 @@ class Stamped:
         if not self.stamps:
             return
         virt = torch.tensor(list(self.stamps), dtype=torch.int64, device=self.allocator.device)
-        want = torch.tensor(list(self.stamps.values()), dtype=torch.int64, device=self.allocator.device)
+        want = torch.tensor(
+            list(self.stamps.values()), dtype=torch.int64, device=self.allocator.device
+        )
         got = self.store.read(self.allocator.translate_kv_loc(virt))
         bad = (got != self.store.expected(want)).any(1).nonzero().flatten().tolist()
-        assert not bad, (f"{what}: KV data of virtual tokens {[int(virt[i]) for i in bad[:8]]} not found "
-                         f"through translate_kv_loc ({self.allocator.sub_pool_name})")
+        assert not bad, (
+            f"{what}: KV data of virtual tokens {[int(virt[i]) for i in bad[:8]]} not found "
+            f"through translate_kv_loc ({self.allocator.sub_pool_name})"
+        )
 
 
 def check_tables(allocator, live_tokens):
@@ -178,10 +212,14 @@ def check_tables(allocator, live_tokens):
     assert v2p[0] == 0 and p2v[0] == 0 and v2p[-1] == -1 and p2v[-1] == -1
     pages = torch.unique(torch.tensor(list(live_tokens), dtype=torch.int64) // ps)
     physical = v2p[pages]
-    assert (physical >= allocator.min_page_index).all(), "a live virtual page is unbound or in the sink"
+    assert (
+        physical >= allocator.min_page_index
+    ).all(), "a live virtual page is unbound or in the sink"
     assert torch.equal(p2v[physical], pages), "p2v is not the inverse of v2p on the live pages"
     assert int((v2p[1:-1] >= 0).sum()) == len(pages), "bound virtual pages other than the live ones"
-    assert int((p2v[1:-1] >= 0).sum()) == len(pages), "bound physical pages other than the live ones"
+    assert int((p2v[1:-1] >= 0).sum()) == len(
+        pages
+    ), "bound physical pages other than the live ones"
 
 
 def check_all(allocator, live_tokens, stamped, what=""):
@@ -194,8 +232,12 @@ def swa_stores(kind, pool, allocator_full_pages, allocator_swa_pages, page_size,
     """(kvcache for the SWA composite, full store, swa store) of one kind:
     "unified" (kvpool's page-major views: the fast path), "engine" (the kvcache protocol)."""
     if kind == "unified":
-        kv = UnifiedSWAKVPool(unified_buffer=pool, swa_attention_layer_ids=[1, 2, 3],
-                              full_attention_layer_ids=[0, 4], page_size=page_size)
+        kv = UnifiedSWAKVPool(
+            unified_buffer=pool,
+            swa_attention_layer_ids=[1, 2, 3],
+            full_attention_layer_ids=[0, 4],
+            page_size=page_size,
+        )
         return kv, PageMajorStore(kv.full_kv_pool), PageMajorStore(kv.swa_kv_pool)
     full = EngineKV(allocator_full_pages * page_size, device)
     swa = EngineKV(allocator_swa_pages * page_size, device)
@@ -213,10 +255,15 @@ def swa_stores(kind, pool, allocator_full_pages, allocator_swa_pages, page_size,
 def mamba_stores(kind, pool, page_size, device):
     """(kvcache for the Mamba composite, full store, state store)."""
     if kind == "unified":
-        full = UnifiedMHATokenToKVPool(unified_buffer=pool, sub_pool_name="full", page_size=page_size)
+        full = UnifiedMHATokenToKVPool(
+            unified_buffer=pool, sub_pool_name="full", page_size=page_size
+        )
         state = UnifiedMambaPool(unified_buffer=pool, sub_pool_name="mamba")
-        return (UnifiedHybridLinearKVPool(full_kv_pool=full, mamba_pool=state), PageMajorStore(full),
-                MambaStore(state))
+        return (
+            UnifiedHybridLinearKVPool(full_kv_pool=full, mamba_pool=state),
+            PageMajorStore(full),
+            MambaStore(state),
+        )
     full_pages = pool.max_slots("full") // page_size
     full = EngineKV(full_pages * page_size, device)
     state = EngineStateKV(pool.max_slots("mamba"), device)

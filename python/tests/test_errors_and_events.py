@@ -12,14 +12,24 @@ from support import FakeEvent, swa_pool
 
 def pair(device, lazy=True, page_size=1):
     pool = swa_pool(device, page_size, 1 << 15)
-    return UnifiedSWATokenToKVPoolAllocator(unified_buffer=pool, kvcache=None, device=device,
-                                            full_max_total_num_tokens=10000, swa_max_total_num_tokens=10000,
-                                            page_size=page_size, lazy_compaction=lazy)
+    return UnifiedSWATokenToKVPoolAllocator(
+        unified_buffer=pool,
+        kvcache=None,
+        device=device,
+        full_max_total_num_tokens=10000,
+        swa_max_total_num_tokens=10000,
+        page_size=page_size,
+        lazy_compaction=lazy,
+    )
 
 
 def state(a):
-    return (a.available_size(), a.full_attn_allocator.allocated_count(),
-            a.full_attn_allocator.virtual_to_physical.clone(), a.swa_attn_allocator.virtual_to_physical.clone())
+    return (
+        a.available_size(),
+        a.full_attn_allocator.allocated_count(),
+        a.full_attn_allocator.virtual_to_physical.clone(),
+        a.swa_attn_allocator.virtual_to_physical.clone(),
+    )
 
 
 def same(s1, s2):
@@ -32,16 +42,28 @@ def test_bad_tensors_are_refused(device):
     before = state(a)
     seq = torch.tensor([9])
     bad_calls = {
-        "last_loc int32": lambda: a.alloc_decode(seq, seq, torch.tensor([ids[7]], dtype=torch.int32, device=ids.device)),
-        "last_loc wrong device": lambda: a.alloc_decode(seq, seq, torch.empty(1, dtype=torch.int64, device="meta")),
-        "last_loc not contiguous": lambda: a.alloc_decode(torch.tensor([9, 9]), torch.tensor([9, 9]), ids[3::4]),
+        "last_loc int32": lambda: a.alloc_decode(
+            seq, seq, torch.tensor([ids[7]], dtype=torch.int32, device=ids.device)
+        ),
+        "last_loc wrong device": lambda: a.alloc_decode(
+            seq, seq, torch.empty(1, dtype=torch.int64, device="meta")
+        ),
+        "last_loc not contiguous": lambda: a.alloc_decode(
+            torch.tensor([9, 9]), torch.tensor([9, 9]), ids[3::4]
+        ),
         "last_loc wrong length": lambda: a.alloc_decode(seq, seq, ids[:2].clone()),
-        "lengths differ": lambda: a.alloc_extend(None, torch.tensor([0, 0]), None, torch.tensor([4]), ids[:1], 4),
+        "lengths differ": lambda: a.alloc_extend(
+            None, torch.tensor([0, 0]), None, torch.tensor([4]), ids[:1], 4
+        ),
         "float ids": lambda: a.free(torch.tensor([1.5])),
         "translate floats": lambda: a.translate_kv_loc(ids.double()),
-        "out wrong dtype": lambda: a.translate_kv_loc(ids, out=torch.empty(8, dtype=torch.int32, device=ids.device)),
-        "swa out wrong dtype": lambda: a.translate_loc_from_full_to_swa(ids, out=torch.empty_like(ids)),
-        "foreign ids": lambda: a.free(torch.tensor([10 ** 9])),
+        "out wrong dtype": lambda: a.translate_kv_loc(
+            ids, out=torch.empty(8, dtype=torch.int32, device=ids.device)
+        ),
+        "swa out wrong dtype": lambda: a.translate_loc_from_full_to_swa(
+            ids, out=torch.empty_like(ids)
+        ),
+        "foreign ids": lambda: a.free(torch.tensor([10**9])),
         "misaligned": lambda: a.alloc(6),
     }
     for name, call in bad_calls.items():
@@ -114,8 +136,13 @@ def test_a_failing_kv_move_is_raised_and_the_tables_stay_consistent(device):
         swa_kv_pool = BrokenKV()
 
     pool = swa_pool(device, 1, 1 << 15)
-    a = UnifiedSWATokenToKVPoolAllocator(unified_buffer=pool, kvcache=Cache(), device=device,
-                                         full_max_total_num_tokens=10000, swa_max_total_num_tokens=10000)
+    a = UnifiedSWATokenToKVPoolAllocator(
+        unified_buffer=pool,
+        kvcache=Cache(),
+        device=device,
+        full_max_total_num_tokens=10000,
+        swa_max_total_num_tokens=10000,
+    )
     ids = a.alloc(16)
     with pytest.raises(RuntimeError, match="engine move broke"):
         a.free(ids[:4])

@@ -30,6 +30,11 @@ def test_lazy_churn_loses_no_page(device, seed, page_size):
     a.swa_attn_allocator._flush(urgent=True)
     fresh = SwaWorld(device, page_size, True, "unified", total_bytes=1 << 17)
     assert a.available_size() == fresh.alloc.available_size()
-    assert a.full_attn_allocator.watermark_physical == fresh.alloc.full_attn_allocator.watermark_physical
-    assert a.swa_attn_allocator.watermark_physical == fresh.alloc.swa_attn_allocator.watermark_physical
+    assert (
+        a.full_attn_allocator.watermark_physical
+        == fresh.alloc.full_attn_allocator.watermark_physical
+    )
+    assert (
+        a.swa_attn_allocator.watermark_physical == fresh.alloc.swa_attn_allocator.watermark_physical
+    )
     SwaWorld.check(w, "all freed")

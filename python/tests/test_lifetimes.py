@@ -6,7 +6,11 @@ import gc
 import torch
 
 from kvpool import native
-from kvpool.sglang import HybridReqToTokenPool, UnifiedMambaTokenToKVPoolAllocator, UnifiedSWATokenToKVPoolAllocator
+from kvpool.sglang import (
+    HybridReqToTokenPool,
+    UnifiedMambaTokenToKVPoolAllocator,
+    UnifiedSWATokenToKVPoolAllocator,
+)
 from support import mamba_pool, swa_pool
 
 
@@ -14,8 +18,14 @@ def test_views_outlive_the_allocator_and_nothing_leaks(device):
     gc.collect()
     baseline = native.live_handles()
     pool = swa_pool(device, 4)
-    a = UnifiedSWATokenToKVPoolAllocator(unified_buffer=pool, kvcache=None, device=device,
-                                         full_max_total_num_tokens=1000, swa_max_total_num_tokens=1000, page_size=4)
+    a = UnifiedSWATokenToKVPoolAllocator(
+        unified_buffer=pool,
+        kvcache=None,
+        device=device,
+        full_max_total_num_tokens=1000,
+        swa_max_total_num_tokens=1000,
+        page_size=4,
+    )
     ids = a.alloc(8)
     v2p = a.full_attn_allocator.virtual_to_physical
     raw = pool._raw
@@ -33,7 +43,9 @@ def test_hybrid_tables_release_everything(device):
     baseline = native.live_handles()
     pool = mamba_pool(device, 1)
     a = UnifiedMambaTokenToKVPoolAllocator(unified_buffer=pool, kvcache=None, device=device)
-    reqs = HybridReqToTokenPool(size=4, max_context_len=8, device=device, mamba_allocator=a.mamba_allocator)
+    reqs = HybridReqToTokenPool(
+        size=4, max_context_len=8, device=device, mamba_allocator=a.mamba_allocator
+    )
     table = reqs.req_to_token
     assert table.shape == (5, 8) and table.dtype == torch.int64
     del a, pool, reqs, table

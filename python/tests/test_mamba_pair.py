@@ -8,28 +8,53 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kvpool.sglang import HybridReqToTokenPool, UnifiedMambaSlotAllocator, UnifiedMambaTokenToKVPoolAllocator
+from kvpool.sglang import (
+    HybridReqToTokenPool,
+    UnifiedMambaSlotAllocator,
+    UnifiedMambaTokenToKVPoolAllocator,
+)
 from support import FakeEvent, Stamped, check_all, mamba_pool, mamba_stores, rng_for
 
 
 def new_req(rid):
-    return SimpleNamespace(rid=rid, req_pool_idx=None, mamba_pool_idx=None, mamba_ping_pong_track_buffer=None,
-                           mamba_next_track_idx=None, inflight_middle_chunks=0, kv_committed_len=0, tokens=[])
+    return SimpleNamespace(
+        rid=rid,
+        req_pool_idx=None,
+        mamba_pool_idx=None,
+        mamba_ping_pong_track_buffer=None,
+        mamba_next_track_idx=None,
+        inflight_middle_chunks=0,
+        kv_committed_len=0,
+        tokens=[],
+    )
 
 
 class MambaWorld:
-    def __init__(self, device, page_size, lazy, store_kind, extra_buffer=False, total_bytes=1 << 17):
+    def __init__(
+        self, device, page_size, lazy, store_kind, extra_buffer=False, total_bytes=1 << 17
+    ):
         self.ps = page_size
         self.pool = mamba_pool(device, page_size, total_bytes)
         kv, full_store, state_store = mamba_stores(store_kind, self.pool, page_size, device)
-        self.alloc = UnifiedMambaTokenToKVPoolAllocator(unified_buffer=self.pool, kvcache=kv, device=device,
-                                                        page_size=page_size, lazy_compaction=lazy)
+        self.alloc = UnifiedMambaTokenToKVPoolAllocator(
+            unified_buffer=self.pool,
+            kvcache=kv,
+            device=device,
+            page_size=page_size,
+            lazy_compaction=lazy,
+        )
         self.device = self.alloc.device
-        self.reqs = HybridReqToTokenPool(size=12, max_context_len=256, device=device,
-                                         enable_mamba_extra_buffer=extra_buffer, unified_buffer=self.pool)
+        self.reqs = HybridReqToTokenPool(
+            size=12,
+            max_context_len=256,
+            device=device,
+            enable_mamba_extra_buffer=extra_buffer,
+            unified_buffer=self.pool,
+        )
         # Wired after construction, as the reference's factory does.
         self.reqs.mamba_allocator = UnifiedMambaSlotAllocator(
-            self.alloc.mamba_allocator, max_size=self.pool.max_slots("mamba") - 1, device=device)
+            self.alloc.mamba_allocator, max_size=self.pool.max_slots("mamba") - 1, device=device
+        )
         self.full = Stamped(self.alloc.full_attn_allocator, full_store)
         self.state = Stamped(self.alloc.mamba_allocator, state_store)
         self.running = []
@@ -41,33 +66,53 @@ class MambaWorld:
         return slots
 
     def check(self, what):
-        check_all(self.alloc.full_attn_allocator, [t for r in self.running for t in r.tokens], self.full, what)
-        check_all(self.alloc.mamba_allocator, [s for r in self.running for s in self.state_slots(r)], self.state,
-                  what)
+        check_all(
+            self.alloc.full_attn_allocator,
+            [t for r in self.running for t in r.tokens],
+            self.full,
+            what,
+        )
+        check_all(
+            self.alloc.mamba_allocator,
+            [s for r in self.running for s in self.state_slots(r)],
+            self.state,
+            what,
+        )
         self.reqs.check_invariants()
         for r in self.running:
             row = self.reqs.req_to_token[r.req_pool_idx, : len(r.tokens)].tolist()
             assert row == r.tokens, f"{what}: request table row of {r.rid} differs"
-            assert int(self.reqs.get_mamba_indices(torch.tensor([r.req_pool_idx], device=self.device))[0]) \
-                == int(r.mamba_pool_idx)
+            assert int(
+                self.reqs.get_mamba_indices(torch.tensor([r.req_pool_idx], device=self.device))[0]
+            ) == int(r.mamba_pool_idx)
 
 
 def step(w, rng, lazy, i):
     a = w.alloc
-    op = rng.choices(["admit", "decode", "finish", "flush", "events"], [3, 4, 2, 2 if lazy else 0, 1])[0]
+    op = rng.choices(
+        ["admit", "decode", "finish", "flush", "events"], [3, 4, 2, 2 if lazy else 0, 1]
+    )[0]
     what = f"step {i} ({op})"
     if op == "admit":
         req = new_req(i)
         cost = a.mamba_slot_full_token_cost()
-        assert cost == -(-a.mamba_allocator.entry_bytes_per_page // a.full_attn_allocator.entry_bytes)
+        assert cost == -(
+            -a.mamba_allocator.entry_bytes_per_page // a.full_attn_allocator.entry_bytes
+        )
         if w.reqs.alloc([req]) is None:
             assert req.req_pool_idx is None and req.mamba_pool_idx is None
             return
         w.state.stamp(w.state_slots(req), rng)
         n = rng.randint(1, 3 * w.ps)
         prefix, seq = torch.tensor([0]), torch.tensor([n])
-        out = a.alloc_extend(prefix.to(w.device), prefix, seq.to(w.device), seq,
-                             torch.tensor([-1], device=w.device), n)
+        out = a.alloc_extend(
+            prefix.to(w.device),
+            prefix,
+            seq.to(w.device),
+            seq,
+            torch.tensor([-1], device=w.device),
+            n,
+        )
         if out is None:
             w.reqs.free_mamba_cache(req)
             w.reqs.free(req)
@@ -112,7 +157,9 @@ def step(w, rng, lazy, i):
 @pytest.mark.parametrize("store_kind", ["unified", "engine"])
 def test_mamba_pair_serving_workload(device, seed, lazy, page_size, store_kind):
     rng = rng_for(seed * 100 + page_size + 7 * lazy)
-    w = MambaWorld(device, page_size, lazy, store_kind, extra_buffer=seed % 2 == 0, total_bytes=1 << 15)
+    w = MambaWorld(
+        device, page_size, lazy, store_kind, extra_buffer=seed % 2 == 0, total_bytes=1 << 15
+    )
     for i in range(120):
         step(w, rng, lazy, i)
 
@@ -120,7 +167,10 @@ def test_mamba_pair_serving_workload(device, seed, lazy, page_size, store_kind):
 def test_state_slot_cost_and_sizes(device):
     w = MambaWorld(device, 4, False, "unified")
     a = w.alloc
-    assert a.size_full == w.pool.max_slots("full") - 1 and a.size_mamba == w.pool.max_slots("mamba") - 1
+    assert (
+        a.size_full == w.pool.max_slots("full") - 1
+        and a.size_mamba == w.pool.max_slots("mamba") - 1
+    )
     before = a.available_size()
     req = new_req(0)
     w.reqs.alloc([req])
@@ -141,7 +191,9 @@ def test_hybrid_request_table_ping_pong(device):
     assert len(tracks) == 2 and -1 not in tracks and int(req.mamba_pool_idx) not in tracks
     fresh = w.alloc.mamba_allocator.alloc(1)
     donated = w.reqs.donate_mamba_ping_pong_slot(req, fresh)
-    assert donated.shape == (1,) and int(donated) == tracks[w.reqs.get_mamba_ping_pong_keep_idx(req)]
+    assert (
+        donated.shape == (1,) and int(donated) == tracks[w.reqs.get_mamba_ping_pong_keep_idx(req)]
+    )
     assert int(fresh[0]) in req.mamba_ping_pong_track_buffer.tolist()
     w.reqs.check_invariants()
     # The donated slot is the caller's now; free everything.

@@ -10,21 +10,30 @@ from support import EngineKV, EngineStateKV, PageMajorStore, Stamped, check_all,
 
 
 def two_sides(device, page_size, lazy, full_kv="unified", other_kv="unified", owner_pair=True):
-    """"full" (grows up) and "swa" (grows down), both id owners unless owner_pair is False."""
+    """ "full" (grows up) and "swa" (grows down), both id owners unless owner_pair is False."""
     pool = swa_pool(device, page_size, 1 << 15)
     caches, stores = [], []
     for name, kind in (("full", full_kv), ("swa", other_kv)):
         pages = pool.max_slots(name) // page_size
         if kind == "unified":
-            cache = UnifiedMHATokenToKVPool(unified_buffer=pool, sub_pool_name=name, page_size=page_size)
+            cache = UnifiedMHATokenToKVPool(
+                unified_buffer=pool, sub_pool_name=name, page_size=page_size
+            )
             stores.append(PageMajorStore(cache))
         else:
             cache = (EngineKV if kind == "engine" else EngineStateKV)(pages * page_size, device)
             stores.append(cache)
         caches.append(cache)
     sides = [
-        MultiEndedAllocator(kvcache=caches[i], unified_buffer=pool, sub_pool_name=name, device=device,
-                            is_id_owner=owner_pair or i == 0, page_size=page_size, lazy_compaction=lazy)
+        MultiEndedAllocator(
+            kvcache=caches[i],
+            unified_buffer=pool,
+            sub_pool_name=name,
+            device=device,
+            is_id_owner=owner_pair or i == 0,
+            page_size=page_size,
+            lazy_compaction=lazy,
+        )
         for i, name in enumerate(("full", "swa"))
     ]
     sides[0].bind_peer(sides[1])
@@ -40,7 +49,9 @@ def test_attributes_follow_the_reference(device):
     assert up.min_slot_index == -(-entry_max // spec.entry_bytes())
     assert up.min_page_index == -(-up.min_slot_index // 4)
     assert up.grow_direction == "up" and down.grow_direction == "down"
-    assert up.watermark_physical == up.min_page_index and down.watermark_physical == down.num_pages - 1
+    assert (
+        up.watermark_physical == up.min_page_index and down.watermark_physical == down.num_pages - 1
+    )
     for side in (up, down):
         for table in (side.virtual_to_physical, side.physical_to_virtual):
             assert table.dtype == torch.int64 and table.device.type == torch.device(device).type
@@ -81,7 +92,9 @@ def test_kvcache_protocol_moves_when_the_reference_does(device, seed, lazy, page
     """The engine's move_kv_cache(dst, src) runs inside free (eager) or the flushes
     (lazy), with int64 physical token ids on the device, destination first."""
     rng = rng_for(seed)
-    pool, (up, down), caches, stamped = two_sides(device, page_size, lazy, "engine", "copy_from_physical")
+    pool, (up, down), caches, stamped = two_sides(
+        device, page_size, lazy, "engine", "copy_from_physical"
+    )
     live = {0: [], 1: []}
     for step in range(120):
         i = rng.randrange(2)
@@ -145,13 +158,17 @@ def test_double_free_and_misuse_raise_and_change_nothing(device):
     with pytest.raises(AssertionError):
         down.alloc(4)  # a non-owner does not mint ids
     with pytest.raises(AssertionError):
-        up.alloc_decode(torch.tensor([9]), torch.tensor([9]), torch.tensor([ids[7]], dtype=torch.int32))
+        up.alloc_decode(
+            torch.tensor([9]), torch.tensor([9]), torch.tensor([ids[7]], dtype=torch.int32)
+        )
     with pytest.raises(AssertionError):
         up.alloc_decode(torch.tensor([9, 9]), torch.tensor([9, 9]), ids[7:8].to(up.device))
     with pytest.raises(AssertionError):
         up.translate_kv_loc(ids.to(torch.float32))
     with pytest.raises(AssertionError):
-        up.alloc_extend(None, torch.tensor([0]), None, torch.tensor([4]), ids[7:8].clone(), 5)  # 4 ids needed
+        up.alloc_extend(
+            None, torch.tensor([0]), None, torch.tensor([4]), ids[7:8].clone(), 5
+        )  # 4 ids needed
     assert up.available_size() == state[0] and torch.equal(up.virtual_to_physical, state[1])
     up.check_invariants()
 

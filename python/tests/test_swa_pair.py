@@ -17,11 +17,19 @@ class SwaWorld:
         self.pool = swa_pool(device, page_size, total_bytes)
         full_pages = self.pool.max_slots("full") // page_size
         swa_pages = self.pool.max_slots("swa") // page_size
-        kv, full_store, swa_store = swa_stores(store_kind, self.pool, full_pages, swa_pages, page_size, device)
+        kv, full_store, swa_store = swa_stores(
+            store_kind, self.pool, full_pages, swa_pages, page_size, device
+        )
         self.kv = kv
         self.alloc = UnifiedSWATokenToKVPoolAllocator(
-            unified_buffer=self.pool, kvcache=kv, device=device, full_max_total_num_tokens=full_pages * page_size,
-            swa_max_total_num_tokens=swa_pages * page_size, page_size=page_size, lazy_compaction=lazy)
+            unified_buffer=self.pool,
+            kvcache=kv,
+            device=device,
+            full_max_total_num_tokens=full_pages * page_size,
+            swa_max_total_num_tokens=swa_pages * page_size,
+            page_size=page_size,
+            lazy_compaction=lazy,
+        )
         self.device = self.alloc.device
         self.full = Stamped(self.alloc.full_attn_allocator, full_store)
         self.swa = Stamped(self.alloc.swa_attn_allocator, swa_store)
@@ -37,15 +45,16 @@ class SwaWorld:
         return [t for toks in self.requests.values() for t in toks]
 
     def swa_live(self):
-        return [t for r, toks in self.requests.items() for t in toks[self.swa_freed[r]:]]
+        return [t for r, toks in self.requests.items() for t in toks[self.swa_freed[r] :]]
 
     def check(self, what):
         check_all(self.alloc.full_attn_allocator, self.live(), self.full, what)
         check_all(self.alloc.swa_attn_allocator, self.swa_live(), self.swa, what)
         for r, toks in self.requests.items():
             for p, t in enumerate(toks):
-                assert t % self.ps == p % self.ps and t // self.ps == toks[p - p % self.ps] // self.ps, \
-                    f"{what}: request {r} breaks the page structure at position {p}"
+                assert (
+                    t % self.ps == p % self.ps and t // self.ps == toks[p - p % self.ps] // self.ps
+                ), f"{what}: request {r} breaks the page structure at position {p}"
         assert len(set(self.live())) == len(self.live()), f"{what}: a virtual id is live twice"
 
     def stamp(self, tokens, rng):
@@ -58,14 +67,21 @@ class SwaWorld:
         self.next_id += 1
 
     def last_loc(self, rids):
-        return torch.tensor([self.requests[r][-1] if self.requests.get(r) else -1 for r in rids],
-                            dtype=torch.int64, device=self.device)
+        return torch.tensor(
+            [self.requests[r][-1] if self.requests.get(r) else -1 for r in rids],
+            dtype=torch.int64,
+            device=self.device,
+        )
 
 
 def snapshot(alloc):
-    return (alloc.full_attn_allocator.allocated_count(), alloc.swa_attn_allocator.allocated_count(),
-            alloc.available_size(), alloc.full_attn_allocator.virtual_to_physical.clone(),
-            alloc.swa_attn_allocator.virtual_to_physical.clone())
+    return (
+        alloc.full_attn_allocator.allocated_count(),
+        alloc.swa_attn_allocator.allocated_count(),
+        alloc.available_size(),
+        alloc.full_attn_allocator.virtual_to_physical.clone(),
+        alloc.swa_attn_allocator.virtual_to_physical.clone(),
+    )
 
 
 def assert_unchanged(before, alloc, what):
@@ -76,13 +92,17 @@ def assert_unchanged(before, alloc, what):
     assert before[:2] == after[:2], f"{what}: a refused allocation changed the live counts"
     if not alloc.lazy_compaction:
         assert before[2] == after[2], f"{what}: available_size changed on a refused allocation"
-        assert torch.equal(before[3], after[3]) and torch.equal(before[4], after[4]), f"{what}: tables changed"
+        assert torch.equal(before[3], after[3]) and torch.equal(
+            before[4], after[4]
+        ), f"{what}: tables changed"
 
 
 def step(w, rng, lazy, step_no):
     a = w.alloc
-    op = rng.choices(["extend_new", "extend", "decode", "alloc", "free", "free_swa", "flush", "events"],
-                     [3, 2, 4, 1, 2, 2, 2 if lazy else 0, 1 if lazy else 0])[0]
+    op = rng.choices(
+        ["extend_new", "extend", "decode", "alloc", "free", "free_swa", "flush", "events"],
+        [3, 2, 4, 1, 2, 2, 2 if lazy else 0, 1 if lazy else 0],
+    )[0]
     what = f"step {step_no} ({op})"
     moves_before = w.moves()
     if op in ("extend_new", "extend", "decode", "alloc"):
@@ -110,16 +130,20 @@ def step(w, rng, lazy, step_no):
         elif op == "decode":
             out = a.alloc_decode(seq_t.to(w.device), seq_t, w.last_loc(rids))
         else:
-            out = a.alloc_extend(prefix_t.to(w.device), prefix_t, seq_t.to(w.device), seq_t, w.last_loc(rids), need)
+            out = a.alloc_extend(
+                prefix_t.to(w.device), prefix_t, seq_t.to(w.device), seq_t, w.last_loc(rids), need
+            )
         if out is None:
-            assert pages * w.ps > room, f"{what}: {pages} pages refused with {room} tokens available"
+            assert (
+                pages * w.ps > room
+            ), f"{what}: {pages} pages refused with {room} tokens available"
             assert_unchanged(before, a, what)
             return
         assert out.dtype == torch.int64 and out.numel() == need
         ids = out.tolist()
         at = 0
         for r, p, s in zip(rids, prefix, seq):
-            new = ids[at:at + s - p]
+            new = ids[at : at + s - p]
             at += s - p
             if r is None:
                 w.add_request(new)
@@ -147,12 +171,13 @@ def step(w, rng, lazy, step_no):
         r = rng.choice(candidates)
         start = w.swa_freed[r]
         k = rng.randint(1, (len(w.requests[r]) - start) // w.ps) * w.ps
-        gone = w.requests[r][start:start + k]
+        gone = w.requests[r][start : start + k]
         a.free_swa(torch.tensor(gone, device=w.device))
         w.swa_freed[r] = start + k
         w.swa.forget(gone)
-        assert (a.translate_loc_from_full_to_swa(torch.tensor(gone, device=w.device)) == 0).all(), \
-            f"{what}: released SWA tokens do not translate to the sink"
+        assert (
+            a.translate_loc_from_full_to_swa(torch.tensor(gone, device=w.device)) == 0
+        ).all(), f"{what}: released SWA tokens do not translate to the sink"
         if lazy:
             assert w.moves() == moves_before, f"{what}: a lazy free_swa moved KV"
     elif op == "flush":
@@ -162,7 +187,9 @@ def step(w, rng, lazy, step_no):
         a.set_latest_forward_done_event(event)
         live = w.live()
         if live:
-            a.set_inflight_forward(event, torch.tensor(rng.sample(live, min(len(live), 8)), device=w.device))
+            a.set_inflight_forward(
+                event, torch.tensor(rng.sample(live, min(len(live), 8)), device=w.device)
+            )
         if rng.random() < 0.5:
             event.done = True
     w.check(what)
@@ -187,7 +214,11 @@ def test_swa_pair_serving_workload(device, seed, lazy, page_size, store_kind):
         w.alloc.swa_attn_allocator._flush(urgent=True)
     fresh = SwaWorld(device, page_size, lazy, store_kind)
     assert w.alloc.available_size() == fresh.alloc.available_size()
-    assert w.alloc.full_attn_allocator.allocated_count() == 0 == w.alloc.swa_attn_allocator.allocated_count()
+    assert (
+        w.alloc.full_attn_allocator.allocated_count()
+        == 0
+        == w.alloc.swa_attn_allocator.allocated_count()
+    )
     w.check("after freeing everything")
 
 
@@ -238,7 +269,9 @@ def test_paged_extend_reuses_the_tail_page(device):
     w = SwaWorld(device, 4, False, "unified")
     a = w.alloc
     prefix, seq = torch.tensor([0, 0]), torch.tensor([6, 3])
-    out = a.alloc_extend(prefix.to(w.device), prefix, seq.to(w.device), seq, w.last_loc([None, None]), 9)
+    out = a.alloc_extend(
+        prefix.to(w.device), prefix, seq.to(w.device), seq, w.last_loc([None, None]), 9
+    )
     r0, r1 = out[:6].tolist(), out[6:].tolist()
     assert r0[4] // 4 != r0[0] // 4 and r0[:4] == list(range(r0[0], r0[0] + 4))
     # Request 0 continues in its half-full page; request 1 fills its page, then decodes into a new one.
@@ -252,7 +285,9 @@ def test_paged_extend_reuses_the_tail_page(device):
     last = torch.tensor([out[1], out[3]], device=w.device)
     dec = a.alloc_decode(seq.to(w.device), seq, last).tolist()
     assert dec[0] % 4 == 0 and dec[1] == out[3] + 1
-    assert a.full_attn_allocator.allocated_count() == pages_before + 4  # one new page, for request 0
+    assert (
+        a.full_attn_allocator.allocated_count() == pages_before + 4
+    )  # one new page, for request 0
 
 
 def test_kvcache_attached_and_live_views(device):
@@ -264,5 +299,7 @@ def test_kvcache_attached_and_live_views(device):
     assert v2p.dtype == torch.int64 and v2p.shape == (a.full_attn_allocator.num_pages + 1,)
     ids = a.alloc(5)
     assert a.full_attn_allocator.virtual_to_physical.data_ptr() == ptr
-    assert (v2p[ids] >= a.full_attn_allocator.min_page_index).all()  # the same tensor sees the allocation
+    assert (
+        v2p[ids] >= a.full_attn_allocator.min_page_index
+    ).all()  # the same tensor sees the allocation
     assert (a.swa_attn_allocator.virtual_to_physical[ids] > 0).all()

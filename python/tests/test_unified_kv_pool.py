@@ -35,8 +35,11 @@ def test_geometry_and_views(device):
     at = page_bytes + full.layer_v_offset_in_page(0, 4) + (HEAD_DIM + 3) * 2
     assert int(pool._raw[at : at + 2].view(torch.int16)) == -7
     with pytest.raises(AssertionError):
-        UnifiedKVPool(total_bytes=1 << 14, sub_pool_specs=[mha_spec("a", 1, "up"), mha_spec("b", 1, "up")],
-                      device=device)
+        UnifiedKVPool(
+            total_bytes=1 << 14,
+            sub_pool_specs=[mha_spec("a", 1, "up"), mha_spec("b", 1, "up")],
+            device=device,
+        )
 
 
 def test_mamba_views_follow_the_reference_layout(device):
@@ -64,8 +67,9 @@ def test_adopts_an_engine_buffer_without_a_copy(device):
     engine = torch.zeros(1 << 14, dtype=torch.uint8, device=device)
     pool = UnifiedKVPool(total_bytes=1 << 14, sub_pool_specs=specs, device=device, buffer=engine)
     assert pool._raw.data_ptr() == engine.data_ptr()
-    side = MultiEndedAllocator(kvcache=None, unified_buffer=pool, sub_pool_name="full", device=device,
-                               is_id_owner=True)
+    side = MultiEndedAllocator(
+        kvcache=None, unified_buffer=pool, sub_pool_name="full", device=device, is_id_owner=True
+    )
     ids = side.alloc(8)
     k, _ = pool.mha_views_for("full")
     phys = side.translate_kv_loc(ids)
@@ -74,7 +78,9 @@ def test_adopts_an_engine_buffer_without_a_copy(device):
     assert (k[0].view(torch.int16)[side.translate_kv_loc(ids[4:]), 0] == 5).all()
     assert int(engine.view(torch.int16).ne(0).sum()) > 0
     with pytest.raises(AssertionError):
-        UnifiedKVPool(total_bytes=1 << 15, sub_pool_specs=specs, device=device, buffer=engine)  # too small
+        UnifiedKVPool(
+            total_bytes=1 << 15, sub_pool_specs=specs, device=device, buffer=engine
+        )  # too small
 
 
 def test_mha_kv_pool_store_and_move(device):
@@ -82,7 +88,11 @@ def test_mha_kv_pool_store_and_move(device):
     pool = UnifiedKVPool(total_bytes=1 << 14, sub_pool_specs=specs, device=device, page_size=4)
     kv = UnifiedMHATokenToKVPool(unified_buffer=pool, sub_pool_name="full", page_size=4)
     loc = torch.tensor([9, 10, 13], device=pool.device)
-    k = torch.arange(3 * HEADS * HEAD_DIM, device=pool.device).reshape(3, HEADS, HEAD_DIM).to(torch.bfloat16)
+    k = (
+        torch.arange(3 * HEADS * HEAD_DIM, device=pool.device)
+        .reshape(3, HEADS, HEAD_DIM)
+        .to(torch.bfloat16)
+    )
     kv.set_kv_buffer(SimpleNamespace(layer_id=1), loc, k, -k)
     assert torch.equal(kv.get_key_buffer(1)[loc // 4, loc % 4], k)
     assert torch.equal(kv.get_value_buffer(1)[loc // 4, loc % 4], -k)

@@ -25,21 +25,28 @@ struct PeerGroup final : SideOwner {
 
 kvpool::AllocatorOptions options_of(const kvpool_side_options* o) {
     kvpool::AllocatorOptions options;
-    if (o == nullptr) return options;
+    if (o == nullptr)
+        return options;
     options.mode = o->lazy ? kvpool::CompactionMode::lazy : kvpool::CompactionMode::eager;
     options.is_id_owner = o->is_id_owner != 0;
-    if (o->max_moves_per_flush > 0) options.max_moves_per_flush = o->max_moves_per_flush;
+    if (o->max_moves_per_flush > 0)
+        options.max_moves_per_flush = o->max_moves_per_flush;
     return options;
 }
 
-Side& side_of(kvpool_allocator* a) { return *deref(a, "allocator").side; }
-const Side& side_of(const kvpool_allocator* a) { return *deref(a, "allocator").side; }
+Side& side_of(kvpool_allocator* a) {
+    return *deref(a, "allocator").side;
+}
+const Side& side_of(const kvpool_allocator* a) {
+    return *deref(a, "allocator").side;
+}
 
-}  // namespace
+} // namespace
 
 namespace kvpool::capi {
 
-kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, Side& side, std::shared_ptr<Pool> pool) {
+kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, Side& side,
+                                  std::shared_ptr<Pool> pool) {
     auto* handle = new kvpool_allocator;
     handle->owner = std::move(owner);
     handle->side = &side;
@@ -47,23 +54,27 @@ kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, Side& side, 
     return handle;
 }
 
-}  // namespace kvpool::capi
+} // namespace kvpool::capi
 
 extern "C" {
 
-kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name, const kvpool_side_options* options,
-                                      void* stream, kvpool_allocator** out) {
+kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name,
+                                      const kvpool_side_options* options, void* stream,
+                                      kvpool_allocator** out) {
     return guarded([&] {
         auto& p = deref(pool, "pool");
         require(side_name != nullptr, "kvpool_allocator_create: side_name is NULL");
         require(out != nullptr, "kvpool_allocator_create: out is NULL");
-        auto owner = std::make_shared<StandaloneSide>(space_of(stream), p.pool, side_name, options_of(options));
+        auto owner = std::make_shared<StandaloneSide>(space_of(stream), p.pool, side_name,
+                                                      options_of(options));
         Side& side = owner->side;
         *out = new_side_handle(std::move(owner), side, p.pool);
     });
 }
 
-void kvpool_allocator_destroy(kvpool_allocator* a) { delete a; }
+void kvpool_allocator_destroy(kvpool_allocator* a) {
+    delete a;
+}
 
 kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* peer) {
     return guarded([&] {
@@ -80,7 +91,8 @@ kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* 
     });
 }
 
-kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_move_fn move, void* user) {
+kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_move_fn move,
+                                                 void* user) {
     return guarded([&] {
         Side& side = side_of(a);
         if (move == nullptr) {
@@ -90,7 +102,8 @@ kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_mov
         side.set_move_callback([move, user](const Space&, const auto& src, const auto& dst) {
             const auto n = static_cast<int64_t>(src.extent(0));
             if (move(user, src.data(), dst.data(), n) != 0)
-                note_callback_failure("the KV move callback failed (moving " + std::to_string(n) + " pages)");
+                note_callback_failure("the KV move callback failed (moving " + std::to_string(n) +
+                                      " pages)");
         });
     });
 }
@@ -151,8 +164,8 @@ kvpool_status kvpool_allocator_state_string(const kvpool_allocator* a, const cha
     return guarded([&] { deref(out, "out") = thread_string(side_of(a).state_string()); });
 }
 
-kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p, int64_t* v2p_rows, int64_t** p2v,
-                                      int64_t* p2v_rows) {
+kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p, int64_t* v2p_rows,
+                                      int64_t** p2v, int64_t* p2v_rows) {
     return guarded([&] {
         const Side& side = side_of(a);
         deref(v2p, "v2p") = side.virtual_to_physical().data();
@@ -162,27 +175,33 @@ kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p, 
     });
 }
 
-kvpool_status kvpool_allocator_free_virtual_pages(const kvpool_allocator* a, int64_t* out_host, int64_t capacity,
-                                                  int64_t* count) {
+kvpool_status kvpool_allocator_free_virtual_pages(const kvpool_allocator* a, int64_t* out_host,
+                                                  int64_t capacity, int64_t* count) {
     return guarded([&] {
         const auto& pages = side_of(a).core().free_virtual_pages();
         const auto n = static_cast<int64_t>(pages.size());
-        require(capacity <= 0 || out_host != nullptr, "kvpool_allocator_free_virtual_pages: out_host is NULL");
+        require(capacity <= 0 || out_host != nullptr,
+                "kvpool_allocator_free_virtual_pages: out_host is NULL");
         std::copy_n(pages.begin(), std::min(std::max<int64_t>(capacity, 0), n), out_host);
         deref(count, "count") = n;
     });
 }
 
-kvpool_status kvpool_allocator_is_slot_allocated(const kvpool_allocator* a, int64_t virtual_token, int* out) {
-    return guarded([&] { deref(out, "out") = side_of(a).is_slot_allocated(virtual_token) ? 1 : 0; });
+kvpool_status kvpool_allocator_is_slot_allocated(const kvpool_allocator* a, int64_t virtual_token,
+                                                 int* out) {
+    return guarded(
+        [&] { deref(out, "out") = side_of(a).is_slot_allocated(virtual_token) ? 1 : 0; });
 }
 
-kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream, int64_t need_size, int64_t* out,
-                                     int* allocated) {
+kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream, int64_t need_size,
+                                     int64_t* out, int* allocated) {
     return guarded([&] {
         Side& side = side_of(a);
         int& ok = deref(allocated, "allocated");
-        ok = side.alloc(space_of(stream), need_size, device_ids(out, std::max<int64_t>(need_size, 0))) ? 1 : 0;
+        ok = side.alloc(space_of(stream), need_size,
+                        device_ids(out, std::max<int64_t>(need_size, 0)))
+                 ? 1
+                 : 0;
     });
 }
 
@@ -196,26 +215,29 @@ kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocator* a, void* str
     });
 }
 
-kvpool_status kvpool_allocator_alloc_extend(kvpool_allocator* a, void* stream, const int64_t* prefix_lens_host,
-                                            const int64_t* seq_lens_host, int64_t batch, const int64_t* last_loc,
-                                            int64_t* out, int64_t out_length, int* allocated) {
+kvpool_status kvpool_allocator_alloc_extend(kvpool_allocator* a, void* stream,
+                                            const int64_t* prefix_lens_host,
+                                            const int64_t* seq_lens_host, int64_t batch,
+                                            const int64_t* last_loc, int64_t* out,
+                                            int64_t out_length, int* allocated) {
     return guarded([&] {
         ExtendCall call(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length);
         deref(allocated, "allocated") = call.run(side_of(a), space_of(stream)) ? 1 : 0;
     });
 }
 
-kvpool_status kvpool_allocator_alloc_decode(kvpool_allocator* a, void* stream, const int64_t* seq_lens_host,
-                                            int64_t batch, const int64_t* last_loc, int64_t* out,
-                                            int* allocated) {
+kvpool_status kvpool_allocator_alloc_decode(kvpool_allocator* a, void* stream,
+                                            const int64_t* seq_lens_host, int64_t batch,
+                                            const int64_t* last_loc, int64_t* out, int* allocated) {
     return guarded([&] {
         DecodeCall call(seq_lens_host, batch, last_loc, out);
         deref(allocated, "allocated") = call.run(side_of(a), space_of(stream)) ? 1 : 0;
     });
 }
 
-kvpool_status kvpool_allocator_free(kvpool_allocator* a, void* stream, const int64_t* virtual_tokens_host,
-                                    int64_t count, int skip_unbound) {
+kvpool_status kvpool_allocator_free(kvpool_allocator* a, void* stream,
+                                    const int64_t* virtual_tokens_host, int64_t count,
+                                    int skip_unbound) {
     return guarded([&] {
         Side& side = side_of(a);
         const auto tokens = host_ids(virtual_tokens_host, count);
@@ -234,11 +256,13 @@ kvpool_status kvpool_allocator_free_group_end(kvpool_allocator* a, void* stream)
     return guarded([&] { side_of(a).free_group_end(space_of(stream)); });
 }
 
-kvpool_status kvpool_allocator_flush(kvpool_allocator* a, void* stream, int urgent, int64_t* moved) {
+kvpool_status kvpool_allocator_flush(kvpool_allocator* a, void* stream, int urgent,
+                                     int64_t* moved) {
     return guarded([&] {
         Side& side = side_of(a);
         const index_t n = side.flush(space_of(stream), urgent != 0);
-        if (moved != nullptr) *moved = n;
+        if (moved != nullptr)
+            *moved = n;
     });
 }
 
@@ -246,28 +270,34 @@ kvpool_status kvpool_allocator_drain_pending_reuse(kvpool_allocator* a) {
     return guarded([&] { side_of(a).drain_pending_reuse(); });
 }
 
-kvpool_status kvpool_allocator_set_latest_forward_done(kvpool_allocator* a, const kvpool_token* token) {
+kvpool_status kvpool_allocator_set_latest_forward_done(kvpool_allocator* a,
+                                                       const kvpool_token* token) {
     return guarded([&] { side_of(a).set_latest_forward_done(token ? token->token : nullptr); });
 }
 
 kvpool_status kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const kvpool_token* token,
-                                                    const int64_t* virtual_tokens_host, int64_t count) {
+                                                    const int64_t* virtual_tokens_host,
+                                                    int64_t count) {
     return guarded([&] {
         Side& side = side_of(a);
-        side.set_inflight_forward(token ? token->token : nullptr, host_ids(virtual_tokens_host, count));
+        side.set_inflight_forward(token ? token->token : nullptr,
+                                  host_ids(virtual_tokens_host, count));
     });
 }
 
-kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream, const int64_t* virtual_tokens,
-                                         int64_t n, void* out, int out_int32) {
+kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
+                                         const int64_t* virtual_tokens, int64_t n, void* out,
+                                         int out_int32) {
     return guarded([&] {
         const Side& side = side_of(a);
         require(n >= 0, "translate: negative length");
         const Side::const_index_view in(virtual_tokens, static_cast<std::size_t>(n));
         if (out_int32)
-            side.translate(space_of(stream), in, Ids32(static_cast<std::int32_t*>(out), static_cast<std::size_t>(n)));
+            side.translate(space_of(stream), in,
+                           Ids32(static_cast<std::int32_t*>(out), static_cast<std::size_t>(n)));
         else
-            side.translate(space_of(stream), in, Ids(static_cast<index_t*>(out), static_cast<std::size_t>(n)));
+            side.translate(space_of(stream), in,
+                           Ids(static_cast<index_t*>(out), static_cast<std::size_t>(n)));
     });
 }
 
@@ -281,15 +311,19 @@ kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a, kvpool_snapshot
     });
 }
 
-kvpool_status kvpool_allocator_restore_state(kvpool_allocator* a, void* stream, const kvpool_snapshot* snapshot) {
-    return guarded([&] { side_of(a).restore_state(space_of(stream), deref(snapshot, "snapshot").snapshot); });
+kvpool_status kvpool_allocator_restore_state(kvpool_allocator* a, void* stream,
+                                             const kvpool_snapshot* snapshot) {
+    return guarded(
+        [&] { side_of(a).restore_state(space_of(stream), deref(snapshot, "snapshot").snapshot); });
 }
 
 kvpool_status kvpool_allocator_commit_state(kvpool_allocator* a, const kvpool_snapshot* snapshot) {
     return guarded([&] { side_of(a).commit_state(deref(snapshot, "snapshot").snapshot); });
 }
 
-void kvpool_snapshot_destroy(kvpool_snapshot* snapshot) { delete snapshot; }
+void kvpool_snapshot_destroy(kvpool_snapshot* snapshot) {
+    delete snapshot;
+}
 
 kvpool_status kvpool_allocator_clear(kvpool_allocator* a, void* stream) {
     return guarded([&] { side_of(a).clear(space_of(stream)); });
@@ -299,4 +333,4 @@ kvpool_status kvpool_allocator_check_invariants(const kvpool_allocator* a, void*
     return guarded([&] { side_of(a).check_invariants(space_of(stream)); });
 }
 
-}  // extern "C"
+} // extern "C"

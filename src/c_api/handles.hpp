@@ -57,8 +57,7 @@ std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n);
 
 // Throws invalid_argument naming the parameter unless it holds.
 void require(bool condition, const std::string& what);
-template <class T>
-T& deref(T* handle, const char* name) {
+template <class T> T& deref(T* handle, const char* name) {
     require(handle != nullptr, std::string(name) + " is NULL");
     return *handle;
 }
@@ -70,8 +69,7 @@ void note_callback_failure(const std::string& what);
 kvpool_status status_of_current_exception();
 void begin_call();
 kvpool_status end_call();
-template <class F>
-kvpool_status guarded(F&& f) {
+template <class F> kvpool_status guarded(F&& f) {
     begin_call();
     try {
         f();
@@ -91,9 +89,10 @@ struct SideOwner {
 };
 
 // A handle on side, which owner keeps alive.
-kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, Side& side, std::shared_ptr<Pool> pool);
+kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, Side& side,
+                                  std::shared_ptr<Pool> pool);
 
-}  // namespace kvpool::capi
+} // namespace kvpool::capi
 
 struct kvpool_pool {
     kvpool::capi::LiveHandle live;

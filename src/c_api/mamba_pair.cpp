@@ -14,15 +14,16 @@ struct MambaHolder final : SideOwner {
     MambaPair pair;
 };
 
-}  // namespace
+} // namespace
 
 extern "C" {
 
-kvpool_status kvpool_mamba_pair_create(kvpool_pool* pool, const char* full_name, const char* state_name, int lazy,
-                                       kvpool_mamba_pair** out) {
+kvpool_status kvpool_mamba_pair_create(kvpool_pool* pool, const char* full_name,
+                                       const char* state_name, int lazy, kvpool_mamba_pair** out) {
     return guarded([&] {
         auto& p = deref(pool, "pool");
-        require(full_name != nullptr && state_name != nullptr, "kvpool_mamba_pair_create: a side name is NULL");
+        require(full_name != nullptr && state_name != nullptr,
+                "kvpool_mamba_pair_create: a side name is NULL");
         require(out != nullptr, "kvpool_mamba_pair_create: out is NULL");
         const auto mode = lazy ? kvpool::CompactionMode::lazy : kvpool::CompactionMode::eager;
         auto holder = std::make_shared<MambaHolder>(p.pool, mode, full_name, state_name);
@@ -37,13 +38,17 @@ kvpool_status kvpool_mamba_pair_create(kvpool_pool* pool, const char* full_name,
     });
 }
 
-void kvpool_mamba_pair_destroy(kvpool_mamba_pair* pair) { delete pair; }
+void kvpool_mamba_pair_destroy(kvpool_mamba_pair* pair) {
+    delete pair;
+}
 
 kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, int which, kvpool_allocator** out) {
     return guarded([&] {
         MambaPair& p = *deref(pair, "pair").pair;
-        require(which == 0 || which == 1, "kvpool_mamba_pair_side: which must be 0 (full) or 1 (state)");
-        deref(out, "out") = new_side_handle(pair->owner, which == 0 ? p.full() : p.state(), pair->pool);
+        require(which == 0 || which == 1,
+                "kvpool_mamba_pair_side: which must be 0 (full) or 1 (state)");
+        deref(out, "out") =
+            new_side_handle(pair->owner, which == 0 ? p.full() : p.state(), pair->pool);
     });
 }
 
@@ -58,4 +63,4 @@ kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair, kvpool_mamb
     });
 }
 
-}  // extern "C"
+} // extern "C"

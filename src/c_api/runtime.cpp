@@ -18,9 +18,9 @@ namespace kvpool::capi {
 namespace {
 
 std::mutex runtime_mutex;
-bool initialized_here = false;  // kvpool called Kokkos::initialize
+bool initialized_here = false; // kvpool called Kokkos::initialize
 bool finalize_requested = false;
-bool finalized = false;  // Kokkos 3.4 cannot be initialised again
+bool finalized = false; // Kokkos 3.4 cannot be initialised again
 std::atomic<std::int64_t> live_handles{0};
 
 thread_local std::string last_error;
@@ -39,19 +39,27 @@ std::map<cudaStream_t, Kokkos::Cuda>& stream_instances() {
 
 kvpool_status code_of(ErrorCode code) {
     switch (code) {
-    case ErrorCode::invalid_argument: return KVPOOL_ERROR_INVALID_ARGUMENT;
-    case ErrorCode::misaligned: return KVPOOL_ERROR_MISALIGNED;
-    case ErrorCode::out_of_range: return KVPOOL_ERROR_OUT_OF_RANGE;
-    case ErrorCode::not_allocated: return KVPOOL_ERROR_NOT_ALLOCATED;
-    case ErrorCode::wrong_role: return KVPOOL_ERROR_WRONG_ROLE;
-    case ErrorCode::invalid_state: return KVPOOL_ERROR_INVALID_STATE;
-    case ErrorCode::internal: return KVPOOL_ERROR_INTERNAL;
+    case ErrorCode::invalid_argument:
+        return KVPOOL_ERROR_INVALID_ARGUMENT;
+    case ErrorCode::misaligned:
+        return KVPOOL_ERROR_MISALIGNED;
+    case ErrorCode::out_of_range:
+        return KVPOOL_ERROR_OUT_OF_RANGE;
+    case ErrorCode::not_allocated:
+        return KVPOOL_ERROR_NOT_ALLOCATED;
+    case ErrorCode::wrong_role:
+        return KVPOOL_ERROR_WRONG_ROLE;
+    case ErrorCode::invalid_state:
+        return KVPOOL_ERROR_INVALID_STATE;
+    case ErrorCode::internal:
+        return KVPOOL_ERROR_INTERNAL;
     }
     return KVPOOL_ERROR_INTERNAL;
 }
 
 void initialize_locked() {
-    if (Kokkos::is_initialized()) return;
+    if (Kokkos::is_initialized())
+        return;
     if (finalized)
         throw Error(ErrorCode::invalid_state,
                     "kvpool finalised Kokkos, which cannot be initialised again in this process");
@@ -59,7 +67,8 @@ void initialize_locked() {
     // Kokkos would otherwise take device 0 (or one named by MPI variables), not
     // the engine's current device.
     int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess)
+        device = 0;
 #endif
 #if KOKKOS_VERSION >= 30700
     Kokkos::InitializationSettings settings;
@@ -80,7 +89,8 @@ void initialize_locked() {
 }
 
 void finalize_if_due_locked() {
-    if (!finalize_requested || !initialized_here || live_handles.load() != 0 || !Kokkos::is_initialized())
+    if (!finalize_requested || !initialized_here || live_handles.load() != 0 ||
+        !Kokkos::is_initialized())
         return;
 #if defined(KOKKOS_ENABLE_CUDA)
     stream_instances().clear();
@@ -90,7 +100,7 @@ void finalize_if_due_locked() {
     finalized = true;
 }
 
-}  // namespace
+} // namespace
 
 void ensure_initialized() {
     std::lock_guard<std::mutex> lock(runtime_mutex);
@@ -99,12 +109,14 @@ void ensure_initialized() {
 
 Space space_of(void* stream) {
 #if defined(KOKKOS_ENABLE_CUDA)
-    if (stream == nullptr) return Space();
+    if (stream == nullptr)
+        return Space();
     std::lock_guard<std::mutex> lock(runtime_mutex);
     auto& instances = stream_instances();
     const auto key = static_cast<cudaStream_t>(stream);
     auto it = instances.find(key);
-    if (it == instances.end()) it = instances.emplace(key, Kokkos::Cuda(key)).first;
+    if (it == instances.end())
+        it = instances.emplace(key, Kokkos::Cuda(key)).first;
     return it->second;
 #else
     (void)stream;
@@ -112,7 +124,9 @@ Space space_of(void* stream) {
 #endif
 }
 
-LiveHandle::LiveHandle() { ++live_handles; }
+LiveHandle::LiveHandle() {
+    ++live_handles;
+}
 LiveHandle::~LiveHandle() {
     if (--live_handles == 0) {
         std::lock_guard<std::mutex> lock(runtime_mutex);
@@ -127,11 +141,13 @@ std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n) {
 }
 
 void require(bool condition, const std::string& what) {
-    if (!condition) throw Error(ErrorCode::invalid_argument, what);
+    if (!condition)
+        throw Error(ErrorCode::invalid_argument, what);
 }
 
 void note_callback_failure(const std::string& what) {
-    if (!callback_failed) callback_error = what;
+    if (!callback_failed)
+        callback_error = what;
     callback_failed = true;
 }
 
@@ -141,7 +157,8 @@ void begin_call() {
 }
 
 kvpool_status end_call() {
-    if (!callback_failed) return KVPOOL_OK;
+    if (!callback_failed)
+        return KVPOOL_OK;
     last_error = callback_error;
     return KVPOOL_ERROR_CALLBACK;
 }
@@ -193,20 +210,23 @@ kvpool_token* make_token(CompletionToken* token, kvpool_release_fn release, void
     auto* handle = new kvpool_token;
     handle->token = CompletionTokenPtr(token, [release, user](const CompletionToken* t) {
         delete t;
-        if (release) release(user);
+        if (release)
+            release(user);
     });
     return handle;
 }
 
-}  // namespace
+} // namespace
 
-}  // namespace kvpool::capi
+} // namespace kvpool::capi
 
 using namespace kvpool::capi;
 
 extern "C" {
 
-const char* kvpool_last_error(void) { return last_error.c_str(); }
+const char* kvpool_last_error(void) {
+    return last_error.c_str();
+}
 
 const char* kvpool_backend(void) {
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -218,7 +238,9 @@ const char* kvpool_backend(void) {
 #endif
 }
 
-int kvpool_is_initialized(void) { return Kokkos::is_initialized() ? 1 : 0; }
+int kvpool_is_initialized(void) {
+    return Kokkos::is_initialized() ? 1 : 0;
+}
 
 kvpool_status kvpool_initialize(void) {
     return guarded([] { ensure_initialized(); });
@@ -232,7 +254,9 @@ kvpool_status kvpool_finalize_when_unused(void) {
     });
 }
 
-int64_t kvpool_live_handles(void) { return live_handles.load(); }
+int64_t kvpool_live_handles(void) {
+    return live_handles.load();
+}
 
 kvpool_status kvpool_token_from_query(kvpool_query_fn query, kvpool_release_fn release, void* user,
                                       kvpool_token** out) {
@@ -247,16 +271,20 @@ kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn releas
     return guarded([&] {
 #if defined(KOKKOS_ENABLE_CUDA)
         require(event != nullptr, "kvpool_token_from_cuda_event: event is NULL (never recorded?)");
-        deref(out, "out") = make_token(new kvpool::CudaEventToken(static_cast<cudaEvent_t>(event)), release, user);
+        deref(out, "out") =
+            make_token(new kvpool::CudaEventToken(static_cast<cudaEvent_t>(event)), release, user);
 #else
         (void)event, (void)release, (void)user, (void)out;
-        throw kvpool::Error(kvpool::ErrorCode::invalid_argument,
-                            std::string("kvpool_token_from_cuda_event: this library is built for ") +
-                                kvpool_backend() + ", not CUDA");
+        throw kvpool::Error(
+            kvpool::ErrorCode::invalid_argument,
+            std::string("kvpool_token_from_cuda_event: this library is built for ") +
+                kvpool_backend() + ", not CUDA");
 #endif
     });
 }
 
-void kvpool_token_release(kvpool_token* token) { delete token; }
+void kvpool_token_release(kvpool_token* token) {
+    delete token;
+}
 
-}  // extern "C"
+} // extern "C"

@@ -8,15 +8,14 @@ namespace kvpool::capi {
 
 // Prefill: request i grows from prefix_lens[i] to seq_lens[i] tokens.
 struct ExtendCall {
-    ExtendCall(const std::int64_t* prefix_lens_host, const std::int64_t* seq_lens_host, std::int64_t batch,
-               const std::int64_t* last_loc, std::int64_t* out, std::int64_t out_length)
-        : prefix_lens(host_ids(prefix_lens_host, batch)),
-          seq_lens(host_ids(seq_lens_host, batch)),
+    ExtendCall(const std::int64_t* prefix_lens_host, const std::int64_t* seq_lens_host,
+               std::int64_t batch, const std::int64_t* last_loc, std::int64_t* out,
+               std::int64_t out_length)
+        : prefix_lens(host_ids(prefix_lens_host, batch)), seq_lens(host_ids(seq_lens_host, batch)),
           last_loc(device_ids(last_loc, batch)),
           out(device_ids(out, std::max<std::int64_t>(out_length, 0))) {}
 
-    template <class Target>
-    bool run(Target& target, const Space& space) const {
+    template <class Target> bool run(Target& target, const Space& space) const {
         return target.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
     }
 
@@ -30,12 +29,10 @@ struct ExtendCall {
 struct DecodeCall {
     DecodeCall(const std::int64_t* seq_lens_host, std::int64_t batch, const std::int64_t* last_loc,
                std::int64_t* out)
-        : seq_lens(host_ids(seq_lens_host, batch)),
-          last_loc(device_ids(last_loc, batch)),
+        : seq_lens(host_ids(seq_lens_host, batch)), last_loc(device_ids(last_loc, batch)),
           out(device_ids(out, batch)) {}
 
-    template <class Target>
-    bool run(Target& target, const Space& space) const {
+    template <class Target> bool run(Target& target, const Space& space) const {
         return target.alloc_decode(space, seq_lens, last_loc, out);
     }
 
@@ -44,4 +41,4 @@ struct DecodeCall {
     Ids out;
 };
 
-}  // namespace kvpool::capi
+} // namespace kvpool::capi

@@ -7,24 +7,30 @@ using namespace kvpool::capi;
 namespace {
 
 struct SwaHolder final : SideOwner {
-    SwaHolder(std::shared_ptr<Pool> p, kvpool::CompactionMode mode, const std::string& full, const std::string& swa)
+    SwaHolder(std::shared_ptr<Pool> p, kvpool::CompactionMode mode, const std::string& full,
+              const std::string& swa)
         : pool(std::move(p)), pair(*pool, mode, full, swa) {}
     std::shared_ptr<Pool> pool;
     SwaPair pair;
 };
 
-SwaPair& pair_of(kvpool_swa_pair* p) { return *deref(p, "pair").pair; }
-const SwaPair& pair_of(const kvpool_swa_pair* p) { return *deref(p, "pair").pair; }
+SwaPair& pair_of(kvpool_swa_pair* p) {
+    return *deref(p, "pair").pair;
+}
+const SwaPair& pair_of(const kvpool_swa_pair* p) {
+    return *deref(p, "pair").pair;
+}
 
-}  // namespace
+} // namespace
 
 extern "C" {
 
-kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const char* full_name, const char* swa_name, int lazy,
-                                     kvpool_swa_pair** out) {
+kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const char* full_name, const char* swa_name,
+                                     int lazy, kvpool_swa_pair** out) {
     return guarded([&] {
         auto& p = deref(pool, "pool");
-        require(full_name != nullptr && swa_name != nullptr, "kvpool_swa_pair_create: a side name is NULL");
+        require(full_name != nullptr && swa_name != nullptr,
+                "kvpool_swa_pair_create: a side name is NULL");
         require(out != nullptr, "kvpool_swa_pair_create: out is NULL");
         const auto mode = lazy ? kvpool::CompactionMode::lazy : kvpool::CompactionMode::eager;
         auto holder = std::make_shared<SwaHolder>(p.pool, mode, full_name, swa_name);
@@ -39,13 +45,17 @@ kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const char* full_name, c
     });
 }
 
-void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) { delete pair; }
+void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) {
+    delete pair;
+}
 
 kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which, kvpool_allocator** out) {
     return guarded([&] {
         SwaPair& p = pair_of(pair);
-        require(which == 0 || which == 1, "kvpool_swa_pair_side: which must be 0 (full) or 1 (swa)");
-        deref(out, "out") = new_side_handle(pair->owner, which == 0 ? p.full() : p.swa(), pair->pool);
+        require(which == 0 || which == 1,
+                "kvpool_swa_pair_side: which must be 0 (full) or 1 (swa)");
+        deref(out, "out") =
+            new_side_handle(pair->owner, which == 0 ? p.full() : p.swa(), pair->pool);
     });
 }
 
@@ -63,40 +73,47 @@ kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair, kvpool_swa_size
     });
 }
 
-kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream, int64_t need_size, int64_t* out,
-                                    int* allocated) {
+kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream, int64_t need_size,
+                                    int64_t* out, int* allocated) {
     return guarded([&] {
         SwaPair& p = pair_of(pair);
         int& ok = deref(allocated, "allocated");
-        ok = p.alloc(space_of(stream), need_size, device_ids(out, std::max<int64_t>(need_size, 0))) ? 1 : 0;
+        ok = p.alloc(space_of(stream), need_size, device_ids(out, std::max<int64_t>(need_size, 0)))
+                 ? 1
+                 : 0;
     });
 }
 
-kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream, const int64_t* prefix_lens_host,
-                                           const int64_t* seq_lens_host, int64_t batch, const int64_t* last_loc,
-                                           int64_t* out, int64_t out_length, int* allocated) {
+kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
+                                           const int64_t* prefix_lens_host,
+                                           const int64_t* seq_lens_host, int64_t batch,
+                                           const int64_t* last_loc, int64_t* out,
+                                           int64_t out_length, int* allocated) {
     return guarded([&] {
         ExtendCall call(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length);
         deref(allocated, "allocated") = call.run(pair_of(pair), space_of(stream)) ? 1 : 0;
     });
 }
 
-kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream, const int64_t* seq_lens_host,
-                                           int64_t batch, const int64_t* last_loc, int64_t* out, int* allocated) {
+kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
+                                           const int64_t* seq_lens_host, int64_t batch,
+                                           const int64_t* last_loc, int64_t* out, int* allocated) {
     return guarded([&] {
         DecodeCall call(seq_lens_host, batch, last_loc, out);
         deref(allocated, "allocated") = call.run(pair_of(pair), space_of(stream)) ? 1 : 0;
     });
 }
 
-kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream, const int64_t* virtual_tokens_host,
-                                   int64_t count) {
-    return guarded([&] { pair_of(pair).free(space_of(stream), host_ids(virtual_tokens_host, count)); });
+kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream,
+                                   const int64_t* virtual_tokens_host, int64_t count) {
+    return guarded(
+        [&] { pair_of(pair).free(space_of(stream), host_ids(virtual_tokens_host, count)); });
 }
 
-kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream, const int64_t* virtual_tokens_host,
-                                       int64_t count) {
-    return guarded([&] { pair_of(pair).free_swa(space_of(stream), host_ids(virtual_tokens_host, count)); });
+kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
+                                       const int64_t* virtual_tokens_host, int64_t count) {
+    return guarded(
+        [&] { pair_of(pair).free_swa(space_of(stream), host_ids(virtual_tokens_host, count)); });
 }
 
-}  // extern "C"
+} // extern "C"

@@ -7,7 +7,12 @@ Where the reference asserts, kvpool raises a KVPoolAssertionError (an
 AssertionError). The differences are listed in kvpool's README.
 """
 
-from .kv_pools import UnifiedHybridLinearKVPool, UnifiedMambaPool, UnifiedMHATokenToKVPool, UnifiedSWAKVPool
+from .kv_pools import (
+    UnifiedHybridLinearKVPool,
+    UnifiedMambaPool,
+    UnifiedMHATokenToKVPool,
+    UnifiedSWAKVPool,
+)
 from .mamba_allocator import UnifiedMambaSlotAllocator, UnifiedMambaTokenToKVPoolAllocator
 from .multi_ended_allocator import MultiEndedAllocator
 from .req_to_token_pool import HybridReqToTokenPool, ReqToTokenPool, UnifiedHybridReqToTokenPool

@@ -17,17 +17,31 @@ class UnifiedMHATokenToKVPool:
     """MHA K/V of one sub-pool: per layer, views ``(num_pages, page_size, head_num, head_dim)``.
     Locations are physical token ids (``page * page_size + slot``)."""
 
-    def __init__(self, *, unified_buffer, sub_pool_name: str, page_size: int = 1,
-                 start_layer: Optional[int] = None, end_layer: Optional[int] = None, **_ignored):
+    def __init__(
+        self,
+        *,
+        unified_buffer,
+        sub_pool_name: str,
+        page_size: int = 1,
+        start_layer: Optional[int] = None,
+        end_layer: Optional[int] = None,
+        **_ignored
+    ):
         spec = unified_buffer.mha_spec(sub_pool_name)
         self.unified_buffer = unified_buffer
         self.sub_pool_name = sub_pool_name
         self.page_size = page_size
         self.dtype = self.store_dtype = spec.store_dtype
-        self.head_num, self.head_dim, self.v_head_dim = spec.head_num, spec.head_dim, spec.v_head_dim
+        self.head_num, self.head_dim, self.v_head_dim = (
+            spec.head_num,
+            spec.head_dim,
+            spec.v_head_dim,
+        )
         self.layer_num = spec.layer_num
         self.start_layer = start_layer or 0
-        self.end_layer = end_layer if end_layer is not None else self.start_layer + self.layer_num - 1
+        self.end_layer = (
+            end_layer if end_layer is not None else self.start_layer + self.layer_num - 1
+        )
         self.size = unified_buffer.max_slots(sub_pool_name) - 1
         self.device = unified_buffer.device
         self.k_buffer, self.v_buffer = unified_buffer.mha_views_for(sub_pool_name)
@@ -49,9 +63,20 @@ class UnifiedMHATokenToKVPool:
         loc = loc.reshape(-1).to(torch.int64)
         return loc // self.page_size, loc % self.page_size
 
-    def set_kv_buffer(self, layer, loc: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor,
-                      k_scale=None, v_scale=None, layer_id_override: Optional[int] = None, **_ignored):
-        layer_id = (layer.layer_id if layer_id_override is None else layer_id_override) - self.start_layer
+    def set_kv_buffer(
+        self,
+        layer,
+        loc: torch.Tensor,
+        cache_k: torch.Tensor,
+        cache_v: torch.Tensor,
+        k_scale=None,
+        v_scale=None,
+        layer_id_override: Optional[int] = None,
+        **_ignored
+    ):
+        layer_id = (
+            layer.layer_id if layer_id_override is None else layer_id_override
+        ) - self.start_layer
         page, slot = self._split(loc)
         k, v = self.k_buffer[layer_id], self.v_buffer[layer_id]
         k[page, slot] = cache_k.reshape(-1, self.head_num, self.head_dim).to(self.dtype)
@@ -71,15 +96,25 @@ class UnifiedSWAKVPool:
     """The SWA pair's KV cache: ``full_kv_pool`` and ``swa_kv_pool`` over the sub-pools
     "full" and "swa" of one unified buffer; layers map to their pool by global id."""
 
-    def __init__(self, *, unified_buffer, swa_attention_layer_ids: List[int],
-                 full_attention_layer_ids: List[int], page_size: int = 1,
-                 start_layer: Optional[int] = None, end_layer: Optional[int] = None, **_ignored):
+    def __init__(
+        self,
+        *,
+        unified_buffer,
+        swa_attention_layer_ids: List[int],
+        full_attention_layer_ids: List[int],
+        page_size: int = 1,
+        start_layer: Optional[int] = None,
+        end_layer: Optional[int] = None,
+        **_ignored
+    ):
         self.unified_buffer = unified_buffer
         self.page_size = page_size
-        self.full_kv_pool = UnifiedMHATokenToKVPool(unified_buffer=unified_buffer, sub_pool_name="full",
-                                                    page_size=page_size)
-        self.swa_kv_pool = UnifiedMHATokenToKVPool(unified_buffer=unified_buffer, sub_pool_name="swa",
-                                                   page_size=page_size)
+        self.full_kv_pool = UnifiedMHATokenToKVPool(
+            unified_buffer=unified_buffer, sub_pool_name="full", page_size=page_size
+        )
+        self.swa_kv_pool = UnifiedMHATokenToKVPool(
+            unified_buffer=unified_buffer, sub_pool_name="swa", page_size=page_size
+        )
         self.layers_mapping: Dict[int, Tuple[int, bool]] = {}
         for idx, gid in enumerate(full_attention_layer_ids):
             self.layers_mapping[gid] = (idx, False)
@@ -100,7 +135,9 @@ class UnifiedSWAKVPool:
 
     def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor) -> torch.Tensor:
         if self._swa_allocator is None:
-            raise InvalidArgumentError("translate_loc_from_full_to_swa called before attach_allocators")
+            raise InvalidArgumentError(
+                "translate_loc_from_full_to_swa called before attach_allocators"
+            )
         out = torch.empty(kv_indices.shape, dtype=torch.int32, device=kv_indices.device)
         return self._swa_allocator._side.translate(kv_indices, out)
 

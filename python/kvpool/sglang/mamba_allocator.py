@@ -24,20 +24,39 @@ class UnifiedMambaTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         forward_stream: Optional[torch.cuda.Stream] = None,
         lazy_compaction: bool = False,
     ):
-        super().__init__(unified_buffer.max_slots("full") - 1, page_size,
-                         unified_buffer.mha_spec("full").store_dtype, pool_device(device), kvcache, need_sort)
+        super().__init__(
+            unified_buffer.max_slots("full") - 1,
+            page_size,
+            unified_buffer.mha_spec("full").store_dtype,
+            pool_device(device),
+            kvcache,
+            need_sort,
+        )
         self.unified_buffer = unified_buffer
         self.lazy_compaction = lazy_compaction
         self._pair = native.MambaPair(unified_buffer._native, lazy_compaction)
         self._inflight = InflightForward()
-        common = dict(unified_buffer=unified_buffer, device=device, need_sort=need_sort,
-                      forward_stream=forward_stream, inflight=self._inflight)
+        common = dict(
+            unified_buffer=unified_buffer,
+            device=device,
+            need_sort=need_sort,
+            forward_stream=forward_stream,
+            inflight=self._inflight,
+        )
         self.full_attn_allocator = MultiEndedAllocator._over(
-            self._pair.full, kvcache=getattr(kvcache, "full_kv_pool", None), sub_pool_name="full",
-            page_size=page_size, **common)
+            self._pair.full,
+            kvcache=getattr(kvcache, "full_kv_pool", None),
+            sub_pool_name="full",
+            page_size=page_size,
+            **common,
+        )
         self.mamba_allocator = MultiEndedAllocator._over(
-            self._pair.state, kvcache=getattr(kvcache, "mamba_pool", None), sub_pool_name="mamba",
-            page_size=1, **common)
+            self._pair.state,
+            kvcache=getattr(kvcache, "mamba_pool", None),
+            sub_pool_name="mamba",
+            page_size=1,
+            **common,
+        )
         self.full_attn_allocator._peer = self.mamba_allocator
         self.mamba_allocator._peer = self.full_attn_allocator
         self.free_pages = torch.empty(0, dtype=torch.int64, device=self.device)
@@ -86,15 +105,32 @@ class UnifiedMambaTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     def alloc(self, need_size: int) -> Optional[torch.Tensor]:
         return self.full_attn_allocator.alloc(need_size)
 
-    def alloc_extend(self, prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
-                     extend_num_tokens: int, num_new_pages: Optional[int] = None) -> Optional[torch.Tensor]:
-        return self.full_attn_allocator.alloc_extend(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu,
-                                                     last_loc, extend_num_tokens, num_new_pages=num_new_pages)
+    def alloc_extend(
+        self,
+        prefix_lens,
+        prefix_lens_cpu,
+        seq_lens,
+        seq_lens_cpu,
+        last_loc,
+        extend_num_tokens: int,
+        num_new_pages: Optional[int] = None,
+    ) -> Optional[torch.Tensor]:
+        return self.full_attn_allocator.alloc_extend(
+            prefix_lens,
+            prefix_lens_cpu,
+            seq_lens,
+            seq_lens_cpu,
+            last_loc,
+            extend_num_tokens,
+            num_new_pages=num_new_pages,
+        )
 
     def alloc_decode(self, seq_lens, seq_lens_cpu, last_loc) -> Optional[torch.Tensor]:
         return self.full_attn_allocator.alloc_decode(seq_lens, seq_lens_cpu, last_loc)
 
-    def translate_kv_loc(self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def translate_kv_loc(
+        self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         return self.full_attn_allocator.translate_kv_loc(loc, out=out)
 
     def is_slot_allocated(self, slot: int) -> bool:
@@ -114,7 +150,9 @@ class UnifiedMambaTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
 
     def restore_state(self, state):
         assert len(state) == 2
-        return self.full_attn_allocator.restore_state(state[0]) + self.mamba_allocator.restore_state(state[1])
+        return self.full_attn_allocator.restore_state(
+            state[0]
+        ) + self.mamba_allocator.restore_state(state[1])
 
     def clear(self) -> None:
         self.full_attn_allocator.clear()
@@ -130,12 +168,17 @@ class UnifiedMambaTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     def set_latest_forward_done_event(self, event) -> None:
         native.set_forward_done([self._pair.full, self._pair.state], event)
 
-    def set_inflight_forward(self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]) -> None:
+    def set_inflight_forward(
+        self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]
+    ) -> None:
         """The forward writes full KV at out_cache_loc; state slots are not written through it."""
         if not self.lazy_compaction:
             return
-        self._inflight.set([(self._pair.full, True), (self._pair.state, False)], forward_done,
-                           out_cache_loc_virtual)
+        self._inflight.set(
+            [(self._pair.full, True), (self._pair.state, False)],
+            forward_done,
+            out_cache_loc_virtual,
+        )
 
     def flush_opportunistic(self) -> int:
         if not self.lazy_compaction:

@@ -36,18 +36,47 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         lazy_compaction: bool = False,
     ):
         self._check_page_size(unified_buffer, sub_pool_name, page_size)
-        side = native.Side.create(unified_buffer._native, sub_pool_name, lazy_compaction, is_id_owner,
-                                  _DEFAULT_MAX_MOVES)
-        self._setup(side, kvcache, unified_buffer, sub_pool_name, device, need_sort, forward_stream,
-                    InflightForward())
+        side = native.Side.create(
+            unified_buffer._native, sub_pool_name, lazy_compaction, is_id_owner, _DEFAULT_MAX_MOVES
+        )
+        self._setup(
+            side,
+            kvcache,
+            unified_buffer,
+            sub_pool_name,
+            device,
+            need_sort,
+            forward_stream,
+            InflightForward(),
+        )
 
     @classmethod
-    def _over(cls, side, *, kvcache, unified_buffer, sub_pool_name, device, page_size, need_sort,
-              forward_stream, inflight):
+    def _over(
+        cls,
+        side,
+        *,
+        kvcache,
+        unified_buffer,
+        sub_pool_name,
+        device,
+        page_size,
+        need_sort,
+        forward_stream,
+        inflight,
+    ):
         """The allocator of a pair's side (the pair made the side)."""
         cls._check_page_size(unified_buffer, sub_pool_name, page_size)
         self = cls.__new__(cls)
-        self._setup(side, kvcache, unified_buffer, sub_pool_name, device, need_sort, forward_stream, inflight)
+        self._setup(
+            side,
+            kvcache,
+            unified_buffer,
+            sub_pool_name,
+            device,
+            need_sort,
+            forward_stream,
+            inflight,
+        )
         return self
 
     @staticmethod
@@ -59,13 +88,27 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
                 f"asks for {page_size}: pass the same page_size to UnifiedKVPool"
             )
 
-    def _setup(self, side, kvcache, unified_buffer, sub_pool_name, device, need_sort, forward_stream, inflight):
+    def _setup(
+        self,
+        side,
+        kvcache,
+        unified_buffer,
+        sub_pool_name,
+        device,
+        need_sort,
+        forward_stream,
+        inflight,
+    ):
         spec = unified_buffer.spec(sub_pool_name)
         info = side.info
         max_slots = unified_buffer.max_slots(sub_pool_name)
         if pool_device(device) != side.device:
-            raise InvalidArgumentError(f"device {device!r} is not the unified buffer's, {side.device}")
-        super().__init__(max_slots, info.page_size, spec.get_dtype(), side.device, kvcache, need_sort)
+            raise InvalidArgumentError(
+                f"device {device!r} is not the unified buffer's, {side.device}"
+            )
+        super().__init__(
+            max_slots, info.page_size, spec.get_dtype(), side.device, kvcache, need_sort
+        )
         self._side = side
         self._inflight = inflight
         self.unified_buffer = unified_buffer
@@ -83,8 +126,9 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self.num_virtual_ids = self.num_pages
         self.lazy_compaction = bool(info.lazy)
         self._peer = None
-        self.relocation = relocation.install(side, kvcache, unified_buffer, sub_pool_name, info.page_size,
-                                             side.device)
+        self.relocation = relocation.install(
+            side, kvcache, unified_buffer, sub_pool_name, info.page_size, side.device
+        )
 
     # -- peers --
     def bind_peer(self, peer: "MultiEndedAllocator") -> None:
@@ -173,8 +217,16 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
                 f"(nothing was bound). {self.allocator_state_str()}"
             )
 
-    def alloc_extend(self, prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
-                     extend_num_tokens: int, num_new_pages: Optional[int] = None) -> Optional[torch.Tensor]:
+    def alloc_extend(
+        self,
+        prefix_lens,
+        prefix_lens_cpu,
+        seq_lens,
+        seq_lens_cpu,
+        last_loc,
+        extend_num_tokens: int,
+        num_new_pages: Optional[int] = None,
+    ) -> Optional[torch.Tensor]:
         self._inflight.settle()
         return self._side.alloc_extend(prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens)
 
@@ -183,10 +235,14 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         return self._side.alloc_decode(seq_lens_cpu, last_loc)
 
     # -- translate --
-    def translate_kv_loc(self, virt_tokens: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def translate_kv_loc(
+        self, virt_tokens: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         """Virtual token ids -> physical token ids; tombstones and -1 clamp to the sink (0).
         ``out=`` (int64, same shape) is written in place and returned, and may be virt_tokens."""
-        return _translate(self._side, virt_tokens, out, torch.int64, "translate_kv_loc", self.device)
+        return _translate(
+            self._side, virt_tokens, out, torch.int64, "translate_kv_loc", self.device
+        )
 
     # -- free and compaction --
     def free(self, free_index) -> None:
@@ -210,7 +266,9 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
     def set_latest_forward_done_event(self, event) -> None:
         native.set_forward_done([self._side], event)
 
-    def set_inflight_forward(self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]) -> None:
+    def set_inflight_forward(
+        self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]
+    ) -> None:
         if not self.lazy_compaction:
             return
         self._inflight.set([(self._side, True)], forward_done, out_cache_loc_virtual)

@@ -15,14 +15,18 @@ from .kv_pools import UnifiedMambaPool
 def _require_reusable(reqs, reusing):
     for i in reusing:
         r = reqs[i]
-        if not (getattr(r, "inflight_middle_chunks", 0) > 0 or getattr(r, "kv_committed_len", 0) > 0):
+        if not (
+            getattr(r, "inflight_middle_chunks", 0) > 0 or getattr(r, "kv_committed_len", 0) > 0
+        ):
             raise InvalidArgumentError("reusing request must be chunked or have committed KV")
 
 
 class ReqToTokenPool:
     """Request slot -> its tokens' virtual ids; row 0 is the padding row."""
 
-    def __init__(self, size: int, max_context_len: int, device: str, enable_memory_saver: bool = False):
+    def __init__(
+        self, size: int, max_context_len: int, device: str, enable_memory_saver: bool = False
+    ):
         self.size = size
         self._alloc_size = size + 1
         self.max_context_len = max_context_len
@@ -135,14 +139,21 @@ class HybridReqToTokenPool:
         if self._table is not None:
             raise InvalidStateError("HybridReqToTokenPool: the state allocator is already set")
         self._table = native.HybridReqTable(
-            self.size, self.max_context_len, side, self.enable_mamba_extra_buffer,
-            self.enable_mamba_extra_buffer_lazy, self.mamba_ping_pong_track_buffer_size)
+            self.size,
+            self.max_context_len,
+            side,
+            self.enable_mamba_extra_buffer,
+            self.enable_mamba_extra_buffer_lazy,
+            self.mamba_ping_pong_track_buffer_size,
+        )
         self._mamba_allocator = allocator
         self._state_side = mea
 
     def _tables(self):
         if self._table is None:
-            raise InvalidStateError("HybridReqToTokenPool: set mamba_allocator first (its state slots)")
+            raise InvalidStateError(
+                "HybridReqToTokenPool: set mamba_allocator first (its state slots)"
+            )
         return self._table
 
     @property

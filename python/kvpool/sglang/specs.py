@@ -34,8 +34,10 @@ class SubPoolSpec:
     grow_direction: str  # "up" | "down"
 
     def __post_init__(self):
-        _require(self.grow_direction in ("up", "down"),
-                 f"grow_direction must be 'up' or 'down'; got {self.grow_direction!r}")
+        _require(
+            self.grow_direction in ("up", "down"),
+            f"grow_direction must be 'up' or 'down'; got {self.grow_direction!r}",
+        )
         _require(self.layer_num > 0, f"layer_num must be positive; got {self.layer_num}")
 
     def entry_bytes(self) -> int:

@@ -32,23 +32,44 @@ class UnifiedSWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         self._size_swa = swa_max_total_num_tokens
         self._full_max_total_num_tokens = full_max_total_num_tokens
         self._swa_max_total_num_tokens = swa_max_total_num_tokens
-        super().__init__(full_max_total_num_tokens, page_size, unified_buffer.mha_spec("full").store_dtype,
-                         pool_device(device), kvcache, need_sort)
+        super().__init__(
+            full_max_total_num_tokens,
+            page_size,
+            unified_buffer.mha_spec("full").store_dtype,
+            pool_device(device),
+            kvcache,
+            need_sort,
+        )
         self.unified_buffer = unified_buffer
         self.lazy_compaction = lazy_compaction
         self._pair = native.SwaPair(unified_buffer._native, lazy_compaction)
         self._inflight = InflightForward()
-        common = dict(unified_buffer=unified_buffer, device=device, page_size=page_size, need_sort=need_sort,
-                      forward_stream=forward_stream, inflight=self._inflight)
+        common = dict(
+            unified_buffer=unified_buffer,
+            device=device,
+            page_size=page_size,
+            need_sort=need_sort,
+            forward_stream=forward_stream,
+            inflight=self._inflight,
+        )
         self.full_attn_allocator = MultiEndedAllocator._over(
-            self._pair.full, kvcache=getattr(kvcache, "full_kv_pool", None), sub_pool_name="full", **common)
+            self._pair.full,
+            kvcache=getattr(kvcache, "full_kv_pool", None),
+            sub_pool_name="full",
+            **common,
+        )
         self.swa_attn_allocator = MultiEndedAllocator._over(
-            self._pair.swa, kvcache=getattr(kvcache, "swa_kv_pool", None), sub_pool_name="swa", **common)
+            self._pair.swa,
+            kvcache=getattr(kvcache, "swa_kv_pool", None),
+            sub_pool_name="swa",
+            **common,
+        )
         self.full_attn_allocator._peer = self.swa_attn_allocator
         self.swa_attn_allocator._peer = self.full_attn_allocator
         if kvcache is not None and hasattr(kvcache, "attach_allocators"):
-            kvcache.attach_allocators(full_allocator=self.full_attn_allocator,
-                                      swa_allocator=self.swa_attn_allocator)
+            kvcache.attach_allocators(
+                full_allocator=self.full_attn_allocator, swa_allocator=self.swa_attn_allocator
+            )
         self.free_pages = torch.empty(0, dtype=torch.int64, device=self.device)
         self.release_pages = torch.empty(0, dtype=torch.int64, device=self.device)
 
@@ -99,14 +120,23 @@ class UnifiedSWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         )
 
     # -- translate --
-    def translate_kv_loc(self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def translate_kv_loc(
+        self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         return self.full_attn_allocator.translate_kv_loc(loc, out=out)
 
-    def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor, *,
-                                       out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def translate_loc_from_full_to_swa(
+        self, kv_indices: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         """Virtual token ids -> SWA-physical token ids, int32; ``out=`` int32, same shape."""
-        return _translate(self._pair.swa, kv_indices, out, torch.int32, "translate_loc_from_full_to_swa",
-                          self.device)
+        return _translate(
+            self._pair.swa,
+            kv_indices,
+            out,
+            torch.int32,
+            "translate_loc_from_full_to_swa",
+            self.device,
+        )
 
     # -- allocation: both sides or neither --
     def alloc(self, need_size: int) -> Optional[torch.Tensor]:
@@ -115,8 +145,9 @@ class UnifiedSWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
             return torch.empty(0, dtype=torch.int64, device=self.device)
         return self._pair.alloc(need_size)
 
-    def alloc_extend(self, prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
-                     extend_num_tokens: int) -> Optional[torch.Tensor]:
+    def alloc_extend(
+        self, prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc, extend_num_tokens: int
+    ) -> Optional[torch.Tensor]:
         self._inflight.settle()
         return self._pair.alloc_extend(prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens)
 
@@ -154,7 +185,9 @@ class UnifiedSWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
 
     def restore_state(self, state):
         assert len(state) == 2
-        return self.full_attn_allocator.restore_state(state[0]) + self.swa_attn_allocator.restore_state(state[1])
+        return self.full_attn_allocator.restore_state(
+            state[0]
+        ) + self.swa_attn_allocator.restore_state(state[1])
 
     def clear(self) -> None:
         self.full_attn_allocator.clear()
@@ -170,11 +203,14 @@ class UnifiedSWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     def set_latest_forward_done_event(self, event) -> None:
         native.set_forward_done([self._pair.full, self._pair.swa], event)
 
-    def set_inflight_forward(self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]) -> None:
+    def set_inflight_forward(
+        self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]
+    ) -> None:
         if not self.lazy_compaction:
             return
-        self._inflight.set([(self._pair.full, True), (self._pair.swa, True)], forward_done,
-                           out_cache_loc_virtual)
+        self._inflight.set(
+            [(self._pair.full, True), (self._pair.swa, True)], forward_done, out_cache_loc_virtual
+        )
 
     def flush_opportunistic(self) -> int:
         if not self.lazy_compaction:

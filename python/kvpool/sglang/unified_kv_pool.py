@@ -30,11 +30,15 @@ class UnifiedKVPool:
     ):
         _require(page_size >= 1, f"page_size must be >= 1; got {page_size}")
         names = [s.name for s in sub_pool_specs]
-        _require(len(sub_pool_specs) == 2 and len(set(names)) == 2,
-                 f"UnifiedKVPool needs two sub-pools with distinct names; got {names}")
+        _require(
+            len(sub_pool_specs) == 2 and len(set(names)) == 2,
+            f"UnifiedKVPool needs two sub-pools with distinct names; got {names}",
+        )
         directions = sorted(s.grow_direction for s in sub_pool_specs)
-        _require(directions == ["down", "up"],
-                 f"UnifiedKVPool needs one grow-up and one grow-down sub-pool; got {directions}")
+        _require(
+            directions == ["down", "up"],
+            f"UnifiedKVPool needs one grow-up and one grow-down sub-pool; got {directions}",
+        )
         self.total_bytes = int(total_bytes)
         self.sub_pool_specs = sub_pool_specs
         self.enable_memory_saver = enable_memory_saver
@@ -46,8 +50,10 @@ class UnifiedKVPool:
         }
         self._native = native.UnifiedBuffer(
             self.total_bytes,
-            [(s.name, s.entry_bytes(), self._side_page_size[s.name], s.grow_direction == "down")
-             for s in sub_pool_specs],
+            [
+                (s.name, s.entry_bytes(), self._side_page_size[s.name], s.grow_direction == "down")
+                for s in sub_pool_specs
+            ],
             device,
             buffer,
         )
@@ -76,13 +82,18 @@ class UnifiedKVPool:
 
     def mha_spec(self, name: str) -> MHASubPoolSpec:
         s = self._specs_by_name[name]
-        _require(isinstance(s, MHASubPoolSpec), f"sub-pool {name!r} is {type(s).__name__}, expected MHASubPoolSpec")
+        _require(
+            isinstance(s, MHASubPoolSpec),
+            f"sub-pool {name!r} is {type(s).__name__}, expected MHASubPoolSpec",
+        )
         return s
 
     def mamba_spec(self, name: str) -> MambaSubPoolSpec:
         s = self._specs_by_name[name]
-        _require(isinstance(s, MambaSubPoolSpec),
-                 f"sub-pool {name!r} is {type(s).__name__}, expected MambaSubPoolSpec")
+        _require(
+            isinstance(s, MambaSubPoolSpec),
+            f"sub-pool {name!r} is {type(s).__name__}, expected MambaSubPoolSpec",
+        )
         return s
 
     def max_slots(self, name: str) -> int:
@@ -123,12 +134,22 @@ class UnifiedKVPool:
         for layer in range(spec.layer_num):
             k_off = spec.layer_k_offset_in_page(layer, ps) // size
             v_off = spec.layer_v_offset_in_page(layer, ps) // size
-            k_buffer.append(torch.as_strided(
-                typed, (num_pages, ps, spec.head_num, spec.head_dim),
-                (page, spec.head_num * spec.head_dim, spec.head_dim, 1), k_off))
-            v_buffer.append(torch.as_strided(
-                typed, (num_pages, ps, spec.head_num, spec.v_head_dim),
-                (page, spec.head_num * spec.v_head_dim, spec.v_head_dim, 1), v_off))
+            k_buffer.append(
+                torch.as_strided(
+                    typed,
+                    (num_pages, ps, spec.head_num, spec.head_dim),
+                    (page, spec.head_num * spec.head_dim, spec.head_dim, 1),
+                    k_off,
+                )
+            )
+            v_buffer.append(
+                torch.as_strided(
+                    typed,
+                    (num_pages, ps, spec.head_num, spec.v_head_dim),
+                    (page, spec.head_num * spec.v_head_dim, spec.v_head_dim, 1),
+                    v_off,
+                )
+            )
         return k_buffer, v_buffer
 
     def _build_mamba_views(self, spec: MambaSubPoolSpec):
@@ -139,16 +160,22 @@ class UnifiedKVPool:
         def view(shape, dtype):
             nonlocal offset
             size = itemsize(dtype)
-            _require(offset % size == 0 and entry % size == 0,
-                     f"sub-pool {spec.name!r}: a {dtype} state at byte {offset} of a {entry}-byte slot "
-                     "is misaligned")
+            _require(
+                offset % size == 0 and entry % size == 0,
+                f"sub-pool {spec.name!r}: a {dtype} state at byte {offset} of a {entry}-byte slot "
+                "is misaligned",
+            )
             inner = _prod(shape)
             strides, acc = [], 1
             for dim in reversed(shape):
                 strides.insert(0, acc)
                 acc *= int(dim)
-            v = torch.as_strided(self._typed(dtype), (spec.layer_num, slots, *shape),
-                                 (inner, entry // size, *strides), offset // size)
+            v = torch.as_strided(
+                self._typed(dtype),
+                (spec.layer_num, slots, *shape),
+                (inner, entry // size, *strides),
+                offset // size,
+            )
             offset += spec.layer_num * inner * size
             return v
 
