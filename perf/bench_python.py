@@ -73,6 +73,23 @@ def cpu_ids(values):
     return torch.tensor(values, dtype=torch.int64)
 
 
+def admit(alloc, requests, lengths):
+    """Fresh requests of these lengths with one alloc_extend; appends their ids to requests."""
+    n = len(lengths)
+    zeros = torch.zeros(n, dtype=torch.int64)
+    seq = cpu_ids(lengths)
+    out = alloc.alloc_extend(
+        zeros.to(DEVICE), zeros, seq.to(DEVICE), seq, ids([-1] * n), sum(lengths)
+    )
+    if out is None:
+        raise RuntimeError("admission failed")
+    host = out.tolist()
+    at = 0
+    for length in lengths:
+        requests.append(host[at : at + length])
+        at += length
+
+
 # ------------------------------------------------------------------ SWA pair
 
 
@@ -113,20 +130,7 @@ class SwaServing:
         self.requests = []
 
     def admit(self, lengths):
-        n = len(lengths)
-        zeros = torch.zeros(n, dtype=torch.int64)
-        seq = cpu_ids(lengths)
-        out = self.alloc.alloc_extend(
-            zeros.to(DEVICE), zeros, seq.to(DEVICE), seq, ids([-1] * n), sum(lengths)
-        )
-        if out is None:
-            raise RuntimeError("admission failed")
-        host = out.tolist()
-        at = 0
-        for length in lengths:
-            self.requests.append(host[at : at + length])
-            at += length
-        return out
+        admit(self.alloc, self.requests, lengths)
 
     def decode_inputs(self):
         seq = cpu_ids([len(r) + 1 for r in self.requests])
@@ -300,20 +304,10 @@ class MambaServing:
         self.requests, self.slots = [], []
 
     def admit(self, lengths):
-        n = len(lengths)
-        zeros = torch.zeros(n, dtype=torch.int64)
-        seq = cpu_ids(lengths)
-        out = self.alloc.alloc_extend(
-            zeros.to(DEVICE), zeros, seq.to(DEVICE), seq, ids([-1] * n), sum(lengths)
-        )
-        slots = self.alloc.mamba_allocator.alloc(n)
-        if out is None or slots is None:
-            raise RuntimeError("admission failed")
-        host = out.tolist()
-        at = 0
-        for length in lengths:
-            self.requests.append(host[at : at + length])
-            at += length
+        admit(self.alloc, self.requests, lengths)
+        slots = self.alloc.mamba_allocator.alloc(len(lengths))
+        if slots is None:
+            raise RuntimeError("admission failed (state slots)")
         self.slots += slots.tolist()
 
 

@@ -376,28 +376,31 @@ def _alloc_decode(fn, handle, device, ok, seq_lens_cpu, last_loc):
     return out if ok.value else None
 
 
-def _pair_sides(side_fn, handle, buffer):
-    return tuple(Side(_new(side_fn, handle, which), buffer) for which in (0, 1))
+class _Pair(_Handle):
+    """Two sides of one buffer made and kept together by kvpool: ``sides`` (first, second)."""
 
+    _create = _side = None
 
-class SwaPair(_Handle):
-    """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
-
-    _destroy = lib.kvpool_swa_pair_destroy
-
-    def __init__(self, buffer, lazy, full_name="full", swa_name="swa"):
+    def __init__(self, buffer, lazy, first_name, second_name):
+        cls = type(self)
         super().__init__(
-            _new(
-                lib.kvpool_swa_pair_create,
-                buffer._h,
-                full_name.encode(),
-                swa_name.encode(),
-                1 if lazy else 0,
-            )
+            _new(cls._create, buffer._h, first_name.encode(), second_name.encode(), int(bool(lazy)))
         )
         self.buffer = buffer
         self.device = buffer.device
-        self.full, self.swa = _pair_sides(lib.kvpool_swa_pair_side, self._h, buffer)
+        self.sides = tuple(Side(_new(cls._side, self._h, which), buffer) for which in (0, 1))
+
+
+class SwaPair(_Pair):
+    """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
+
+    _destroy = lib.kvpool_swa_pair_destroy
+    _create = lib.kvpool_swa_pair_create
+    _side = lib.kvpool_swa_pair_side
+
+    def __init__(self, buffer, lazy, full_name="full", swa_name="swa"):
+        super().__init__(buffer, lazy, full_name, swa_name)
+        self.full, self.swa = self.sides
         self._sizes = _lib.SwaSizes()
         self._ok = c_int()
 
@@ -444,24 +447,16 @@ class SwaPair(_Handle):
         check(lib.kvpool_swa_pair_free_swa(self._h, stream_of(self.device), ids.ptr, ids.n))
 
 
-class MambaPair(_Handle):
+class MambaPair(_Pair):
     """The Mamba pair: ``full`` KV (paged) and ``state`` slots (page size 1), own ids each."""
 
     _destroy = lib.kvpool_mamba_pair_destroy
+    _create = lib.kvpool_mamba_pair_create
+    _side = lib.kvpool_mamba_pair_side
 
     def __init__(self, buffer, lazy, full_name="full", state_name="mamba"):
-        super().__init__(
-            _new(
-                lib.kvpool_mamba_pair_create,
-                buffer._h,
-                full_name.encode(),
-                state_name.encode(),
-                1 if lazy else 0,
-            )
-        )
-        self.buffer = buffer
-        self.device = buffer.device
-        self.full, self.state = _pair_sides(lib.kvpool_mamba_pair_side, self._h, buffer)
+        super().__init__(buffer, lazy, full_name, state_name)
+        self.full, self.state = self.sides
         self._sizes = _lib.MambaSizes()
 
     def sizes(self):

@@ -106,20 +106,6 @@ struct kvpool_allocator {
     std::shared_ptr<kvpool::capi::Pool> pool;
 };
 
-struct kvpool_swa_pair {
-    kvpool::capi::LiveHandle live;
-    std::shared_ptr<kvpool::capi::SideOwner> owner;
-    kvpool::capi::SwaPair* pair = nullptr;
-    std::shared_ptr<kvpool::capi::Pool> pool;
-};
-
-struct kvpool_mamba_pair {
-    kvpool::capi::LiveHandle live;
-    std::shared_ptr<kvpool::capi::SideOwner> owner;
-    kvpool::capi::MambaPair* pair = nullptr;
-    std::shared_ptr<kvpool::capi::Pool> pool;
-};
-
 struct kvpool_token {
     kvpool::CompletionTokenPtr token;
 };

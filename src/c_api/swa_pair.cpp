@@ -1,48 +1,14 @@
 // C API: the sliding-window pair (UnifiedSWAAllocator).
-#include "handles.hpp"
+#include "pairs.hpp"
 #include "side_calls.hpp"
 
 using namespace kvpool::capi;
-
-namespace {
-
-struct SwaHolder final : SideOwner {
-    SwaHolder(std::shared_ptr<Pool> p, kvpool::CompactionMode mode, const std::string& full,
-              const std::string& swa)
-        : pool(std::move(p)), pair(*pool, mode, full, swa) {}
-    std::shared_ptr<Pool> pool;
-    SwaPair pair;
-};
-
-SwaPair& pair_of(kvpool_swa_pair* p) {
-    return *deref(p, "pair").pair;
-}
-const SwaPair& pair_of(const kvpool_swa_pair* p) {
-    return *deref(p, "pair").pair;
-}
-
-} // namespace
 
 extern "C" {
 
 kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const char* full_name, const char* swa_name,
                                      int lazy, kvpool_swa_pair** out) {
-    return guarded([&] {
-        auto& p = deref(pool, "pool");
-        require(full_name != nullptr && swa_name != nullptr,
-                "kvpool_swa_pair_create: a side name is NULL");
-        require(out != nullptr, "kvpool_swa_pair_create: out is NULL");
-        const auto mode = lazy ? kvpool::CompactionMode::lazy : kvpool::CompactionMode::eager;
-        auto holder = std::make_shared<SwaHolder>(p.pool, mode, full_name, swa_name);
-        // The pair initialises its tables on the default instance; calls on
-        // other streams must not overtake that.
-        Space().fence();
-        auto handle = std::make_unique<kvpool_swa_pair>();
-        handle->pair = &holder->pair;
-        handle->owner = std::move(holder);
-        handle->pool = p.pool;
-        *out = handle.release();
-    });
+    return guarded([&] { create_pair(pool, full_name, swa_name, lazy, out); });
 }
 
 void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) {
@@ -52,10 +18,7 @@ void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) {
 kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which, kvpool_allocator** out) {
     return guarded([&] {
         SwaPair& p = pair_of(pair);
-        require(which == 0 || which == 1,
-                "kvpool_swa_pair_side: which must be 0 (full) or 1 (swa)");
-        deref(out, "out") =
-            new_side_handle(pair->owner, which == 0 ? p.full() : p.swa(), pair->pool);
+        deref(out, "out") = pair_side(pair, which, p.full(), p.swa());
     });
 }
 

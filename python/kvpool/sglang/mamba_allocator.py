@@ -8,11 +8,13 @@ import torch
 
 from .. import native
 from .._tensors import pool_device
-from .base import BaseTokenToKVPoolAllocator, InflightForward
 from .multi_ended_allocator import MultiEndedAllocator
+from .pair_allocator import PairAllocator
 
 
-class UnifiedMambaTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
+class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
+    _second_side_written = False  # Mamba state is not written through out_cache_loc
+
     def __init__(
         self,
         *,
@@ -34,33 +36,15 @@ class UnifiedMambaTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         )
         self.unified_buffer = unified_buffer
         self.lazy_compaction = lazy_compaction
-        self._pair = native.MambaPair(unified_buffer._native, lazy_compaction)
-        self._inflight = InflightForward()
-        common = dict(
-            unified_buffer=unified_buffer,
-            device=device,
-            need_sort=need_sort,
-            forward_stream=forward_stream,
-            inflight=self._inflight,
+        self.full_attn_allocator, self.mamba_allocator = self._init_pair(
+            native.MambaPair(unified_buffer._native, lazy_compaction),
+            (("full", "full_kv_pool", page_size), ("mamba", "mamba_pool", 1)),
+            kvcache,
+            unified_buffer,
+            device,
+            need_sort,
+            forward_stream,
         )
-        self.full_attn_allocator = MultiEndedAllocator._over(
-            self._pair.full,
-            kvcache=getattr(kvcache, "full_kv_pool", None),
-            sub_pool_name="full",
-            page_size=page_size,
-            **common,
-        )
-        self.mamba_allocator = MultiEndedAllocator._over(
-            self._pair.state,
-            kvcache=getattr(kvcache, "mamba_pool", None),
-            sub_pool_name="mamba",
-            page_size=1,
-            **common,
-        )
-        self.full_attn_allocator._peer = self.mamba_allocator
-        self.mamba_allocator._peer = self.full_attn_allocator
-        self.free_pages = torch.empty(0, dtype=torch.int64, device=self.device)
-        self.release_pages = torch.empty(0, dtype=torch.int64, device=self.device)
 
     # -- sizes (tokens) --
     @property
@@ -143,48 +127,6 @@ class UnifiedMambaTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         if self._grouped(free_index):
             return
         self.full_attn_allocator.free(free_index)
-
-    # -- state --
-    def backup_state(self):
-        return [self.full_attn_allocator.backup_state(), self.mamba_allocator.backup_state()]
-
-    def restore_state(self, state):
-        assert len(state) == 2
-        return self.full_attn_allocator.restore_state(
-            state[0]
-        ) + self.mamba_allocator.restore_state(state[1])
-
-    def clear(self) -> None:
-        self.full_attn_allocator.clear()
-        self.mamba_allocator.clear()
-        self.is_not_in_free_group = True
-        self.free_group = []
-
-    def check_invariants(self) -> None:
-        self.full_attn_allocator.check_invariants()
-        self.mamba_allocator.check_invariants()
-
-    # -- lazy compaction hooks --
-    def set_latest_forward_done_event(self, event) -> None:
-        native.set_forward_done([self._pair.full, self._pair.state], event)
-
-    def set_inflight_forward(
-        self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]
-    ) -> None:
-        """The forward writes full KV at out_cache_loc; state slots are not written through it."""
-        if not self.lazy_compaction:
-            return
-        self._inflight.set(
-            [(self._pair.full, True), (self._pair.state, False)],
-            forward_done,
-            out_cache_loc_virtual,
-        )
-
-    def flush_opportunistic(self) -> int:
-        if not self.lazy_compaction:
-            return 0
-        self._inflight.settle()
-        return self._pair.full.flush(False) + self._pair.state.flush(False)
 
 
 class UnifiedMambaSlotAllocator:

@@ -41,42 +41,21 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         )
         self._setup(
             side,
-            kvcache,
-            unified_buffer,
-            sub_pool_name,
-            device,
-            need_sort,
-            forward_stream,
-            InflightForward(),
+            kvcache=kvcache,
+            unified_buffer=unified_buffer,
+            sub_pool_name=sub_pool_name,
+            device=device,
+            need_sort=need_sort,
+            forward_stream=forward_stream,
+            inflight=InflightForward(),
         )
 
     @classmethod
-    def _over(
-        cls,
-        side,
-        *,
-        kvcache,
-        unified_buffer,
-        sub_pool_name,
-        device,
-        page_size,
-        need_sort,
-        forward_stream,
-        inflight,
-    ):
-        """The allocator of a pair's side (the pair made the side)."""
-        cls._check_page_size(unified_buffer, sub_pool_name, page_size)
+    def _over(cls, side, *, page_size, **setup):
+        """The allocator of a pair's side (the pair made the side); setup: _setup's keywords."""
+        cls._check_page_size(setup["unified_buffer"], setup["sub_pool_name"], page_size)
         self = cls.__new__(cls)
-        self._setup(
-            side,
-            kvcache,
-            unified_buffer,
-            sub_pool_name,
-            device,
-            need_sort,
-            forward_stream,
-            inflight,
-        )
+        self._setup(side, **setup)
         return self
 
     @staticmethod
@@ -91,6 +70,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
     def _setup(
         self,
         side,
+        *,
         kvcache,
         unified_buffer,
         sub_pool_name,

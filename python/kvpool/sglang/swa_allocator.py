@@ -10,11 +10,11 @@ import torch
 
 from .. import native
 from .._tensors import pool_device
-from .base import BaseTokenToKVPoolAllocator, InflightForward
-from .multi_ended_allocator import MultiEndedAllocator, _translate
+from .multi_ended_allocator import _translate
+from .pair_allocator import PairAllocator
 
 
-class UnifiedSWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
+class UnifiedSWATokenToKVPoolAllocator(PairAllocator):
     def __init__(
         self,
         *,
@@ -42,36 +42,19 @@ class UnifiedSWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         )
         self.unified_buffer = unified_buffer
         self.lazy_compaction = lazy_compaction
-        self._pair = native.SwaPair(unified_buffer._native, lazy_compaction)
-        self._inflight = InflightForward()
-        common = dict(
-            unified_buffer=unified_buffer,
-            device=device,
-            page_size=page_size,
-            need_sort=need_sort,
-            forward_stream=forward_stream,
-            inflight=self._inflight,
+        self.full_attn_allocator, self.swa_attn_allocator = self._init_pair(
+            native.SwaPair(unified_buffer._native, lazy_compaction),
+            (("full", "full_kv_pool", page_size), ("swa", "swa_kv_pool", page_size)),
+            kvcache,
+            unified_buffer,
+            device,
+            need_sort,
+            forward_stream,
         )
-        self.full_attn_allocator = MultiEndedAllocator._over(
-            self._pair.full,
-            kvcache=getattr(kvcache, "full_kv_pool", None),
-            sub_pool_name="full",
-            **common,
-        )
-        self.swa_attn_allocator = MultiEndedAllocator._over(
-            self._pair.swa,
-            kvcache=getattr(kvcache, "swa_kv_pool", None),
-            sub_pool_name="swa",
-            **common,
-        )
-        self.full_attn_allocator._peer = self.swa_attn_allocator
-        self.swa_attn_allocator._peer = self.full_attn_allocator
         if kvcache is not None and hasattr(kvcache, "attach_allocators"):
             kvcache.attach_allocators(
                 full_allocator=self.full_attn_allocator, swa_allocator=self.swa_attn_allocator
             )
-        self.free_pages = torch.empty(0, dtype=torch.int64, device=self.device)
-        self.release_pages = torch.empty(0, dtype=torch.int64, device=self.device)
 
     # -- sizes (tokens) --
     @property
@@ -178,42 +161,3 @@ class UnifiedSWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
 
     def set_full_to_swa_mapping(self, full_indices, swa_indices) -> None:
         """The SWA side's v2p is the mapping; nothing to record."""
-
-    # -- state --
-    def backup_state(self):
-        return [self.full_attn_allocator.backup_state(), self.swa_attn_allocator.backup_state()]
-
-    def restore_state(self, state):
-        assert len(state) == 2
-        return self.full_attn_allocator.restore_state(
-            state[0]
-        ) + self.swa_attn_allocator.restore_state(state[1])
-
-    def clear(self) -> None:
-        self.full_attn_allocator.clear()
-        self.swa_attn_allocator.clear()
-        self.is_not_in_free_group = True
-        self.free_group = []
-
-    def check_invariants(self) -> None:
-        self.full_attn_allocator.check_invariants()
-        self.swa_attn_allocator.check_invariants()
-
-    # -- lazy compaction hooks --
-    def set_latest_forward_done_event(self, event) -> None:
-        native.set_forward_done([self._pair.full, self._pair.swa], event)
-
-    def set_inflight_forward(
-        self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]
-    ) -> None:
-        if not self.lazy_compaction:
-            return
-        self._inflight.set(
-            [(self._pair.full, True), (self._pair.swa, True)], forward_done, out_cache_loc_virtual
-        )
-
-    def flush_opportunistic(self) -> int:
-        if not self.lazy_compaction:
-            return 0
-        self._inflight.settle()
-        return self._pair.full.flush(False) + self._pair.swa.flush(False)
