@@ -114,10 +114,75 @@ class UnifiedBuffer(_Handle):
         return self._exported("bytes", data.value, (size.value,), torch.uint8)
 
 
-class Side(_Handle):
+class _Allocates:
+    """alloc, alloc_extend and alloc_decode of a side or of the SWA pair (both or neither),
+    through the C functions the class names. Ids come back as device tensors, None when
+    there is no room."""
+
+    _c_alloc = _c_alloc_extend = _c_alloc_decode = None
+
+    def alloc(self, need_size):
+        """need_size virtual token ids (a multiple of the page size)."""
+        out = torch.empty(max(int(need_size), 0), dtype=torch.int64, device=self.device)
+        status = type(self)._c_alloc(
+            self._h, stream_of(self.device), int(need_size), out.data_ptr(), byref(self._ok)
+        )
+        if status:
+            raise_status(status)
+        return out if self._ok.value else None
+
+    def alloc_extend(self, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
+        """Prefill: request i grows from prefix_lens_cpu[i] to seq_lens_cpu[i] tokens;
+        last_loc[i] (device) is its last prefix token."""
+        prefix = host_ids(prefix_lens_cpu, "prefix_lens_cpu")
+        seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
+        if prefix.n != seq.n:
+            raise _lib.errors.InvalidArgumentError(
+                f"alloc_extend: {prefix.n} prefix lengths but {seq.n} sequence lengths"
+            )
+        last = device_ids(last_loc, "last_loc", self.device, seq.n)
+        out = torch.empty(int(extend_num_tokens), dtype=torch.int64, device=self.device)
+        status = type(self)._c_alloc_extend(
+            self._h,
+            stream_of(self.device),
+            prefix.ptr,
+            seq.ptr,
+            seq.n,
+            last.data_ptr(),
+            out.data_ptr(),
+            out.numel(),
+            byref(self._ok),
+        )
+        if status:
+            raise_status(status)
+        return out if self._ok.value else None
+
+    def alloc_decode(self, seq_lens_cpu, last_loc):
+        """Decode: one token per request; seq_lens_cpu count it already."""
+        seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
+        last = device_ids(last_loc, "last_loc", self.device, seq.n)
+        out = torch.empty(seq.n, dtype=torch.int64, device=self.device)
+        status = type(self)._c_alloc_decode(
+            self._h,
+            stream_of(self.device),
+            seq.ptr,
+            seq.n,
+            last.data_ptr(),
+            out.data_ptr(),
+            byref(self._ok),
+        )
+        if status:
+            raise_status(status)
+        return out if self._ok.value else None
+
+
+class Side(_Allocates, _Handle):
     """One side of a unified buffer (a MultiEndedAllocator): standalone, or a pair's."""
 
     _destroy = lib.kvpool_allocator_destroy
+    _c_alloc = lib.kvpool_allocator_alloc
+    _c_alloc_extend = lib.kvpool_allocator_alloc_extend
+    _c_alloc_decode = lib.kvpool_allocator_alloc_decode
 
     def __init__(self, handle, buffer):
         super().__init__(handle)
@@ -223,16 +288,6 @@ class Side(_Handle):
         check(lib.kvpool_allocator_set_move_callback(self._h, self._move, None))
 
     # ---------------------------------------------------------------- allocation
-    def alloc(self, need_size):
-        """need_size virtual token ids (a device tensor), or None when there is no room."""
-        out = torch.empty(max(int(need_size), 0), dtype=torch.int64, device=self.device)
-        status = lib.kvpool_allocator_alloc(
-            self._h, stream_of(self.device), int(need_size), out.data_ptr(), byref(self._ok)
-        )
-        if status:
-            raise_status(status)
-        return out if self._ok.value else None
-
     def alloc_with_virtual(self, virtual_pages):
         ids = host_ids(virtual_pages, "virtual_pages")
         check(
@@ -241,28 +296,6 @@ class Side(_Handle):
             )
         )
         return bool(self._ok.value)
-
-    def alloc_extend(self, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
-        return _alloc_extend(
-            lib.kvpool_allocator_alloc_extend,
-            self._h,
-            self.device,
-            self._ok,
-            prefix_lens_cpu,
-            seq_lens_cpu,
-            last_loc,
-            extend_num_tokens,
-        )
-
-    def alloc_decode(self, seq_lens_cpu, last_loc):
-        return _alloc_decode(
-            lib.kvpool_allocator_alloc_decode,
-            self._h,
-            self.device,
-            self._ok,
-            seq_lens_cpu,
-            last_loc,
-        )
 
     # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens, skip_unbound=False):
@@ -337,45 +370,6 @@ class _Snapshot(_Handle):
     _destroy = lib.kvpool_snapshot_destroy
 
 
-def _alloc_extend(
-    fn, handle, device, ok, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens
-):
-    prefix = host_ids(prefix_lens_cpu, "prefix_lens_cpu")
-    seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
-    if prefix.n != seq.n:
-        raise _lib.errors.InvalidArgumentError(
-            f"alloc_extend: {prefix.n} prefix lengths but {seq.n} sequence lengths"
-        )
-    last = device_ids(last_loc, "last_loc", device, seq.n)
-    out = torch.empty(int(extend_num_tokens), dtype=torch.int64, device=device)
-    status = fn(
-        handle,
-        stream_of(device),
-        prefix.ptr,
-        seq.ptr,
-        seq.n,
-        last.data_ptr(),
-        out.data_ptr(),
-        out.numel(),
-        byref(ok),
-    )
-    if status:
-        raise_status(status)
-    return out if ok.value else None
-
-
-def _alloc_decode(fn, handle, device, ok, seq_lens_cpu, last_loc):
-    seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
-    last = device_ids(last_loc, "last_loc", device, seq.n)
-    out = torch.empty(seq.n, dtype=torch.int64, device=device)
-    status = fn(
-        handle, stream_of(device), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), byref(ok)
-    )
-    if status:
-        raise_status(status)
-    return out if ok.value else None
-
-
 class _Pair(_Handle):
     """Two sides of one buffer made and kept together by kvpool: ``sides`` (first, second)."""
 
@@ -391,12 +385,15 @@ class _Pair(_Handle):
         self.sides = tuple(Side(_new(cls._side, self._h, which), buffer) for which in (0, 1))
 
 
-class SwaPair(_Pair):
+class SwaPair(_Allocates, _Pair):
     """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
 
     _destroy = lib.kvpool_swa_pair_destroy
     _create = lib.kvpool_swa_pair_create
     _side = lib.kvpool_swa_pair_side
+    _c_alloc = lib.kvpool_swa_pair_alloc
+    _c_alloc_extend = lib.kvpool_swa_pair_alloc_extend
+    _c_alloc_decode = lib.kvpool_swa_pair_alloc_decode
 
     def __init__(self, buffer, lazy, full_name="full", swa_name="swa"):
         super().__init__(buffer, lazy, full_name, swa_name)
@@ -409,32 +406,6 @@ class SwaPair(_Pair):
         if status:
             raise_status(status)
         return self._sizes
-
-    def alloc(self, need_size):
-        out = torch.empty(max(int(need_size), 0), dtype=torch.int64, device=self.device)
-        status = lib.kvpool_swa_pair_alloc(
-            self._h, stream_of(self.device), int(need_size), out.data_ptr(), byref(self._ok)
-        )
-        if status:
-            raise_status(status)
-        return out if self._ok.value else None
-
-    def alloc_extend(self, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
-        return _alloc_extend(
-            lib.kvpool_swa_pair_alloc_extend,
-            self._h,
-            self.device,
-            self._ok,
-            prefix_lens_cpu,
-            seq_lens_cpu,
-            last_loc,
-            extend_num_tokens,
-        )
-
-    def alloc_decode(self, seq_lens_cpu, last_loc):
-        return _alloc_decode(
-            lib.kvpool_swa_pair_alloc_decode, self._h, self.device, self._ok, seq_lens_cpu, last_loc
-        )
 
     def free(self, virtual_tokens):
         ids = host_ids(virtual_tokens, "free_index")

@@ -25,7 +25,7 @@ class UnifiedMHATokenToKVPool:
         page_size: int = 1,
         start_layer: Optional[int] = None,
         end_layer: Optional[int] = None,
-        **_ignored
+        **_ignored,
     ):
         spec = unified_buffer.mha_spec(sub_pool_name)
         self.unified_buffer = unified_buffer
@@ -72,7 +72,7 @@ class UnifiedMHATokenToKVPool:
         k_scale=None,
         v_scale=None,
         layer_id_override: Optional[int] = None,
-        **_ignored
+        **_ignored,
     ):
         layer_id = (
             layer.layer_id if layer_id_override is None else layer_id_override
@@ -105,7 +105,7 @@ class UnifiedSWAKVPool:
         page_size: int = 1,
         start_layer: Optional[int] = None,
         end_layer: Optional[int] = None,
-        **_ignored
+        **_ignored,
     ):
         self.unified_buffer = unified_buffer
         self.page_size = page_size

@@ -34,10 +34,9 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
             kvcache,
             need_sort,
         )
-        self.unified_buffer = unified_buffer
-        self.lazy_compaction = lazy_compaction
         self.full_attn_allocator, self.mamba_allocator = self._init_pair(
             native.MambaPair(unified_buffer._native, lazy_compaction),
+            lazy_compaction,
             (("full", "full_kv_pool", page_size), ("mamba", "mamba_pool", 1)),
             kvcache,
             unified_buffer,

@@ -15,9 +15,21 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
     # does; Mamba state is written by the state kernels, not through it).
     _second_side_written = True
 
-    def _init_pair(self, pair, sides, kvcache, unified_buffer, device, need_sort, forward_stream):
+    def _init_pair(
+        self,
+        pair,
+        lazy_compaction,
+        sides,
+        kvcache,
+        unified_buffer,
+        device,
+        need_sort,
+        forward_stream,
+    ):
         """pair: a kvpool.native pair; sides: (sub-pool, kvcache attribute, page size) of its
         first and second side. Returns their MultiEndedAllocators."""
+        self.unified_buffer = unified_buffer
+        self.lazy_compaction = lazy_compaction
         self._pair = pair
         self._inflight = InflightForward()
         self._sides = [

@@ -40,10 +40,9 @@ class UnifiedSWATokenToKVPoolAllocator(PairAllocator):
             kvcache,
             need_sort,
         )
-        self.unified_buffer = unified_buffer
-        self.lazy_compaction = lazy_compaction
         self.full_attn_allocator, self.swa_attn_allocator = self._init_pair(
             native.SwaPair(unified_buffer._native, lazy_compaction),
+            lazy_compaction,
             (("full", "full_kv_pool", page_size), ("swa", "swa_kv_pool", page_size)),
             kvcache,
             unified_buffer,
