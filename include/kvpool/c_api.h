@@ -102,8 +102,9 @@ typedef struct {
 } kvpool_sub_pool_spec;
 
 /* A buffer of total_bytes shared by num_specs (1 or 2) sub-pools. adopt: NULL
- * to allocate (zeroed) device memory, or caller-owned device memory of at
- * least total_bytes that the caller keeps alive while the pool lives. */
+ * to allocate device memory (zeroed on stream), or caller-owned device memory
+ * of at least total_bytes, used as it is, that the caller keeps alive while
+ * the pool lives. */
 KVPOOL_C_EXPORT kvpool_status kvpool_pool_create(int64_t total_bytes,
                                                  const kvpool_sub_pool_spec* specs, int num_specs,
                                                  void* adopt, void* stream, kvpool_pool** out);
@@ -113,8 +114,7 @@ KVPOOL_C_EXPORT kvpool_status kvpool_pool_bytes(const kvpool_pool* pool, void** 
 /* Bytes [0, sink_bytes) hold no data (the padding sink). */
 KVPOOL_C_EXPORT kvpool_status kvpool_pool_sink_bytes(const kvpool_pool* pool, int64_t* sink_bytes);
 
-/* ------------------------------------------------------------------ one side (MultiEndedAllocator)
- */
+/* ------------------------------------------------------------------ one side of a buffer */
 typedef struct {
     int64_t entry_bytes;
     int64_t page_size;

@@ -16,6 +16,14 @@ def backend():
     return BACKEND
 
 
+def initialize(device=None):
+    """Initialises Kokkos on device (default: the current CUDA device, or the CPU in a host
+    build); kvpool otherwise does it on first use."""
+    from ._tensors import pool_device
+
+    return pool_device(device if device is not None else ("cuda" if BACKEND == "cuda" else "cpu"))
+
+
 def finalize_when_unused():
     """Finalises Kokkos once every kvpool object is gone (it cannot be used again after)."""
     from ._lib import check
@@ -27,4 +35,11 @@ def finalize_when_unused():
 # outlive interpreter teardown leave it to the process exit).
 atexit.register(lib.kvpool_finalize_when_unused)
 
-__all__ = ["KVPoolError", "KVPoolAssertionError", "backend", "errors", "finalize_when_unused"]
+__all__ = [
+    "KVPoolError",
+    "KVPoolAssertionError",
+    "backend",
+    "errors",
+    "finalize_when_unused",
+    "initialize",
+]

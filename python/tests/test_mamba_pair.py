@@ -145,7 +145,7 @@ def step(w, rng, lazy, i):
     elif op == "flush":
         a.flush_opportunistic()
     elif op == "events":
-        event = FakeEvent(done=rng.random() < 0.5)
+        event = FakeEvent(done=rng.random() < 0.5, polls=rng.randint(0, 4))
         a.set_latest_forward_done_event(event)
         if w.running:
             a.set_inflight_forward(event, torch.tensor(w.running[0].tokens, device=w.device))
@@ -216,3 +216,38 @@ def test_request_slot_with_state_cannot_be_freed(device):
     w.reqs.free_mamba_cache(req)
     w.reqs.free(req)
     w.reqs.check_invariants()
+
+
+def test_lazy_extra_buffer_fills_track_slots_on_demand(device):
+    w = MambaWorld(device, 1, False, "unified")
+    reqs = HybridReqToTokenPool(
+        size=4,
+        max_context_len=8,
+        device=device,
+        enable_mamba_extra_buffer=True,
+        enable_mamba_extra_buffer_lazy=True,
+        mamba_allocator=w.alloc.mamba_allocator,
+    )
+    req = new_req(0)
+    reqs.alloc([req])
+    first, second = req.mamba_ping_pong_track_buffer.tolist()
+    assert first >= 0 and second == -1
+    assert reqs.get_mamba_ping_pong_keep_idx(req) == 0  # lazy: the tracked state stays in place
+    held = w.alloc.mamba_allocator.allocated_count()
+    assert reqs.alloc_mamba_ping_pong_slot(req, 1)
+    assert w.alloc.mamba_allocator.allocated_count() == held + 1
+    filled = int(req.mamba_ping_pong_track_buffer[1])
+    assert filled >= 0 and filled not in (first, int(req.mamba_pool_idx))
+    # Putting a slot of the caller's at index 1 hands the one there to the caller.
+    mine = w.alloc.mamba_allocator.alloc(1)
+    reqs.set_mamba_ping_pong_slot(req, 1, mine[0])
+    assert int(req.mamba_ping_pong_track_buffer[1]) == int(mine[0])
+    assert int(reqs.req_index_to_mamba_ping_pong_track_buffer_mapping[req.req_pool_idx, 1]) == int(
+        mine[0]
+    )
+    reqs.check_invariants()
+    w.alloc.mamba_allocator.free(torch.tensor([filled]))
+    reqs.free_mamba_cache(req)
+    reqs.free(req)
+    assert w.alloc.mamba_allocator.allocated_count() == 0
+    reqs.check_invariants()

@@ -183,7 +183,7 @@ def step(w, rng, lazy, step_no):
     elif op == "flush":
         a.flush_opportunistic()
     elif op == "events":
-        event = FakeEvent(done=rng.random() < 0.5)
+        event = FakeEvent(done=rng.random() < 0.5, polls=rng.randint(0, 4))
         a.set_latest_forward_done_event(event)
         live = w.live()
         if live:
@@ -303,3 +303,17 @@ def test_kvcache_attached_and_live_views(device):
         v2p[ids] >= a.full_attn_allocator.min_page_index
     ).all()  # the same tensor sees the allocation
     assert (a.swa_attn_allocator.virtual_to_physical[ids] > 0).all()
+
+
+def test_free_group_frees_once_at_its_end(device):
+    w = SwaWorld(device, 1, False, "engine")
+    a = w.alloc
+    ids = a.alloc(12)
+    a.free_group_begin()
+    a.free(ids[:4])
+    a.free(ids[4:8].cpu())
+    assert a.full_attn_allocator.allocated_count() == 12  # nothing freed inside the group
+    a.free_group_end()
+    assert a.full_attn_allocator.allocated_count() == 4
+    w.add_request(ids[8:].tolist())
+    w.check("after the group")

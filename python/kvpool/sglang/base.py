@@ -38,7 +38,10 @@ class BaseTokenToKVPoolAllocator:
     def free_group_end(self) -> None:
         self.is_not_in_free_group = True
         if self.free_group:
-            merged = torch.cat([torch.as_tensor(x).reshape(-1) for x in self.free_group])
+            # kvpool reads freed ids on the host: gather them there (each device tensor once).
+            merged = torch.cat(
+                [torch.as_tensor(x).reshape(-1).to("cpu", torch.int64) for x in self.free_group]
+            )
             self.free_group = []
             self.free(merged)
 
