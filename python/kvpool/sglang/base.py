@@ -60,8 +60,9 @@ class InflightForward:
 
     kvpool needs the virtual ids on the host. The reference keeps the device
     tensor and copies it when a flush needs it; here the copy to pinned host
-    memory starts at once, without a synchronisation, and is waited for (it is
-    short, and long done by then) only when the next call on the sides comes.
+    memory starts at once, without a synchronisation, and is waited for only
+    before the next call that may flush (allocations, flushes), and only if the
+    forward is still running then (otherwise there is nothing to protect).
     """
 
     def __init__(self):
@@ -84,6 +85,9 @@ class InflightForward:
             return
         sides, forward_done, host, copied = self._pending
         self._pending = None
+        if forward_done is None or forward_done.query():
+            self._hand_over(sides, forward_done, None)
+            return
         copied.synchronize()
         self._hand_over(sides, forward_done, host)
 

@@ -228,7 +228,6 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
     def free(self, free_index) -> None:
         if self._grouped(free_index):
             return
-        self._inflight.settle()
         self._side.free(free_index)
 
     def _flush(self, *, urgent: bool) -> int:

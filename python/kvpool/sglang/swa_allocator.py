@@ -148,14 +148,12 @@ class UnifiedSWATokenToKVPoolAllocator(PairAllocator):
         """Both sides; SWA pages already released by free_swa are skipped."""
         if self._grouped(free_index):
             return
-        self._inflight.settle()
         self._pair.free(free_index)
 
     def free_swa(self, free_index) -> None:
         """Tokens that left the window: their SWA pages only; the ids stay live."""
         if free_index is None or (isinstance(free_index, torch.Tensor) and free_index.numel() == 0):
             return
-        self._inflight.settle()
         self._pair.free_swa(free_index)
 
     def set_full_to_swa_mapping(self, full_indices, swa_indices) -> None:
