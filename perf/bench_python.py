@@ -15,6 +15,7 @@ usage: KVPOOL_LIBRARY=build/cuda-hopper/lib/libkvpool_c.so PYTHONPATH=python \\
 KVPOOL_BENCH_TOKENS shrinks the pool (and the Mamba slot count with it), as for kvpool-bench.
 """
 import argparse
+import gc
 import json
 import os
 import random
@@ -433,6 +434,7 @@ def main():
         name = row_name(op, mode)
         if args.filter not in name:
             continue
+        gc.collect()  # the last row's buffer (64 GiB at the peer's geometry) is gone before the next
         task = Task(args.iterations)
         try:
             fn(task, *mode)
