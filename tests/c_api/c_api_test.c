@@ -1,5 +1,6 @@
 /* The C API from plain C (no Kokkos headers, no C++): a SWA pair on a host
- * build, allocated, translated, freed twice (the second is refused and changes
+ * build, its sides with their own options (the pair sets the id roles),
+ * allocated, translated, freed twice (the second is refused and changes
  * nothing), checked. Exits 0 on success, 1 with a message otherwise. */
 #include <kvpool/c_api.h>
 
@@ -24,9 +25,20 @@ int main(void) {
     kvpool_pool* pool = NULL;
     kvpool_swa_pair* pair = NULL;
     kvpool_allocator* full = NULL;
+    kvpool_allocator* swa = NULL;
+    /* is_id_owner 0 on the full side: the pair makes it the owner all the same. */
+    const kvpool_side_options full_options = {1, 0, 7};
     CHECK(kvpool_pool_create(1 << 16, specs, 2, NULL, NULL, &pool));
-    CHECK(kvpool_swa_pair_create(pool, "full", "swa", NULL, NULL, &pair));
+    CHECK(kvpool_swa_pair_create(pool, "full", "swa", &full_options, NULL, &pair));
     CHECK(kvpool_swa_pair_side(pair, 0, &full));
+    CHECK(kvpool_swa_pair_side(pair, 1, &swa));
+    kvpool_side_info full_info, swa_info;
+    CHECK(kvpool_allocator_info(full, &full_info));
+    CHECK(kvpool_allocator_info(swa, &swa_info));
+    if (!full_info.lazy || full_info.max_moves_per_flush != 7 || !full_info.is_id_owner)
+        return fail("the full side's options");
+    if (swa_info.lazy || swa_info.max_moves_per_flush != 4096 || swa_info.is_id_owner)
+        return fail("the SWA side's default options");
 
     kvpool_swa_sizes before;
     CHECK(kvpool_swa_pair_sizes(pair, &before));
@@ -52,7 +64,9 @@ int main(void) {
     if (kvpool_swa_pair_alloc(pair, NULL, 3, ids, &allocated) != KVPOOL_ERROR_MISALIGNED)
         return fail("an unaligned alloc was not refused");
     CHECK(kvpool_allocator_check_invariants(full, NULL));
+    CHECK(kvpool_allocator_check_invariants(swa, NULL));
 
+    kvpool_allocator_destroy(swa);
     kvpool_allocator_destroy(full);
     kvpool_swa_pair_destroy(pair);
     kvpool_pool_destroy(pool);
