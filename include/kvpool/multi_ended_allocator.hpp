@@ -15,6 +15,7 @@
 #include <kvpool/side_occupancy.hpp>
 #include <kvpool/unified_kv_pool.hpp>
 
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -47,10 +48,8 @@ public:
     MultiEndedAllocator(const ExecutionSpace& space, pool_type& pool, const std::string& side_name,
                         AllocatorOptions options = {})
         : pool_(&pool), core_(pool.layout().side(side_name), pool.total_bytes(), options),
-          p2v_("kvpool::p2v", static_cast<std::size_t>(core_.geometry().num_physical_pages)) {
-        Kokkos::deep_copy(space, p2v_, unbound);
-        // Page 0 <-> page 0: the padding anchor.
-        Kokkos::deep_copy(space, Kokkos::subview(p2v_, 0), index_t(0));
+          p2v_table_(new_table(space, "kvpool::p2v", core_.geometry().num_physical_pages)),
+          p2v_(rows_of(p2v_table_)) {
         resize_virtual_table(space);
     }
 
@@ -97,11 +96,16 @@ public:
         return core_.is_slot_allocated(virtual_token);
     }
     const detail::AllocatorCore& core() const { return core_; }
+    const AllocatorOptions& options() const { return core_.options(); }
+    bool has_peer() const { return peer_ != nullptr; }
     // Where this side stands, for capacity planners (kvpool-sim's admission check).
     SideOccupancy occupancy() const {
         return {core_.free_virtual_page_count(), core_.hole_pages(), core_.gap_bytes(),
-                geometry().page_bytes};
+                geometry().page_bytes,           core_.watermark(),  core_.live_pages(),
+                core_.pending_reuse_pages()};
     }
+    // The id owner's free virtual pages, in the order allocations take them.
+    const std::deque<index_t>& free_virtual_pages() const { return core_.free_virtual_pages(); }
     // Virtual pages the last successful allocation bound (the ids a non-owner
     // peer binds next).
     const std::vector<index_t>& last_allocated_virtual_pages() const {
@@ -109,8 +113,10 @@ public:
     }
 
     // Device tables, one row per virtual (resp. physical) page; -1 is unbound.
-    const index_view& virtual_to_physical() const { return v2p_; }
-    const index_view& physical_to_virtual() const { return p2v_; }
+    // A trailing row stays -1, as in the reference, so an engine indexing with
+    // a -1 padding id (Python's last row) reads unbound.
+    const index_view& virtual_to_physical() const { return v2p_table_; }
+    const index_view& physical_to_virtual() const { return p2v_table_; }
 
     // ---------------------------------------------------------------- alloc
     // need_size virtual token ids (a multiple of the page size) into out, or
@@ -306,15 +312,17 @@ public:
     void check_invariants(const ExecutionSpace& space) const {
         core_.check_invariants();
         space.fence();
-        auto v2p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v2p_);
-        auto p2v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p2v_);
-        for (index_t v = 0; v < static_cast<index_t>(v2p.extent(0)); ++v)
+        auto v2p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v2p_table_);
+        auto p2v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p2v_table_);
+        if (v2p(v2p_.extent(0)) != unbound || p2v(p2v_.extent(0)) != unbound)
+            throw Error(ErrorCode::internal, "a table's sentinel row is bound. " + state_string());
+        for (index_t v = 0; v < static_cast<index_t>(v2p_.extent(0)); ++v)
             if (v2p(v) != core_.physical_page_of(v))
                 throw Error(ErrorCode::internal,
                             "device v2p[" + std::to_string(v) + "] = " + std::to_string(v2p(v)) +
                                 ", host mirror " + std::to_string(core_.physical_page_of(v)) +
                                 ". " + state_string());
-        for (index_t p = 0; p < static_cast<index_t>(p2v.extent(0)); ++p)
+        for (index_t p = 0; p < static_cast<index_t>(p2v_.extent(0)); ++p)
             if (p2v(p) != core_.virtual_page_of(p))
                 throw Error(ErrorCode::internal,
                             "device p2v[" + std::to_string(p) + "] = " + std::to_string(p2v(p)) +
@@ -452,11 +460,22 @@ private:
     // (Re)creates the device v2p table at the size of the id owner's space.
     void resize_virtual_table(const ExecutionSpace& space = ExecutionSpace()) {
         const auto rows = static_cast<std::size_t>(core_.virtual_table_pages());
-        if (v2p_.extent(0) == rows)
+        if (v2p_table_.extent(0) == rows + 1)
             return;
-        v2p_ = index_view("kvpool::v2p", rows);
-        Kokkos::deep_copy(space, v2p_, unbound);
-        Kokkos::deep_copy(space, Kokkos::subview(v2p_, 0), index_t(0));
+        v2p_table_ = new_table(space, "kvpool::v2p", core_.virtual_table_pages());
+        v2p_ = rows_of(v2p_table_);
+    }
+
+    // rows entries and the trailing sentinel, all unbound but row 0 (page 0 <->
+    // page 0: the padding anchor).
+    static index_view new_table(const ExecutionSpace& space, const char* label, index_t rows) {
+        index_view table(std::string(label), static_cast<std::size_t>(rows) + 1);
+        Kokkos::deep_copy(space, table, unbound);
+        Kokkos::deep_copy(space, Kokkos::subview(table, 0), index_t(0));
+        return table;
+    }
+    static index_view rows_of(const index_view& table) {
+        return Kokkos::subview(table, std::make_pair(std::size_t(0), table.extent(0) - 1));
     }
 
     // A failed allocation may still have compacted the peer.
@@ -533,6 +552,9 @@ private:
     detail::AllocatorCore core_;
     MultiEndedAllocator* peer_ = nullptr;
     MultiEndedAllocator* follower_ = nullptr;
+    // The tables with their sentinel row, and the rows the kernels index.
+    index_view v2p_table_;
+    index_view p2v_table_;
     index_view v2p_;
     index_view p2v_;
     detail::Staging<ExecutionSpace> staging_;

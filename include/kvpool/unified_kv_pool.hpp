@@ -2,11 +2,13 @@
 // other. Holds the bytes and the layout; allocators hold the policy.
 #pragma once
 
+#include <kvpool/error.hpp>
 #include <kvpool/kernels/portable/fill_bytes.hpp>
 #include <kvpool/kokkos_compat.hpp>
 #include <kvpool/pool_layout.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace kvpool {
 
@@ -25,6 +27,16 @@ public:
     }
     explicit UnifiedKVPool(PoolLayout layout)
         : UnifiedKVPool(typename MemorySpace::execution_space(), std::move(layout)) {}
+    // Adopts caller-owned bytes (an engine's tensor, as an unmanaged View) as
+    // they are: the caller keeps them alive while the pool and its allocators live.
+    UnifiedKVPool(PoolLayout layout, bytes_view adopted)
+        : layout_(std::move(layout)), bytes_(std::move(adopted)) {
+        if (static_cast<index_t>(bytes_.extent(0)) < layout_.total_bytes())
+            throw Error(ErrorCode::invalid_argument, "UnifiedKVPool: the adopted buffer has " +
+                                                         std::to_string(bytes_.extent(0)) +
+                                                         " bytes, the layout needs " +
+                                                         std::to_string(layout_.total_bytes()));
+    }
 
     const PoolLayout& layout() const { return layout_; }
     const bytes_view& bytes() const { return bytes_; }

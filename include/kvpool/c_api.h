@@ -1,0 +1,419 @@
+/* kvpool's C API: the Kokkos-free entry point for engines in other languages
+ * (the Python package calls it through ctypes). Plain C, opaque handles.
+ *
+ * Conventions
+ * - Every function returns a kvpool_status: KVPOOL_OK, or an error whose message
+ *   kvpool_last_error() returns (per thread, until the next failing call). A
+ *   failing call changes nothing. Running out of memory is not an error: the
+ *   allocation functions set *allocated to 0 instead.
+ * - Device memory: token ids, output buffers and last_loc are int64 arrays in
+ *   the memory of the library's execution space (GPU memory in a CUDA build,
+ *   host memory in a host build). Arrays named *_host are host memory and are
+ *   read before the call returns.
+ * - stream: the cudaStream_t to run on (NULL: the default stream) in a CUDA
+ *   build; ignored by host builds. No call fences the stream, except
+ *   kvpool_*_check_invariants.
+ * - Kokkos is initialised on first use (or by kvpool_initialize), on the
+ *   calling thread's current CUDA device. Handles are not thread-safe: calls
+ *   on one handle (and on the sides of one pair) must not overlap.
+ */
+#ifndef KVPOOL_C_API_H
+#define KVPOOL_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define KVPOOL_C_EXPORT __declspec(dllexport)
+#else
+#define KVPOOL_C_EXPORT __attribute__((visibility("default")))
+#endif
+
+typedef int kvpool_status;
+
+/* 1..7 are kvpool::ErrorCode + 1; its device code (a failed GPU runtime call)
+ * is KVPOOL_ERROR_RUNTIME. */
+enum {
+    KVPOOL_OK = 0,
+    KVPOOL_ERROR_INVALID_ARGUMENT = 1,
+    KVPOOL_ERROR_MISALIGNED = 2,
+    KVPOOL_ERROR_OUT_OF_RANGE = 3,
+    KVPOOL_ERROR_NOT_ALLOCATED = 4,
+    KVPOOL_ERROR_WRONG_ROLE = 5,
+    KVPOOL_ERROR_INVALID_STATE = 6,
+    KVPOOL_ERROR_INTERNAL = 7,
+    /* A callback (a KV move or a completion query) reported failure. The call
+     * itself completed: tables and allocator state are consistent. */
+    KVPOOL_ERROR_CALLBACK = 100,
+    /* The Kokkos or device runtime failed, or memory for kvpool's own
+     * bookkeeping could not be allocated. */
+    KVPOOL_ERROR_RUNTIME = 101,
+};
+
+typedef struct kvpool_pool kvpool_pool;
+typedef struct kvpool_allocator kvpool_allocator;
+typedef struct kvpool_swa_pair kvpool_swa_pair;
+typedef struct kvpool_mamba_pair kvpool_mamba_pair;
+typedef struct kvpool_req_pool kvpool_req_pool;
+typedef struct kvpool_hybrid_req_pool kvpool_hybrid_req_pool;
+typedef struct kvpool_token kvpool_token;
+typedef struct kvpool_snapshot kvpool_snapshot;
+
+/* ------------------------------------------------------------------ runtime */
+
+KVPOOL_C_EXPORT const char* kvpool_last_error(void);
+/* "cuda", "hip" or "host": where device arrays must live. */
+KVPOOL_C_EXPORT const char* kvpool_backend(void);
+KVPOOL_C_EXPORT int kvpool_is_initialized(void);
+/* Initialises Kokkos on the current device (no-op when already initialised,
+ * by kvpool or by the program). */
+KVPOOL_C_EXPORT kvpool_status kvpool_initialize(void);
+/* Finalises Kokkos once no handle is left (at once if none is), if kvpool
+ * initialised it. */
+KVPOOL_C_EXPORT kvpool_status kvpool_finalize_when_unused(void);
+/* Live handles of every kind (tokens excluded). */
+KVPOOL_C_EXPORT int64_t kvpool_live_handles(void);
+
+/* ------------------------------------------------------------------ completion tokens
+ * The engine's "forward done" marker. A token keeps what it wraps alive through
+ * `release(user)`, called once when kvpool drops its last reference. */
+typedef int (*kvpool_query_fn)(void* user); /* 1: done, 0: not yet, <0: failed */
+typedef void (*kvpool_release_fn)(void* user);
+
+/* A marker the host polls with query(user). */
+KVPOOL_C_EXPORT kvpool_status kvpool_token_from_query(kvpool_query_fn query,
+                                                      kvpool_release_fn release, void* user,
+                                                      kvpool_token** out);
+/* A cudaEvent_t (CUDA builds): waits become stream waits, not host polls. */
+KVPOOL_C_EXPORT kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release,
+                                                           void* user, kvpool_token** out);
+KVPOOL_C_EXPORT void kvpool_token_release(kvpool_token* token);
+
+/* ------------------------------------------------------------------ unified byte buffer */
+typedef struct {
+    const char* name;
+    int64_t entry_bytes; /* bytes of one token slot across all layers */
+    int64_t page_size;
+    int grow_down;      /* 0: grows up from byte 0, 1: grows down from the top */
+    int64_t max_tokens; /* cap on live tokens; 0: none */
+} kvpool_sub_pool_spec;
+
+/* A buffer of total_bytes shared by num_specs (1 or 2) sub-pools. adopt: NULL
+ * to allocate device memory (zeroed on stream), or caller-owned device memory
+ * of at least total_bytes, used as it is, that the caller keeps alive while
+ * the pool lives. */
+KVPOOL_C_EXPORT kvpool_status kvpool_pool_create(int64_t total_bytes,
+                                                 const kvpool_sub_pool_spec* specs, int num_specs,
+                                                 void* adopt, void* stream, kvpool_pool** out);
+KVPOOL_C_EXPORT void kvpool_pool_destroy(kvpool_pool* pool);
+KVPOOL_C_EXPORT kvpool_status kvpool_pool_bytes(const kvpool_pool* pool, void** data,
+                                                int64_t* size);
+/* Bytes [0, sink_bytes) hold no data (the padding sink). */
+KVPOOL_C_EXPORT kvpool_status kvpool_pool_sink_bytes(const kvpool_pool* pool, int64_t* sink_bytes);
+
+/* ------------------------------------------------------------------ one side of a buffer */
+typedef struct {
+    int64_t entry_bytes;
+    int64_t page_size;
+    int64_t page_bytes;
+    int64_t num_physical_pages;
+    int64_t num_virtual_pages; /* this side's own virtual page space */
+    int64_t min_page_index;    /* pages below overlap the padding sink */
+    int64_t page_capacity;     /* pages that can be live at once */
+    int grow_down;
+    int is_id_owner;
+    int lazy;
+    int64_t max_moves_per_flush; /* opportunistic flush cap */
+} kvpool_side_info;
+
+typedef struct {
+    int64_t available_size;             /* tokens allocatable now */
+    int64_t schedulable_available_size; /* tokens once the peer's holes are compacted */
+    int64_t allocated_count;            /* live tokens */
+    int64_t watermark;                  /* up: first page past the band; down: last page below it */
+    int64_t live_pages;
+    int64_t hole_pages;
+    int64_t pending_reuse_pages;
+    int64_t free_virtual_pages; /* id owner only; 0 otherwise */
+    int64_t gap_bytes;
+} kvpool_side_state;
+
+typedef struct {
+    int64_t allocs, failed_allocs, frees, pages_allocated, pages_freed, pages_moved, bytes_moved,
+        flushes, pages_absorbed, holes_peak;
+} kvpool_side_counters;
+
+/* Moves KV data of whole pages, src_pages[i] -> dst_pages[i] (physical page
+ * ids, host-readable, valid during the call), on the stream of the call that
+ * triggered it, before the tables are remapped. Returns 0, or nonzero on
+ * failure (the triggering call then completes and returns
+ * KVPOOL_ERROR_CALLBACK). */
+typedef int (*kvpool_move_fn)(void* user, const int64_t* src_pages, const int64_t* dst_pages,
+                              int64_t num_pages);
+
+typedef struct {
+    int lazy;                    /* 0: eager compaction, 1: lazy */
+    int is_id_owner;             /* mints virtual ids (1), or binds ids minted by its peer (0) */
+    int64_t max_moves_per_flush; /* opportunistic flush cap; <= 0: kvpool's default */
+} kvpool_side_options;
+
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name,
+                                                      const kvpool_side_options* options,
+                                                      void* stream, kvpool_allocator** out);
+/* Destroys a standalone side or releases a pair's side handle. */
+KVPOOL_C_EXPORT void kvpool_allocator_destroy(kvpool_allocator* a);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a,
+                                                         kvpool_allocator* peer);
+/* move == NULL restores the default: the pages' bytes move inside the unified buffer. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a,
+                                                                 kvpool_move_fn move, void* user);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_info(const kvpool_allocator* a,
+                                                    kvpool_side_info* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_state(const kvpool_allocator* a,
+                                                     kvpool_side_state* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_counters(const kvpool_allocator* a,
+                                                        kvpool_side_counters* out);
+/* A description of the state for error messages; valid until the thread's next call. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_state_string(const kvpool_allocator* a,
+                                                            const char** out);
+/* The device tables: v2p has *v2p_rows rows (the id owner's virtual pages and a
+ * trailing row that stays -1), p2v *p2v_rows (physical pages and the same).
+ * Pointers stay valid until bind_peer or destroy. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p,
+                                                      int64_t* v2p_rows, int64_t** p2v,
+                                                      int64_t* p2v_rows);
+/* The id owner's free virtual pages, in the order they are handed out:
+ * copies min(capacity, count) of them, sets *count to all of them. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_free_virtual_pages(const kvpool_allocator* a,
+                                                                  int64_t* out_host,
+                                                                  int64_t capacity, int64_t* count);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_is_slot_allocated(const kvpool_allocator* a,
+                                                                 int64_t virtual_token, int* out);
+
+/* need_size virtual token ids (a multiple of the page size) into out. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream,
+                                                     int64_t need_size, int64_t* out,
+                                                     int* allocated);
+/* Non-owner: binds peer-minted virtual pages (host). */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocator* a, void* stream,
+                                                                  const int64_t* virtual_pages_host,
+                                                                  int64_t count, int* allocated);
+/* Prefill: request i grows from prefix_lens_host[i] to seq_lens_host[i];
+ * last_loc[i] is its last prefix token (device); out gets out_length =
+ * sum(seq - prefix) virtual token ids. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc_extend(kvpool_allocator* a, void* stream,
+                                                            const int64_t* prefix_lens_host,
+                                                            const int64_t* seq_lens_host,
+                                                            int64_t batch, const int64_t* last_loc,
+                                                            int64_t* out, int64_t out_length,
+                                                            int* allocated);
+/* Decode: one token per request; seq_lens_host count it already. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_alloc_decode(kvpool_allocator* a, void* stream,
+                                                            const int64_t* seq_lens_host,
+                                                            int64_t batch, const int64_t* last_loc,
+                                                            int64_t* out, int* allocated);
+/* Frees the pages holding these virtual tokens (host); skip_unbound ignores
+ * ids already unbound instead of reporting a double free. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_free(kvpool_allocator* a, void* stream,
+                                                    const int64_t* virtual_tokens_host,
+                                                    int64_t count, int skip_unbound);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_free_group_begin(kvpool_allocator* a);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_free_group_end(kvpool_allocator* a, void* stream);
+/* One lazy compaction pass (no-op in eager mode); *moved: pages moved. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_flush(kvpool_allocator* a, void* stream, int urgent,
+                                                     int64_t* moved);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_drain_pending_reuse(kvpool_allocator* a);
+/* token may be NULL (no forward in flight). kvpool keeps its own reference. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_set_latest_forward_done(kvpool_allocator* a,
+                                                                       const kvpool_token* token);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const kvpool_token* token,
+                                      const int64_t* virtual_tokens_host, int64_t count);
+/* Virtual -> physical token ids (tombstones and -1 clamp to the sink, 0). out
+ * has n entries, int64 (out_int32 = 0) or int32, and may be in itself. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
+                                                         const int64_t* virtual_tokens, int64_t n,
+                                                         void* out, int out_int32);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a,
+                                                            kvpool_snapshot** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_restore_state(kvpool_allocator* a, void* stream,
+                                                             const kvpool_snapshot* snapshot);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_commit_state(kvpool_allocator* a,
+                                                            const kvpool_snapshot* snapshot);
+KVPOOL_C_EXPORT void kvpool_snapshot_destroy(kvpool_snapshot* snapshot);
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_clear(kvpool_allocator* a, void* stream);
+/* Host state and device tables checked against each other (fences the stream). */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_check_invariants(const kvpool_allocator* a,
+                                                                void* stream);
+
+/* ------------------------------------------------------------------ SWA pair
+ * The full side mints virtual ids; the SWA side binds the same ids. Every
+ * allocation binds both sides or neither. Side handles (0: full, 1: swa) take
+ * the per-side calls above and keep the pair alive. */
+typedef struct {
+    int64_t available_size; /* joint: what one allocation can take now */
+    int64_t conserve_full_available_size;
+    int64_t conserve_swa_available_size;
+    int64_t schedulable_full_available_size;
+    int64_t schedulable_swa_available_size;
+    int64_t full_available_size;
+    int64_t swa_available_size;
+} kvpool_swa_sizes;
+
+/* Each side takes its options (NULL: kvpool's defaults, eager); the pair sets
+ * is_id_owner (the full side owns the ids). */
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const char* full_name,
+                                                     const char* swa_name,
+                                                     const kvpool_side_options* full_options,
+                                                     const kvpool_side_options* swa_options,
+                                                     kvpool_swa_pair** out);
+KVPOOL_C_EXPORT void kvpool_swa_pair_destroy(kvpool_swa_pair* pair);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which,
+                                                   kvpool_allocator** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair,
+                                                    kvpool_swa_sizes* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream,
+                                                    int64_t need_size, int64_t* out,
+                                                    int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
+                                                           const int64_t* prefix_lens_host,
+                                                           const int64_t* seq_lens_host,
+                                                           int64_t batch, const int64_t* last_loc,
+                                                           int64_t* out, int64_t out_length,
+                                                           int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
+                                                           const int64_t* seq_lens_host,
+                                                           int64_t batch, const int64_t* last_loc,
+                                                           int64_t* out, int* allocated);
+/* Both sides (SWA pages already released by free_swa are skipped). */
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream,
+                                                   const int64_t* virtual_tokens_host,
+                                                   int64_t count);
+/* Tokens that left the window: the SWA side only. */
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
+                                                       const int64_t* virtual_tokens_host,
+                                                       int64_t count);
+
+/* ------------------------------------------------------------------ Mamba pair
+ * Full KV (paged) and state slots (page size 1), each side owning its ids.
+ * Side handles: 0: full, 1: state. */
+typedef struct {
+    int64_t available_size; /* full tokens once the state side's holes are compacted */
+    int64_t state_slots_available;
+    int64_t state_slot_full_token_cost; /* full-token equivalents of gap one state slot costs */
+    int state_slot_starved;
+} kvpool_mamba_sizes;
+
+/* Each side takes its options (NULL: kvpool's defaults, eager); both own
+ * their ids, whatever is_id_owner says. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_create(kvpool_pool* pool, const char* full_name,
+                                                       const char* state_name,
+                                                       const kvpool_side_options* full_options,
+                                                       const kvpool_side_options* state_options,
+                                                       kvpool_mamba_pair** out);
+KVPOOL_C_EXPORT void kvpool_mamba_pair_destroy(kvpool_mamba_pair* pair);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, int which,
+                                                     kvpool_allocator** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair,
+                                                      kvpool_mamba_sizes* out);
+
+/* ------------------------------------------------------------------ request tables */
+/* size request slots (1..size) and the padding row 0, max_context_len columns,
+ * int64, row-major, zeroed. */
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_create(int64_t size, int64_t max_context_len,
+                                                     void* stream, kvpool_req_pool** out);
+KVPOOL_C_EXPORT void kvpool_req_pool_destroy(kvpool_req_pool* pool);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_table(const kvpool_req_pool* pool, int64_t** table,
+                                                    int64_t* rows, int64_t* columns);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_available(const kvpool_req_pool* pool, int64_t* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_generation(const kvpool_req_pool* pool, int64_t slot,
+                                                         int64_t* out);
+/* n slots into slots_host, or *allocated = 0. */
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_alloc(kvpool_req_pool* pool, int64_t n,
+                                                    int64_t* slots_host, int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_free(kvpool_req_pool* pool, const int64_t* slots_host,
+                                                   int64_t count);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_clear(kvpool_req_pool* pool);
+/* Row slot, columns [start, start + n) = ids (device). */
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_write(kvpool_req_pool* pool, void* stream,
+                                                    int64_t slot, int64_t start, const int64_t* ids,
+                                                    int64_t n);
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_check_invariants(const kvpool_req_pool* pool,
+                                                               void* stream);
+
+/* Request table of a hybrid model: + request -> Mamba state slot (+ ping-pong
+ * track slots), the state slots coming from `states` (a page-size-1 side, e.g.
+ * a Mamba pair's state side, kept alive by the pool). */
+typedef struct {
+    int enable_mamba_extra_buffer;
+    int enable_mamba_extra_buffer_lazy;
+    int64_t mamba_ping_pong_track_buffer_size; /* 1 or 2 */
+} kvpool_hybrid_options;
+
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_create(int64_t size, int64_t max_context_len,
+                                                            kvpool_allocator* states,
+                                                            const kvpool_hybrid_options* options,
+                                                            void* stream,
+                                                            kvpool_hybrid_req_pool** out);
+KVPOOL_C_EXPORT void kvpool_hybrid_req_pool_destroy(kvpool_hybrid_req_pool* pool);
+/* The token table as kvpool_req_pool_table; mamba_map: (rows) request slot ->
+ * state slot; track_map: rows x track_columns (0 columns without the extra buffer). */
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_tables(const kvpool_hybrid_req_pool* pool,
+                                                            int64_t** table, int64_t* rows,
+                                                            int64_t* columns, int64_t** mamba_map,
+                                                            int64_t** track_map,
+                                                            int64_t* track_columns);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_available(const kvpool_hybrid_req_pool* pool,
+                                                               int64_t* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_generation(const kvpool_hybrid_req_pool* pool,
+                                                                int64_t slot, int64_t* out);
+/* One request per entry of mamba_slots_host: an entry >= 0 is a state slot the
+ * caller holds and hands to that request, -1 allocates a fresh one. Request
+ * slots into slots_host, or *allocated = 0. */
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_alloc(kvpool_hybrid_req_pool* pool,
+                                                           void* stream,
+                                                           const int64_t* mamba_slots_host,
+                                                           int64_t n, int64_t* slots_host,
+                                                           int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_free(kvpool_hybrid_req_pool* pool,
+                                                          const int64_t* slots_host, int64_t count);
+/* Releases the request's state slots except the track slot at keep_idx (-1:
+ * none), which passes to the caller: *kept (-1 if none). */
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_free_mamba_cache(kvpool_hybrid_req_pool* pool,
+                                                                      void* stream, int64_t req,
+                                                                      int64_t keep_idx,
+                                                                      int64_t* kept);
+/* The request's state: its Mamba slot (-1 after free_mamba_cache), its track
+ * slots (track_columns entries) and next track index. */
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_request(const kvpool_hybrid_req_pool* pool,
+                                                             int64_t req, int64_t* mamba_slot,
+                                                             int64_t* tracks_host,
+                                                             int64_t* next_track_idx);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_hybrid_req_pool_set_next_track_idx(kvpool_hybrid_req_pool* pool, int64_t req, int64_t idx);
+/* Puts value at track index idx; *previous: the slot that was there, passing to the caller. */
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_set_track_slot(kvpool_hybrid_req_pool* pool,
+                                                                    void* stream, int64_t req,
+                                                                    int64_t idx, int64_t value,
+                                                                    int64_t* previous);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_donate_track_slot(kvpool_hybrid_req_pool* pool,
+                                                                       void* stream, int64_t req,
+                                                                       int64_t new_slot,
+                                                                       int64_t* donated);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_alloc_track_slot(kvpool_hybrid_req_pool* pool,
+                                                                      void* stream, int64_t req,
+                                                                      int64_t idx, int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_clear(kvpool_hybrid_req_pool* pool,
+                                                           void* stream);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_hybrid_req_pool_check_invariants(const kvpool_hybrid_req_pool* pool, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVPOOL_C_API_H */

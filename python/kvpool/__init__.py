@@ -1,0 +1,45 @@
+"""kvpool: one GPU byte buffer shared by the KV caches of hybrid LLMs.
+
+``kvpool.native`` holds kvpool's own Python API over its C API;
+``kvpool.sglang`` the drop-in classes with SGLang's names and conventions.
+"""
+
+import atexit
+
+from . import errors
+from ._lib import BACKEND, lib
+from .errors import KVPoolAssertionError, KVPoolError
+
+
+def backend():
+    """Where kvpool's device arrays live: "cuda", "hip" or "host" (CPU tensors)."""
+    return BACKEND
+
+
+def initialize(device=None):
+    """Initialises Kokkos on device (default: the current CUDA device, or the CPU in a host
+    build); kvpool otherwise does it on first use."""
+    from ._tensors import pool_device
+
+    return pool_device(device if device is not None else ("cuda" if BACKEND == "cuda" else "cpu"))
+
+
+def finalize_when_unused():
+    """Finalises Kokkos once every kvpool object is gone (it cannot be used again after)."""
+    from ._lib import check
+
+    check(lib.kvpool_finalize_when_unused())
+
+
+# At exit, Kokkos is finalised once the last kvpool object is gone (objects that
+# outlive interpreter teardown leave it to the process exit).
+atexit.register(lib.kvpool_finalize_when_unused)
+
+__all__ = [
+    "KVPoolError",
+    "KVPoolAssertionError",
+    "backend",
+    "errors",
+    "finalize_when_unused",
+    "initialize",
+]

@@ -1,0 +1,288 @@
+"""Loads libkvpool_c (the C API) with ctypes and declares its functions.
+
+The compiled part of kvpool is this one shared library per Kokkos
+configuration; nothing here depends on the Python version. It is found at
+``$KVPOOL_LIBRARY`` if set, else in ``kvpool/lib/`` inside this package.
+"""
+
+import ctypes
+import os
+import threading
+from ctypes import POINTER, c_char_p, c_int, c_int64, c_void_p
+
+from . import errors
+
+_P = c_void_p  # every array and handle crosses as a plain address
+_I64 = c_int64
+_PI = POINTER(c_int)
+_PI64 = POINTER(c_int64)
+_PP = POINTER(c_void_p)
+
+MOVE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, c_int64)
+QUERY_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+RELEASE_FN = ctypes.CFUNCTYPE(None, c_void_p)
+
+
+class SubPoolSpec(ctypes.Structure):
+    _fields_ = [
+        ("name", c_char_p),
+        ("entry_bytes", c_int64),
+        ("page_size", c_int64),
+        ("grow_down", c_int),
+        ("max_tokens", c_int64),
+    ]
+
+
+class SideOptions(ctypes.Structure):
+    _fields_ = [("lazy", c_int), ("is_id_owner", c_int), ("max_moves_per_flush", c_int64)]
+
+
+class SideInfo(ctypes.Structure):
+    _fields_ = [
+        ("entry_bytes", c_int64),
+        ("page_size", c_int64),
+        ("page_bytes", c_int64),
+        ("num_physical_pages", c_int64),
+        ("num_virtual_pages", c_int64),
+        ("min_page_index", c_int64),
+        ("page_capacity", c_int64),
+        ("grow_down", c_int),
+        ("is_id_owner", c_int),
+        ("lazy", c_int),
+        ("max_moves_per_flush", c_int64),
+    ]
+
+
+class SideState(ctypes.Structure):
+    _fields_ = [
+        (name, c_int64)
+        for name in (
+            "available_size",
+            "schedulable_available_size",
+            "allocated_count",
+            "watermark",
+            "live_pages",
+            "hole_pages",
+            "pending_reuse_pages",
+            "free_virtual_pages",
+            "gap_bytes",
+        )
+    ]
+
+
+class SideCounters(ctypes.Structure):
+    _fields_ = [
+        (name, c_int64)
+        for name in (
+            "allocs",
+            "failed_allocs",
+            "frees",
+            "pages_allocated",
+            "pages_freed",
+            "pages_moved",
+            "bytes_moved",
+            "flushes",
+            "pages_absorbed",
+            "holes_peak",
+        )
+    ]
+
+
+class SwaSizes(ctypes.Structure):
+    _fields_ = [
+        (name, c_int64)
+        for name in (
+            "available_size",
+            "conserve_full_available_size",
+            "conserve_swa_available_size",
+            "schedulable_full_available_size",
+            "schedulable_swa_available_size",
+            "full_available_size",
+            "swa_available_size",
+        )
+    ]
+
+
+class MambaSizes(ctypes.Structure):
+    _fields_ = [
+        ("available_size", c_int64),
+        ("state_slots_available", c_int64),
+        ("state_slot_full_token_cost", c_int64),
+        ("state_slot_starved", c_int),
+    ]
+
+
+class HybridOptions(ctypes.Structure):
+    _fields_ = [
+        ("enable_mamba_extra_buffer", c_int),
+        ("enable_mamba_extra_buffer_lazy", c_int),
+        ("mamba_ping_pong_track_buffer_size", c_int64),
+    ]
+
+
+# name: (argument types), all returning a status unless listed in _OTHER_RESTYPES.
+_SIGNATURES = {
+    "kvpool_last_error": (),
+    "kvpool_backend": (),
+    "kvpool_is_initialized": (),
+    "kvpool_initialize": (),
+    "kvpool_finalize_when_unused": (),
+    "kvpool_live_handles": (),
+    "kvpool_token_from_query": (QUERY_FN, RELEASE_FN, _P, _PP),
+    "kvpool_token_from_cuda_event": (_P, RELEASE_FN, _P, _PP),
+    "kvpool_token_release": (_P,),
+    "kvpool_pool_create": (_I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
+    "kvpool_pool_destroy": (_P,),
+    "kvpool_pool_bytes": (_P, _PP, _PI64),
+    "kvpool_pool_sink_bytes": (_P, _PI64),
+    "kvpool_allocator_create": (_P, c_char_p, POINTER(SideOptions), _P, _PP),
+    "kvpool_allocator_destroy": (_P,),
+    "kvpool_allocator_bind_peer": (_P, _P),
+    "kvpool_allocator_set_move_callback": (_P, MOVE_FN, _P),
+    "kvpool_allocator_info": (_P, POINTER(SideInfo)),
+    "kvpool_allocator_state": (_P, POINTER(SideState)),
+    "kvpool_allocator_counters": (_P, POINTER(SideCounters)),
+    "kvpool_allocator_state_string": (_P, POINTER(c_char_p)),
+    "kvpool_allocator_tables": (_P, _PP, _PI64, _PP, _PI64),
+    "kvpool_allocator_free_virtual_pages": (_P, _P, _I64, _PI64),
+    "kvpool_allocator_is_slot_allocated": (_P, _I64, _PI),
+    "kvpool_allocator_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_allocator_alloc_with_virtual": (_P, _P, _P, _I64, _PI),
+    "kvpool_allocator_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_allocator_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_allocator_free": (_P, _P, _P, _I64, c_int),
+    "kvpool_allocator_free_group_begin": (_P,),
+    "kvpool_allocator_free_group_end": (_P, _P),
+    "kvpool_allocator_flush": (_P, _P, c_int, _PI64),
+    "kvpool_allocator_drain_pending_reuse": (_P,),
+    "kvpool_allocator_set_latest_forward_done": (_P, _P),
+    "kvpool_allocator_set_inflight_forward": (_P, _P, _P, _I64),
+    "kvpool_allocator_translate": (_P, _P, _P, _I64, _P, c_int),
+    "kvpool_allocator_backup_state": (_P, _PP),
+    "kvpool_allocator_restore_state": (_P, _P, _P),
+    "kvpool_allocator_commit_state": (_P, _P),
+    "kvpool_snapshot_destroy": (_P,),
+    "kvpool_allocator_clear": (_P, _P),
+    "kvpool_allocator_check_invariants": (_P, _P),
+    "kvpool_swa_pair_create": (
+        _P,
+        c_char_p,
+        c_char_p,
+        POINTER(SideOptions),
+        POINTER(SideOptions),
+        _PP,
+    ),
+    "kvpool_swa_pair_destroy": (_P,),
+    "kvpool_swa_pair_side": (_P, c_int, _PP),
+    "kvpool_swa_pair_sizes": (_P, POINTER(SwaSizes)),
+    "kvpool_swa_pair_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_swa_pair_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_swa_pair_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_swa_pair_free": (_P, _P, _P, _I64),
+    "kvpool_swa_pair_free_swa": (_P, _P, _P, _I64),
+    "kvpool_mamba_pair_create": (
+        _P,
+        c_char_p,
+        c_char_p,
+        POINTER(SideOptions),
+        POINTER(SideOptions),
+        _PP,
+    ),
+    "kvpool_mamba_pair_destroy": (_P,),
+    "kvpool_mamba_pair_side": (_P, c_int, _PP),
+    "kvpool_mamba_pair_sizes": (_P, POINTER(MambaSizes)),
+    "kvpool_req_pool_create": (_I64, _I64, _P, _PP),
+    "kvpool_req_pool_destroy": (_P,),
+    "kvpool_req_pool_table": (_P, _PP, _PI64, _PI64),
+    "kvpool_req_pool_available": (_P, _PI64),
+    "kvpool_req_pool_generation": (_P, _I64, _PI64),
+    "kvpool_req_pool_alloc": (_P, _I64, _P, _PI),
+    "kvpool_req_pool_free": (_P, _P, _I64),
+    "kvpool_req_pool_clear": (_P,),
+    "kvpool_req_pool_write": (_P, _P, _I64, _I64, _P, _I64),
+    "kvpool_req_pool_check_invariants": (_P, _P),
+    "kvpool_hybrid_req_pool_create": (_I64, _I64, _P, POINTER(HybridOptions), _P, _PP),
+    "kvpool_hybrid_req_pool_destroy": (_P,),
+    "kvpool_hybrid_req_pool_tables": (_P, _PP, _PI64, _PI64, _PP, _PP, _PI64),
+    "kvpool_hybrid_req_pool_available": (_P, _PI64),
+    "kvpool_hybrid_req_pool_generation": (_P, _I64, _PI64),
+    "kvpool_hybrid_req_pool_alloc": (_P, _P, _P, _I64, _P, _PI),
+    "kvpool_hybrid_req_pool_free": (_P, _P, _I64),
+    "kvpool_hybrid_req_pool_free_mamba_cache": (_P, _P, _I64, _I64, _PI64),
+    "kvpool_hybrid_req_pool_request": (_P, _I64, _PI64, _P, _PI64),
+    "kvpool_hybrid_req_pool_set_next_track_idx": (_P, _I64, _I64),
+    "kvpool_hybrid_req_pool_set_track_slot": (_P, _P, _I64, _I64, _I64, _PI64),
+    "kvpool_hybrid_req_pool_donate_track_slot": (_P, _P, _I64, _I64, _PI64),
+    "kvpool_hybrid_req_pool_alloc_track_slot": (_P, _P, _I64, _I64, _PI),
+    "kvpool_hybrid_req_pool_clear": (_P, _P),
+    "kvpool_hybrid_req_pool_check_invariants": (_P, _P),
+}
+
+_OTHER_RESTYPES = {
+    "kvpool_last_error": c_char_p,
+    "kvpool_backend": c_char_p,
+    "kvpool_is_initialized": c_int,
+    "kvpool_live_handles": c_int64,
+    "kvpool_token_release": None,
+    "kvpool_pool_destroy": None,
+    "kvpool_allocator_destroy": None,
+    "kvpool_snapshot_destroy": None,
+    "kvpool_swa_pair_destroy": None,
+    "kvpool_mamba_pair_destroy": None,
+    "kvpool_req_pool_destroy": None,
+    "kvpool_hybrid_req_pool_destroy": None,
+}
+
+CALLBACK_FAILED = errors.CallbackError.code
+
+
+def _library_path():
+    path = os.environ.get("KVPOOL_LIBRARY")
+    if path:
+        return path
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libkvpool_c.so")
+
+
+def _load():
+    path = _library_path()
+    if not os.path.exists(path):
+        raise ImportError(
+            f"kvpool: the C API library is not at {path}. Build it (cmake --build --preset cpu "
+            "--target kvpool_c) and set KVPOOL_LIBRARY to build/<preset>/lib/libkvpool_c.so, or "
+            "copy it into kvpool/lib/ before installing the package."
+        )
+    lib = ctypes.CDLL(path)
+    for name, argtypes in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = list(argtypes)
+        fn.restype = _OTHER_RESTYPES.get(name, c_int)
+    return lib
+
+
+lib = _load()
+BACKEND = lib.kvpool_backend().decode()
+
+# A Python exception raised inside a callback (KV move, completion query) that
+# the C API reported as a failed callback; re-raised when the call returns.
+_callback_errors = threading.local()
+
+
+def note_callback_exception(exc):
+    if getattr(_callback_errors, "exc", None) is None:
+        _callback_errors.exc = exc
+
+
+def raise_status(status):
+    """Raises the exception for a failed C API status (the hot paths test ``if status:`` first)."""
+    pending = getattr(_callback_errors, "exc", None)
+    _callback_errors.exc = None
+    if status == CALLBACK_FAILED and pending is not None:
+        raise pending
+    message = lib.kvpool_last_error().decode(errors="replace")
+    cls = errors.BY_CODE.get(status, errors.KVPoolError)
+    raise cls(message, status)
+
+
+def check(status):
+    if status:
+        raise_status(status)

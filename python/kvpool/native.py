@@ -1,0 +1,670 @@
+"""kvpool's own Python API: thin objects over the C API handles.
+
+Every device call runs on torch's current stream of the object's device and
+never synchronises with it. ``kvpool.sglang`` builds the SGLang-compatible
+classes on these.
+"""
+
+import weakref
+from ctypes import byref, c_char_p, c_int, c_int64, c_void_p
+
+import torch
+
+from . import _lib
+from ._lib import check, lib, raise_status
+from ._tensors import (
+    device_ids,
+    device_index_input,
+    export,
+    host_ids,
+    host_view,
+    pool_device,
+    stream_of,
+)
+from ._tokens import token_handle
+
+
+def side_options(lazy=False, max_moves_per_flush=0, is_id_owner=True):
+    """One side's options: lazy or eager compaction, the opportunistic flush's move cap (<= 0:
+    kvpool's default) and whether it mints its ids (a pair sets that itself)."""
+    return _lib.SideOptions(int(bool(lazy)), int(bool(is_id_owner)), int(max_moves_per_flush))
+
+
+class _Handle:
+    """Owns one C API handle, destroyed with the object.
+
+    Tensors over the handle's memory keep the object alive; the object keeps
+    only weak references to them (a strong one would make a cycle through
+    torch that the garbage collector cannot see), and exports them again when
+    the engine has dropped them."""
+
+    _destroy = None
+
+    def __init__(self, handle):
+        self._h = handle
+        self._exports = {}
+
+    def _exported(self, key, ptr, shape, dtype):
+        ref = self._exports.get(key)
+        tensor = ref() if ref is not None else None
+        if tensor is None:
+            tensor = export(ptr, shape, dtype, self.device, self)
+            self._exports[key] = weakref.ref(tensor)
+        return tensor
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h:
+            type(self)._destroy(h)
+            self._h = None
+
+
+def _new(create, *args):
+    out = c_void_p()
+    check(create(*args, byref(out)))
+    return out.value
+
+
+class UnifiedBuffer(_Handle):
+    """The unified byte buffer: one or two sides, ``sides`` a list of
+    ``(name, entry_bytes, page_size, grow_down)``. ``buffer``: a uint8 tensor
+    the engine owns, adopted as it is; otherwise kvpool allocates the bytes
+    (zeroed) and ``bytes`` exports them."""
+
+    _destroy = lib.kvpool_pool_destroy
+
+    def __init__(self, total_bytes, sides, device, buffer=None):
+        self.device = pool_device(device)
+        specs = (_lib.SubPoolSpec * len(sides))()
+        for spec, (name, entry_bytes, page_size, grow_down) in zip(specs, sides):
+            spec.name = name.encode()
+            spec.entry_bytes = int(entry_bytes)
+            spec.page_size = int(page_size)
+            spec.grow_down = 1 if grow_down else 0
+            spec.max_tokens = 0
+        adopt = None
+        if buffer is not None:
+            if not isinstance(buffer, torch.Tensor) or buffer.dtype != torch.uint8:
+                raise _lib.errors.InvalidArgumentError("buffer must be a uint8 tensor")
+            if buffer.device != self.device or not buffer.is_contiguous():
+                raise _lib.errors.InvalidArgumentError(
+                    f"buffer must be contiguous and on {self.device}"
+                )
+            if buffer.numel() < total_bytes:
+                raise _lib.errors.InvalidArgumentError(
+                    f"buffer has {buffer.numel()} bytes, total_bytes is {total_bytes}"
+                )
+            adopt = buffer.data_ptr()
+        super().__init__(
+            _new(
+                lib.kvpool_pool_create,
+                int(total_bytes),
+                specs,
+                len(sides),
+                adopt,
+                stream_of(self.device),
+            )
+        )
+        self._adopted = buffer[:total_bytes] if buffer is not None else None
+        sink = c_int64()
+        check(lib.kvpool_pool_sink_bytes(self._h, byref(sink)))
+        self.sink_bytes = sink.value
+
+    @property
+    def bytes(self):
+        """The buffer as a uint8 tensor: the adopted tensor, or kvpool's memory (no copy)."""
+        if self._adopted is not None:
+            return self._adopted
+        data, size = c_void_p(), c_int64()
+        check(lib.kvpool_pool_bytes(self._h, byref(data), byref(size)))
+        return self._exported("bytes", data.value, (size.value,), torch.uint8)
+
+
+class _Allocates:
+    """alloc, alloc_extend and alloc_decode of a side or of the SWA pair (both or neither),
+    through the C functions the class names. Ids come back as device tensors, None when
+    there is no room."""
+
+    _c_alloc = _c_alloc_extend = _c_alloc_decode = None
+
+    def alloc(self, need_size):
+        """need_size virtual token ids (a multiple of the page size)."""
+        out = torch.empty(max(int(need_size), 0), dtype=torch.int64, device=self.device)
+        status = type(self)._c_alloc(
+            self._h, stream_of(self.device), int(need_size), out.data_ptr(), byref(self._ok)
+        )
+        if status:
+            raise_status(status)
+        return out if self._ok.value else None
+
+    def alloc_extend(self, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
+        """Prefill: request i grows from prefix_lens_cpu[i] to seq_lens_cpu[i] tokens;
+        last_loc[i] (device) is its last prefix token."""
+        prefix = host_ids(prefix_lens_cpu, "prefix_lens_cpu")
+        seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
+        if prefix.n != seq.n:
+            raise _lib.errors.InvalidArgumentError(
+                f"alloc_extend: {prefix.n} prefix lengths but {seq.n} sequence lengths"
+            )
+        last = device_ids(last_loc, "last_loc", self.device, seq.n)
+        out = torch.empty(int(extend_num_tokens), dtype=torch.int64, device=self.device)
+        status = type(self)._c_alloc_extend(
+            self._h,
+            stream_of(self.device),
+            prefix.ptr,
+            seq.ptr,
+            seq.n,
+            last.data_ptr(),
+            out.data_ptr(),
+            out.numel(),
+            byref(self._ok),
+        )
+        if status:
+            raise_status(status)
+        return out if self._ok.value else None
+
+    def alloc_decode(self, seq_lens_cpu, last_loc):
+        """Decode: one token per request; seq_lens_cpu count it already."""
+        seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
+        last = device_ids(last_loc, "last_loc", self.device, seq.n)
+        out = torch.empty(seq.n, dtype=torch.int64, device=self.device)
+        status = type(self)._c_alloc_decode(
+            self._h,
+            stream_of(self.device),
+            seq.ptr,
+            seq.n,
+            last.data_ptr(),
+            out.data_ptr(),
+            byref(self._ok),
+        )
+        if status:
+            raise_status(status)
+        return out if self._ok.value else None
+
+
+class Side(_Allocates, _Handle):
+    """One side of a unified buffer (a MultiEndedAllocator): standalone, or a pair's."""
+
+    _destroy = lib.kvpool_allocator_destroy
+    _c_alloc = lib.kvpool_allocator_alloc
+    _c_alloc_extend = lib.kvpool_allocator_alloc_extend
+    _c_alloc_decode = lib.kvpool_allocator_alloc_decode
+
+    def __init__(self, handle, buffer):
+        super().__init__(handle)
+        self.buffer = buffer
+        self.device = buffer.device
+        self.info = _lib.SideInfo()
+        check(lib.kvpool_allocator_info(handle, byref(self.info)))
+        self._state = _lib.SideState()
+        self._ok = c_int()
+        self._n = c_int64()
+        self._tables = None
+        self._move = None
+
+    @classmethod
+    def create(cls, buffer, name, options):
+        """A standalone side of buffer's sub-pool name; options: side_options(...)."""
+        return cls(
+            _new(
+                lib.kvpool_allocator_create,
+                buffer._h,
+                name.encode(),
+                byref(options),
+                stream_of(buffer.device),
+            ),
+            buffer,
+        )
+
+    def bind_peer(self, peer):
+        check(lib.kvpool_allocator_bind_peer(self._h, peer._h))
+        self._tables = peer._tables = None  # binding resizes the v2p table
+
+    # ---------------------------------------------------------------- state
+    def state(self):
+        """A SideState with the sizes (in tokens), watermark and page counts, now."""
+        status = lib.kvpool_allocator_state(self._h, byref(self._state))
+        if status:
+            raise_status(status)
+        return self._state
+
+    def counters(self):
+        c = _lib.SideCounters()
+        check(lib.kvpool_allocator_counters(self._h, byref(c)))
+        return {name: getattr(c, name) for name, _ in c._fields_}
+
+    def state_string(self):
+        s = c_char_p()
+        check(lib.kvpool_allocator_state_string(self._h, byref(s)))
+        return s.value.decode()
+
+    def tables(self):
+        """(v2p, p2v): live int64 tensors over the device tables, each with a trailing -1 row."""
+        if self._tables is None:
+            v2p, v2p_rows, p2v, p2v_rows = c_void_p(), c_int64(), c_void_p(), c_int64()
+            check(
+                lib.kvpool_allocator_tables(
+                    self._h, byref(v2p), byref(v2p_rows), byref(p2v), byref(p2v_rows)
+                )
+            )
+            self._tables = ((v2p.value, (v2p_rows.value,)), (p2v.value, (p2v_rows.value,)))
+            self._exports.clear()
+        (v2p, v2p_shape), (p2v, p2v_shape) = self._tables
+        return (
+            self._exported("v2p", v2p, v2p_shape, torch.int64),
+            self._exported("p2v", p2v, p2v_shape, torch.int64),
+        )
+
+    def free_virtual_pages(self):
+        """The id owner's free virtual pages (host int64 tensor), in the order they are handed out."""
+        count = c_int64()
+        check(lib.kvpool_allocator_free_virtual_pages(self._h, None, 0, byref(count)))
+        out = torch.empty(count.value, dtype=torch.int64)
+        check(
+            lib.kvpool_allocator_free_virtual_pages(
+                self._h, out.data_ptr(), out.numel(), byref(count)
+            )
+        )
+        return out
+
+    def is_slot_allocated(self, token):
+        check(lib.kvpool_allocator_is_slot_allocated(self._h, int(token), byref(self._ok)))
+        return bool(self._ok.value)
+
+    # ---------------------------------------------------------------- relocation
+    def set_move_callback(self, move):
+        """move(src_pages, dst_pages): numpy int64 views of host memory valid during
+        the call; None restores kvpool's own page move inside the unified buffer."""
+        if move is None:
+            self._move = None
+            check(lib.kvpool_allocator_set_move_callback(self._h, _lib.MOVE_FN(), None))
+            return
+
+        def on_move(_user, src, dst, n):
+            try:
+                move(host_view(src, n), host_view(dst, n))
+                return 0
+            except BaseException as e:  # re-raised when the C call returns
+                _lib.note_callback_exception(e)
+                return 1
+
+        self._move = _lib.MOVE_FN(on_move)  # kept alive while installed
+        check(lib.kvpool_allocator_set_move_callback(self._h, self._move, None))
+
+    # ---------------------------------------------------------------- allocation
+    def alloc_with_virtual(self, virtual_pages):
+        ids = host_ids(virtual_pages, "virtual_pages")
+        check(
+            lib.kvpool_allocator_alloc_with_virtual(
+                self._h, stream_of(self.device), ids.ptr, ids.n, byref(self._ok)
+            )
+        )
+        return bool(self._ok.value)
+
+    # ---------------------------------------------------------------- free and compaction
+    def free(self, virtual_tokens, skip_unbound=False):
+        ids = host_ids(virtual_tokens, "free_index")
+        status = lib.kvpool_allocator_free(
+            self._h, stream_of(self.device), ids.ptr, ids.n, 1 if skip_unbound else 0
+        )
+        if status:
+            raise_status(status)
+
+    def free_group_begin(self):
+        check(lib.kvpool_allocator_free_group_begin(self._h))
+
+    def free_group_end(self):
+        check(lib.kvpool_allocator_free_group_end(self._h, stream_of(self.device)))
+
+    def flush(self, urgent):
+        status = lib.kvpool_allocator_flush(
+            self._h, stream_of(self.device), 1 if urgent else 0, byref(self._n)
+        )
+        if status:
+            raise_status(status)
+        return self._n.value
+
+    def drain_pending_reuse(self):
+        check(lib.kvpool_allocator_drain_pending_reuse(self._h))
+
+    def set_latest_forward_done(self, token_handle_or_none):
+        check(lib.kvpool_allocator_set_latest_forward_done(self._h, token_handle_or_none))
+
+    def set_inflight_forward(self, token_handle_or_none, virtual_tokens):
+        ids = host_ids(virtual_tokens if virtual_tokens is not None else (), "out_cache_loc")
+        check(
+            lib.kvpool_allocator_set_inflight_forward(self._h, token_handle_or_none, ids.ptr, ids.n)
+        )
+
+    # ---------------------------------------------------------------- translate
+    def translate(self, virtual_tokens, out):
+        """Virtual -> physical token ids into out (int64 or int32, contiguous, same
+        number of entries; may be virtual_tokens itself)."""
+        src = device_index_input(virtual_tokens, "virtual token ids", self.device)
+        status = lib.kvpool_allocator_translate(
+            self._h,
+            stream_of(self.device),
+            src.data_ptr(),
+            src.numel(),
+            out.data_ptr(),
+            1 if out.dtype == torch.int32 else 0,
+        )
+        if status:
+            raise_status(status)
+        return out
+
+    # ---------------------------------------------------------------- state windows
+    def backup_state(self):
+        return _Snapshot(_new(lib.kvpool_allocator_backup_state, self._h))
+
+    def restore_state(self, snapshot):
+        check(lib.kvpool_allocator_restore_state(self._h, stream_of(self.device), snapshot._h))
+
+    def commit_state(self, snapshot):
+        check(lib.kvpool_allocator_commit_state(self._h, snapshot._h))
+
+    def clear(self):
+        check(lib.kvpool_allocator_clear(self._h, stream_of(self.device)))
+
+    def check_invariants(self):
+        check(lib.kvpool_allocator_check_invariants(self._h, stream_of(self.device)))
+
+
+class _Snapshot(_Handle):
+    _destroy = lib.kvpool_snapshot_destroy
+
+
+class _Pair(_Handle):
+    """Two sides of one buffer made and kept together by kvpool: ``sides`` (first, second)."""
+
+    _create = _side = None
+
+    def __init__(self, buffer, first_options, second_options, first_name, second_name):
+        """first_options, second_options: each side's side_options(...)."""
+        cls = type(self)
+        super().__init__(
+            _new(
+                cls._create,
+                buffer._h,
+                first_name.encode(),
+                second_name.encode(),
+                byref(first_options),
+                byref(second_options),
+            )
+        )
+        self.buffer = buffer
+        self.device = buffer.device
+        self.sides = tuple(Side(_new(cls._side, self._h, which), buffer) for which in (0, 1))
+
+
+class SwaPair(_Allocates, _Pair):
+    """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
+
+    _destroy = lib.kvpool_swa_pair_destroy
+    _create = lib.kvpool_swa_pair_create
+    _side = lib.kvpool_swa_pair_side
+    _c_alloc = lib.kvpool_swa_pair_alloc
+    _c_alloc_extend = lib.kvpool_swa_pair_alloc_extend
+    _c_alloc_decode = lib.kvpool_swa_pair_alloc_decode
+
+    def __init__(self, buffer, full_options, swa_options, full_name="full", swa_name="swa"):
+        super().__init__(buffer, full_options, swa_options, full_name, swa_name)
+        self.full, self.swa = self.sides
+        self._sizes = _lib.SwaSizes()
+        self._ok = c_int()
+
+    def sizes(self):
+        status = lib.kvpool_swa_pair_sizes(self._h, byref(self._sizes))
+        if status:
+            raise_status(status)
+        return self._sizes
+
+    def free(self, virtual_tokens):
+        ids = host_ids(virtual_tokens, "free_index")
+        status = lib.kvpool_swa_pair_free(self._h, stream_of(self.device), ids.ptr, ids.n)
+        if status:
+            raise_status(status)
+
+    def free_swa(self, virtual_tokens):
+        ids = host_ids(virtual_tokens, "free_index")
+        check(lib.kvpool_swa_pair_free_swa(self._h, stream_of(self.device), ids.ptr, ids.n))
+
+
+class MambaPair(_Pair):
+    """The Mamba pair: ``full`` KV (paged) and ``state`` slots (page size 1), own ids each."""
+
+    _destroy = lib.kvpool_mamba_pair_destroy
+    _create = lib.kvpool_mamba_pair_create
+    _side = lib.kvpool_mamba_pair_side
+
+    def __init__(self, buffer, full_options, state_options, full_name="full", state_name="mamba"):
+        super().__init__(buffer, full_options, state_options, full_name, state_name)
+        self.full, self.state = self.sides
+        self._sizes = _lib.MambaSizes()
+
+    def sizes(self):
+        check(lib.kvpool_mamba_pair_sizes(self._h, byref(self._sizes)))
+        return self._sizes
+
+
+def set_forward_done(sides, marker):
+    """Hands the engine's latest forward-done marker (or None) to each side."""
+    _token, handle = token_handle(marker)
+    for side in sides:
+        side.set_latest_forward_done(handle)
+
+
+class ReqTable(_Handle):
+    """A request table: rows 1..size for requests, row 0 the padding row; ``table`` is the live tensor."""
+
+    _destroy = lib.kvpool_req_pool_destroy
+
+    def __init__(self, size, max_context_len, device):
+        self.device = pool_device(device)
+        super().__init__(
+            _new(
+                lib.kvpool_req_pool_create, int(size), int(max_context_len), stream_of(self.device)
+            )
+        )
+        table, rows, columns = c_void_p(), c_int64(), c_int64()
+        check(lib.kvpool_req_pool_table(self._h, byref(table), byref(rows), byref(columns)))
+        self._table = (table.value, (rows.value, columns.value))
+        self._ok = c_int()
+
+    @property
+    def table(self):
+        return self._exported("table", *self._table, torch.int64)
+
+    def available_size(self):
+        n = c_int64()
+        check(lib.kvpool_req_pool_available(self._h, byref(n)))
+        return n.value
+
+    def generation(self, slot):
+        n = c_int64()
+        check(lib.kvpool_req_pool_generation(self._h, int(slot), byref(n)))
+        return n.value
+
+    def alloc(self, n):
+        slots = (c_int64 * max(n, 1))()
+        check(lib.kvpool_req_pool_alloc(self._h, int(n), slots, byref(self._ok)))
+        return list(slots[:n]) if self._ok.value else None
+
+    def free(self, slots):
+        ids = host_ids(slots, "slots")
+        check(lib.kvpool_req_pool_free(self._h, ids.ptr, ids.n))
+
+    def clear(self):
+        check(lib.kvpool_req_pool_clear(self._h))
+
+    def check_invariants(self):
+        check(lib.kvpool_req_pool_check_invariants(self._h, stream_of(self.device)))
+
+
+class HybridReqTable(_Handle):
+    """A hybrid model's request table: + request -> Mamba state slot (+ ping-pong
+    track slots), state slots taken from ``states`` (a page-size-1 Side)."""
+
+    _destroy = lib.kvpool_hybrid_req_pool_destroy
+
+    def __init__(
+        self,
+        size,
+        max_context_len,
+        states,
+        extra_buffer=False,
+        extra_buffer_lazy=False,
+        track_size=2,
+    ):
+        self.device = states.device
+        self.states = states
+        options = _lib.HybridOptions(
+            1 if extra_buffer else 0, 1 if extra_buffer_lazy else 0, int(track_size)
+        )
+        super().__init__(
+            _new(
+                lib.kvpool_hybrid_req_pool_create,
+                int(size),
+                int(max_context_len),
+                states._h,
+                byref(options),
+                stream_of(self.device),
+            )
+        )
+        table, rows, columns, mamba, track, track_columns = (
+            c_void_p(),
+            c_int64(),
+            c_int64(),
+            c_void_p(),
+            c_void_p(),
+            c_int64(),
+        )
+        check(
+            lib.kvpool_hybrid_req_pool_tables(
+                self._h,
+                byref(table),
+                byref(rows),
+                byref(columns),
+                byref(mamba),
+                byref(track),
+                byref(track_columns),
+            )
+        )
+        self.track_columns = track_columns.value
+        self._tables = {
+            "table": (table.value, (rows.value, columns.value)),
+            "mamba_map": (mamba.value, (rows.value,)),
+            "track_map": (track.value, (rows.value, self.track_columns)),
+        }
+        self._ok = c_int()
+        self._n = c_int64()
+
+    def _table(self, key):
+        return self._exported(key, *self._tables[key], torch.int64)
+
+    @property
+    def table(self):
+        return self._table("table")
+
+    @property
+    def mamba_map(self):
+        """Request slot -> its Mamba state slot."""
+        return self._table("mamba_map")
+
+    @property
+    def track_map(self):
+        """Request slot -> its ping-pong track slots (-1: none)."""
+        return self._table("track_map")
+
+    def available_size(self):
+        check(lib.kvpool_hybrid_req_pool_available(self._h, byref(self._n)))
+        return self._n.value
+
+    def generation(self, slot):
+        check(lib.kvpool_hybrid_req_pool_generation(self._h, int(slot), byref(self._n)))
+        return self._n.value
+
+    def alloc(self, mamba_slots):
+        """One request per entry: a state slot to hand over, or -1 for a fresh one. Slots or None."""
+        ids = host_ids(mamba_slots, "mamba_slots")
+        slots = (c_int64 * max(ids.n, 1))()
+        check(
+            lib.kvpool_hybrid_req_pool_alloc(
+                self._h, stream_of(self.device), ids.ptr, ids.n, slots, byref(self._ok)
+            )
+        )
+        return list(slots[: ids.n]) if self._ok.value else None
+
+    def free(self, slots):
+        ids = host_ids(slots, "slots")
+        check(lib.kvpool_hybrid_req_pool_free(self._h, ids.ptr, ids.n))
+
+    def free_mamba_cache(self, req, keep_idx=None):
+        check(
+            lib.kvpool_hybrid_req_pool_free_mamba_cache(
+                self._h,
+                stream_of(self.device),
+                int(req),
+                -1 if keep_idx is None else int(keep_idx),
+                byref(self._n),
+            )
+        )
+        return self._n.value
+
+    def request(self, req):
+        """(Mamba slot, [track slots], next track index) of a request slot; -1 where none."""
+        mamba, nxt = c_int64(), c_int64()
+        tracks = (c_int64 * max(self.track_columns, 1))()
+        check(
+            lib.kvpool_hybrid_req_pool_request(self._h, int(req), byref(mamba), tracks, byref(nxt))
+        )
+        return mamba.value, list(tracks[: self.track_columns]), nxt.value
+
+    def set_next_track_idx(self, req, idx):
+        check(lib.kvpool_hybrid_req_pool_set_next_track_idx(self._h, int(req), int(idx)))
+
+    def set_track_slot(self, req, idx, value):
+        check(
+            lib.kvpool_hybrid_req_pool_set_track_slot(
+                self._h, stream_of(self.device), int(req), int(idx), int(value), byref(self._n)
+            )
+        )
+        return self._n.value
+
+    def donate_track_slot(self, req, new_slot):
+        check(
+            lib.kvpool_hybrid_req_pool_donate_track_slot(
+                self._h, stream_of(self.device), int(req), int(new_slot), byref(self._n)
+            )
+        )
+        return self._n.value
+
+    def alloc_track_slot(self, req, idx):
+        check(
+            lib.kvpool_hybrid_req_pool_alloc_track_slot(
+                self._h, stream_of(self.device), int(req), int(idx), byref(self._ok)
+            )
+        )
+        return bool(self._ok.value)
+
+    def clear(self):
+        check(lib.kvpool_hybrid_req_pool_clear(self._h, stream_of(self.device)))
+
+    def check_invariants(self):
+        check(lib.kvpool_hybrid_req_pool_check_invariants(self._h, stream_of(self.device)))
+
+
+def live_handles():
+    return lib.kvpool_live_handles()
+
+
+__all__ = [
+    "UnifiedBuffer",
+    "Side",
+    "SwaPair",
+    "MambaPair",
+    "ReqTable",
+    "HybridReqTable",
+    "set_forward_done",
+    "live_handles",
+]

@@ -1,0 +1,39 @@
+"""Drop-in replacements for SGLang's unified-memory-pool classes, backed by kvpool.
+
+An engine changes its imports from ``sglang.srt.mem_cache.*`` to ``kvpool.sglang``;
+constructor keywords, method names, argument order, dtypes, return conventions
+(None when there is no room) and the public attributes are the reference's.
+Where the reference asserts, kvpool raises a KVPoolAssertionError (an
+AssertionError). The differences are listed in kvpool's README.
+"""
+
+from .kv_pools import (
+    UnifiedHybridLinearKVPool,
+    UnifiedMambaPool,
+    UnifiedMHATokenToKVPool,
+    UnifiedSWAKVPool,
+)
+from .mamba_allocator import UnifiedMambaSlotAllocator, UnifiedMambaTokenToKVPoolAllocator
+from .multi_ended_allocator import MultiEndedAllocator
+from .req_to_token_pool import HybridReqToTokenPool, ReqToTokenPool, UnifiedHybridReqToTokenPool
+from .specs import MambaSubPoolSpec, MHASubPoolSpec, SubPoolSpec
+from .swa_allocator import UnifiedSWATokenToKVPoolAllocator
+from .unified_kv_pool import UnifiedKVPool
+
+__all__ = [
+    "HybridReqToTokenPool",
+    "MambaSubPoolSpec",
+    "MHASubPoolSpec",
+    "MultiEndedAllocator",
+    "ReqToTokenPool",
+    "SubPoolSpec",
+    "UnifiedHybridLinearKVPool",
+    "UnifiedHybridReqToTokenPool",
+    "UnifiedKVPool",
+    "UnifiedMambaPool",
+    "UnifiedMambaSlotAllocator",
+    "UnifiedMambaTokenToKVPoolAllocator",
+    "UnifiedMHATokenToKVPool",
+    "UnifiedSWAKVPool",
+    "UnifiedSWATokenToKVPoolAllocator",
+]

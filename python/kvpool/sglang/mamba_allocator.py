@@ -1,0 +1,176 @@
+"""UnifiedMambaTokenToKVPoolAllocator: full KV ("full", paged) and Mamba state slots
+("mamba", page size 1) in one unified buffer, each side owning its ids; and
+UnifiedMambaSlotAllocator, the state side as a request table's slot allocator."""
+
+from typing import Optional
+
+import torch
+
+from .. import native
+from .._tensors import pool_device
+from .multi_ended_allocator import MultiEndedAllocator, side_options
+from .pair_allocator import PairAllocator
+
+
+class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
+    _second_side_written = False  # Mamba state is not written through out_cache_loc
+
+    def __init__(
+        self,
+        *,
+        unified_buffer,
+        kvcache,
+        device: str,
+        page_size: int = 1,
+        need_sort: bool = False,
+        forward_stream: Optional[torch.cuda.Stream] = None,
+        lazy_compaction: bool = False,
+        full_max_moves_per_call: Optional[int] = None,
+        mamba_max_moves_per_call: Optional[int] = None,
+    ):
+        super().__init__(
+            unified_buffer.max_slots("full") - 1,
+            page_size,
+            unified_buffer.mha_spec("full").store_dtype,
+            pool_device(device),
+            kvcache,
+            need_sort,
+        )
+        self.full_attn_allocator, self.mamba_allocator = self._init_pair(
+            native.MambaPair(
+                unified_buffer._native,
+                side_options(lazy_compaction, full_max_moves_per_call),
+                side_options(lazy_compaction, mamba_max_moves_per_call),
+            ),
+            lazy_compaction,
+            (("full", "full_kv_pool", page_size), ("mamba", "mamba_pool", 1)),
+            kvcache,
+            unified_buffer,
+            device,
+            need_sort,
+            forward_stream,
+        )
+
+    # -- sizes (tokens) --
+    @property
+    def size(self) -> int:
+        fa = self.full_attn_allocator
+        return fa.schedulable_available_size() + fa.allocated_count()
+
+    @size.setter
+    def size(self, value) -> None:
+        pass  # the base sets it; computed from the sides
+
+    def available_size(self) -> int:
+        return self.full_attn_allocator.schedulable_available_size()
+
+    def full_available_size(self) -> int:
+        return self.full_attn_allocator.schedulable_available_size()
+
+    def mamba_slot_full_token_cost(self) -> int:
+        """Full-token equivalents of gap one state slot takes (rounded up)."""
+        return self._pair.sizes().state_slot_full_token_cost
+
+    def state_slot_starved(self) -> bool:
+        """The full side has room, but the gap is narrower than one state slot and no
+        state hole is free: a state slot allocation returns None although memory is free."""
+        return bool(self._pair.sizes().state_slot_starved)
+
+    @property
+    def size_full(self) -> int:
+        return self.full_attn_allocator.max_slots - 1
+
+    @property
+    def size_mamba(self) -> int:
+        return self.mamba_allocator.max_slots - 1
+
+    def debug_print(self) -> str:
+        return (
+            f"#full-available={self.full_attn_allocator.available_size()}, "
+            f"#mamba-available={self.mamba_allocator.available_size()}"
+        )
+
+    # -- full KV: the full side --
+    def alloc(self, need_size: int) -> Optional[torch.Tensor]:
+        return self.full_attn_allocator.alloc(need_size)
+
+    def alloc_extend(
+        self,
+        prefix_lens,
+        prefix_lens_cpu,
+        seq_lens,
+        seq_lens_cpu,
+        last_loc,
+        extend_num_tokens: int,
+        num_new_pages: Optional[int] = None,
+    ) -> Optional[torch.Tensor]:
+        return self.full_attn_allocator.alloc_extend(
+            prefix_lens,
+            prefix_lens_cpu,
+            seq_lens,
+            seq_lens_cpu,
+            last_loc,
+            extend_num_tokens,
+            num_new_pages=num_new_pages,
+        )
+
+    def alloc_decode(self, seq_lens, seq_lens_cpu, last_loc) -> Optional[torch.Tensor]:
+        return self.full_attn_allocator.alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+
+    def translate_kv_loc(
+        self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        return self.full_attn_allocator.translate_kv_loc(loc, out=out)
+
+    def is_slot_allocated(self, slot: int) -> bool:
+        return self.full_attn_allocator.is_slot_allocated(slot)
+
+    def allocator_state_str(self) -> str:
+        return self.full_attn_allocator.allocator_state_str()
+
+    def free(self, free_index) -> None:
+        if self._grouped(free_index):
+            return
+        self.full_attn_allocator.free(free_index)
+
+
+class UnifiedMambaSlotAllocator:
+    """The Mamba state side as a slot allocator: ``alloc`` returns virtual slot ids,
+    ``translate`` maps them to physical slots (the state pool's indices)."""
+
+    def __init__(self, mea: MultiEndedAllocator, max_size: int, device: str):
+        self._multi_ended_allocator = mea
+        self._max_size = max_size
+        self._device = device
+
+    def translate(self, virtual_ids: torch.Tensor) -> torch.Tensor:
+        return self._multi_ended_allocator.translate_kv_loc(virtual_ids)
+
+    @property
+    def virtual_to_physical(self) -> torch.Tensor:
+        return self._multi_ended_allocator.virtual_to_physical
+
+    @property
+    def size(self) -> int:
+        return self._max_size
+
+    def available_size(self) -> int:
+        return self._max_size - self._multi_ended_allocator.allocated_count()
+
+    def schedulable_available_size(self) -> int:
+        return self._multi_ended_allocator.schedulable_available_size()
+
+    def alloc(self, need_size: int):
+        return self._multi_ended_allocator.alloc(need_size)
+
+    def free(self, free_index) -> None:
+        self._multi_ended_allocator.free(free_index)
+
+    def clear(self) -> None:
+        self._multi_ended_allocator.clear()
+
+    def is_slot_allocated(self, slot) -> bool:
+        return self._multi_ended_allocator.is_slot_allocated(int(slot))
+
+    def allocator_state_str(self) -> str:
+        return self._multi_ended_allocator.allocator_state_str()

@@ -1,0 +1,306 @@
+"""MultiEndedAllocator: one sub-pool of a UnifiedKVPool, SGLang's surface over kvpool's side.
+
+Token-granular ids in and out; ``virtual_to_physical`` / ``physical_to_virtual``
+are page-granular live views of kvpool's device tables (int64, -1 unbound,
+row 0 the padding anchor, a trailing -1 row). ``free`` takes the ids on the
+host: a CUDA tensor is copied there once (the reference syncs there too), a
+CPU tensor or a list is read in place.
+"""
+
+import os
+from typing import Optional
+
+import torch
+
+from .. import native
+from .._tensors import pool_device
+from ..errors import InvalidArgumentError, KVPoolAssertionError, WrongRoleError
+from . import relocation
+from .base import BaseTokenToKVPoolAllocator, InflightForward
+
+
+def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True):
+    """A side's kvpool options. The opportunistic flush's move cap is max_moves_per_call, or
+    what SGLANG_LAZY_COMPACTION_MAX_MOVES_PER_CALL says when the side is made, as in the reference.
+    """
+    if max_moves_per_call is None:
+        max_moves_per_call = int(
+            os.environ.get("SGLANG_LAZY_COMPACTION_MAX_MOVES_PER_CALL", "4096")
+        )
+    if max_moves_per_call <= 0:
+        raise InvalidArgumentError(f"max_moves_per_call must be positive, not {max_moves_per_call}")
+    return native.side_options(lazy_compaction, max_moves_per_call, is_id_owner)
+
+
+class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
+    def __init__(
+        self,
+        *,
+        kvcache,
+        unified_buffer,
+        sub_pool_name: str,
+        device: str,
+        is_id_owner: bool,
+        page_size: int = 1,
+        need_sort: bool = False,
+        forward_stream: Optional[torch.cuda.Stream] = None,
+        lazy_compaction: bool = False,
+        max_moves_per_call: Optional[int] = None,
+    ):
+        self._check_page_size(unified_buffer, sub_pool_name, page_size)
+        side = native.Side.create(
+            unified_buffer._native,
+            sub_pool_name,
+            side_options(lazy_compaction, max_moves_per_call, is_id_owner),
+        )
+        self._setup(
+            side,
+            kvcache=kvcache,
+            unified_buffer=unified_buffer,
+            sub_pool_name=sub_pool_name,
+            device=device,
+            need_sort=need_sort,
+            forward_stream=forward_stream,
+            inflight=InflightForward(),
+        )
+
+    @classmethod
+    def _over(cls, side, *, page_size, **setup):
+        """The allocator of a pair's side (the pair made the side); setup: _setup's keywords."""
+        cls._check_page_size(setup["unified_buffer"], setup["sub_pool_name"], page_size)
+        self = cls.__new__(cls)
+        self._setup(side, **setup)
+        return self
+
+    @staticmethod
+    def _check_page_size(unified_buffer, sub_pool_name, page_size):
+        layout = unified_buffer.side_page_size(sub_pool_name)
+        if page_size != layout:
+            raise InvalidArgumentError(
+                f"sub-pool {sub_pool_name!r} has page size {layout} in its UnifiedKVPool, the allocator "
+                f"asks for {page_size}: pass the same page_size to UnifiedKVPool"
+            )
+
+    def _setup(
+        self,
+        side,
+        *,
+        kvcache,
+        unified_buffer,
+        sub_pool_name,
+        device,
+        need_sort,
+        forward_stream,
+        inflight,
+    ):
+        spec = unified_buffer.spec(sub_pool_name)
+        info = side.info
+        max_slots = unified_buffer.max_slots(sub_pool_name)
+        if pool_device(device) != side.device:
+            raise InvalidArgumentError(
+                f"device {device!r} is not the unified buffer's, {side.device}"
+            )
+        super().__init__(
+            max_slots, info.page_size, spec.get_dtype(), side.device, kvcache, need_sort
+        )
+        self._side = side
+        self._inflight = inflight
+        self.unified_buffer = unified_buffer
+        self.sub_pool_name = sub_pool_name
+        self.spec = spec
+        self.max_slots = max_slots
+        self.grow_direction = "down" if info.grow_down else "up"
+        self.entry_bytes = info.entry_bytes
+        self.min_slot_index = unified_buffer.min_slot_index(sub_pool_name)
+        self.is_id_owner = bool(info.is_id_owner)
+        self.forward_stream = forward_stream
+        self.num_pages = info.num_physical_pages
+        self.min_page_index = info.min_page_index
+        self.entry_bytes_per_page = info.page_bytes
+        self.num_virtual_ids = self.num_pages
+        self.lazy_compaction = bool(info.lazy)
+        self._lazy_max_moves_per_call = info.max_moves_per_flush
+        self._peer = None
+        self.relocation = relocation.install(
+            side, kvcache, unified_buffer, sub_pool_name, info.page_size, side.device
+        )
+
+    # -- peers --
+    def bind_peer(self, peer: "MultiEndedAllocator") -> None:
+        self._side.bind_peer(peer._side)
+        self._peer = peer
+        peer._peer = self
+
+    @property
+    def peer(self):
+        return self._peer
+
+    # -- live views and sizes --
+    @property
+    def virtual_to_physical(self) -> torch.Tensor:
+        return self._side.tables()[0]
+
+    @property
+    def physical_to_virtual(self) -> torch.Tensor:
+        return self._side.tables()[1]
+
+    @property
+    def free_virtual_ids(self) -> Optional[torch.Tensor]:
+        """The free virtual page ids in the order allocations take them (a copy), None on a non-owner."""
+        if not self.is_id_owner:
+            return None
+        return self._side.free_virtual_pages().to(self.device)
+
+    @property
+    def watermark_physical(self) -> int:
+        return self._side.state().watermark
+
+    @property
+    def live_page_count(self) -> int:
+        return self._side.state().live_pages
+
+    def available_size(self) -> int:
+        return self._side.state().available_size
+
+    def schedulable_available_size(self) -> int:
+        return self._side.state().schedulable_available_size
+
+    def allocated_count(self) -> int:
+        return self._side.state().allocated_count
+
+    def _allocated_pages(self) -> int:
+        s = self._side.state()
+        return s.live_pages + s.hole_pages + s.pending_reuse_pages
+
+    def is_slot_allocated(self, slot: int) -> bool:
+        return self._side.is_slot_allocated(slot)
+
+    def allocator_state_str(self) -> str:
+        return self._side.state_string()
+
+    def debug_print(self) -> str:
+        return f"#available={self.available_size()}"
+
+    def counters(self):
+        """kvpool's cumulative counters of this side (allocations, frees, moves, flushes)."""
+        return self._side.counters()
+
+    def check_invariants(self) -> None:
+        """Host state and device tables checked against each other (synchronises the stream)."""
+        self._side.check_invariants()
+
+    # -- allocation --
+    def alloc(self, need_size: int) -> Optional[torch.Tensor]:
+        self._inflight.settle()
+        if not self.is_id_owner:
+            raise WrongRoleError(
+                f"MultiEndedAllocator({self.sub_pool_name!r}).alloc called on a non-id-owner allocator; "
+                "use alloc_with_virtual instead"
+            )
+        if need_size <= 0:
+            return torch.empty(0, dtype=torch.int64, device=self.device)
+        return self._side.alloc(need_size)
+
+    def alloc_with_virtual(self, virtual_pages: torch.Tensor) -> None:
+        """Binds peer-minted virtual PAGE ids on this (non-owner) side."""
+        self._inflight.settle()
+        if virtual_pages.numel() == 0:
+            return
+        if not self._side.alloc_with_virtual(virtual_pages):
+            raise KVPoolAssertionError(
+                f"MultiEndedAllocator({self.sub_pool_name!r}).alloc_with_virtual: out of physical room "
+                f"(nothing was bound). {self.allocator_state_str()}"
+            )
+
+    def alloc_extend(
+        self,
+        prefix_lens,
+        prefix_lens_cpu,
+        seq_lens,
+        seq_lens_cpu,
+        last_loc,
+        extend_num_tokens: int,
+        num_new_pages: Optional[int] = None,
+    ) -> Optional[torch.Tensor]:
+        self._inflight.settle()
+        return self._side.alloc_extend(prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens)
+
+    def alloc_decode(self, seq_lens, seq_lens_cpu, last_loc) -> Optional[torch.Tensor]:
+        self._inflight.settle()
+        return self._side.alloc_decode(seq_lens_cpu, last_loc)
+
+    # -- translate --
+    def translate_kv_loc(
+        self, virt_tokens: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        """Virtual token ids -> physical token ids; tombstones and -1 clamp to the sink (0).
+        ``out=`` (int64, same shape) is written in place and returned, and may be virt_tokens."""
+        return _translate(
+            self._side, virt_tokens, out, torch.int64, "translate_kv_loc", self.device
+        )
+
+    # -- free and compaction --
+    def free(self, free_index) -> None:
+        if self._grouped(free_index):
+            return
+        self._side.free(free_index)
+
+    def _flush(self, *, urgent: bool) -> int:
+        self._inflight.settle()
+        return self._side.flush(urgent)
+
+    def flush_opportunistic(self) -> int:
+        if not self.lazy_compaction:
+            return 0
+        return self._flush(urgent=False)
+
+    def maybe_drain_pending_reuse(self) -> None:
+        self._side.drain_pending_reuse()
+
+    def set_latest_forward_done_event(self, event) -> None:
+        native.set_forward_done([self._side], event)
+
+    def set_inflight_forward(
+        self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]
+    ) -> None:
+        if not self.lazy_compaction:
+            return
+        self._inflight.set([(self._side, True)], forward_done, out_cache_loc_virtual)
+
+    # -- state --
+    def backup_state(self):
+        return self._side.backup_state()
+
+    def restore_state(self, state):
+        """Undoes every allocation since backup_state(); returns the relocations
+        recorded in the window (none: kvpool refuses frees inside it)."""
+        self._inflight.settle()
+        self._side.restore_state(state)
+        return []
+
+    def clear_inverse_history(self) -> None:
+        """kvpool keeps no relocation history (restore_state undoes allocations itself)."""
+
+    def clear(self) -> None:
+        self._inflight.settle()
+        self._side.clear()
+        self.is_not_in_free_group = True
+        self.free_group = []
+
+
+def _translate(side, virt_tokens, out, dtype, what, device):
+    if out is not None:
+        if out.dtype != dtype:
+            raise InvalidArgumentError(f"{what}: out= dtype must be {dtype}, got {out.dtype}")
+        if out.shape != virt_tokens.shape:
+            raise InvalidArgumentError(
+                f"{what}: out= shape {tuple(out.shape)} must match the ids' shape {tuple(virt_tokens.shape)}"
+            )
+        if out.device != device:
+            raise InvalidArgumentError(f"{what}: out= must be on {device}, got {out.device}")
+        if out.is_contiguous():
+            side.translate(virt_tokens, out)
+            return out
+        out.copy_(side.translate(virt_tokens, torch.empty(out.shape, dtype=dtype, device=device)))
+        return out
+    return side.translate(virt_tokens, torch.empty(virt_tokens.shape, dtype=dtype, device=device))

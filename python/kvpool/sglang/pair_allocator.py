@@ -1,0 +1,93 @@
+"""What the SWA and the Mamba composite share: a MultiEndedAllocator over each side
+of a kvpool pair, state windows over both, and the forward-event hooks."""
+
+from typing import Optional
+
+import torch
+
+from .. import native
+from .base import BaseTokenToKVPoolAllocator, InflightForward
+from .multi_ended_allocator import MultiEndedAllocator
+
+
+class PairAllocator(BaseTokenToKVPoolAllocator):
+    # Whether the forward writes the second side at out_cache_loc (the SWA side
+    # does; Mamba state is written by the state kernels, not through it).
+    _second_side_written = True
+
+    def _init_pair(
+        self,
+        pair,
+        lazy_compaction,
+        sides,
+        kvcache,
+        unified_buffer,
+        device,
+        need_sort,
+        forward_stream,
+    ):
+        """pair: a kvpool.native pair; sides: (sub-pool, kvcache attribute, page size) of its
+        first and second side. Returns their MultiEndedAllocators."""
+        self.unified_buffer = unified_buffer
+        self.lazy_compaction = lazy_compaction
+        self._pair = pair
+        self._inflight = InflightForward()
+        self._sides = [
+            MultiEndedAllocator._over(
+                side,
+                kvcache=getattr(kvcache, attribute, None),
+                unified_buffer=unified_buffer,
+                sub_pool_name=name,
+                device=device,
+                page_size=page_size,
+                need_sort=need_sort,
+                forward_stream=forward_stream,
+                inflight=self._inflight,
+            )
+            for side, (name, attribute, page_size) in zip(pair.sides, sides)
+        ]
+        self._sides[0]._peer, self._sides[1]._peer = self._sides[1], self._sides[0]
+        self.free_pages = torch.empty(0, dtype=torch.int64, device=self.device)
+        self.release_pages = torch.empty(0, dtype=torch.int64, device=self.device)
+        return self._sides
+
+    # -- state --
+    def backup_state(self):
+        return [side.backup_state() for side in self._sides]
+
+    def restore_state(self, state):
+        assert len(state) == 2
+        return self._sides[0].restore_state(state[0]) + self._sides[1].restore_state(state[1])
+
+    def clear(self) -> None:
+        for side in self._sides:
+            side.clear()
+        self.is_not_in_free_group = True
+        self.free_group = []
+
+    def check_invariants(self) -> None:
+        """Both sides' host state and device tables checked (synchronises the stream)."""
+        for side in self._sides:
+            side.check_invariants()
+
+    # -- lazy compaction hooks --
+    def set_latest_forward_done_event(self, event) -> None:
+        native.set_forward_done(self._pair.sides, event)
+
+    def set_inflight_forward(
+        self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]
+    ) -> None:
+        if not self.lazy_compaction:
+            return
+        first, second = self._pair.sides
+        self._inflight.set(
+            [(first, True), (second, self._second_side_written)],
+            forward_done,
+            out_cache_loc_virtual,
+        )
+
+    def flush_opportunistic(self) -> int:
+        if not self.lazy_compaction:
+            return 0
+        self._inflight.settle()
+        return sum(side.flush(False) for side in self._pair.sides)

@@ -1,0 +1,116 @@
+"""Sub-pool specs of a UnifiedKVPool, with the reference's fields and byte math."""
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+
+from ..errors import InvalidArgumentError
+
+
+def _require(condition, message):
+    if not condition:
+        raise InvalidArgumentError(message)
+
+
+def itemsize(dtype: torch.dtype) -> int:
+    """Bytes of one element (torch 1.13 has no dtype.itemsize)."""
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _prod(shape):
+    out = 1
+    for x in shape:
+        out *= int(x)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubPoolSpec:
+    """Per-slot layout of one sub-pool: a name, its layer count, its end of the buffer."""
+
+    name: str
+    layer_num: int
+    grow_direction: str  # "up" | "down"
+
+    def __post_init__(self):
+        _require(
+            self.grow_direction in ("up", "down"),
+            f"grow_direction must be 'up' or 'down'; got {self.grow_direction!r}",
+        )
+        _require(self.layer_num > 0, f"layer_num must be positive; got {self.layer_num}")
+
+    def entry_bytes(self) -> int:
+        """Bytes of one slot across all layers of this sub-pool."""
+        raise NotImplementedError
+
+    def get_dtype(self) -> torch.dtype:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class MHASubPoolSpec(SubPoolSpec):
+    """K and V rows per layer; ``v_head_dim`` defaults to ``head_dim``. A page holds,
+    per layer, its page_size K rows then its page_size V rows."""
+
+    head_num: int
+    head_dim: int
+    store_dtype: torch.dtype
+    v_head_dim: Optional[int] = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        _require(self.head_num > 0, f"head_num must be positive; got {self.head_num}")
+        _require(self.head_dim > 0, f"head_dim must be positive; got {self.head_dim}")
+        if self.v_head_dim is None:
+            object.__setattr__(self, "v_head_dim", self.head_dim)
+        _require(self.v_head_dim > 0, f"v_head_dim must be positive; got {self.v_head_dim}")
+
+    def k_row_bytes(self) -> int:
+        return self.head_num * self.head_dim * itemsize(self.store_dtype)
+
+    def v_row_bytes(self) -> int:
+        return self.head_num * self.v_head_dim * itemsize(self.store_dtype)
+
+    def entry_bytes(self) -> int:
+        return self.layer_num * (self.k_row_bytes() + self.v_row_bytes())
+
+    def page_bytes(self, page_size: int) -> int:
+        return page_size * self.entry_bytes()
+
+    def layer_k_offset_in_page(self, layer_id: int, page_size: int) -> int:
+        return layer_id * page_size * (self.k_row_bytes() + self.v_row_bytes())
+
+    def layer_v_offset_in_page(self, layer_id: int, page_size: int) -> int:
+        return self.layer_k_offset_in_page(layer_id, page_size) + page_size * self.k_row_bytes()
+
+    def get_dtype(self) -> torch.dtype:
+        return self.store_dtype
+
+
+@dataclass(frozen=True, kw_only=True)
+class MambaSubPoolSpec(SubPoolSpec):
+    """Mamba state per slot (page size 1): each conv tensor for every layer, then the
+    temporal state for every layer."""
+
+    conv_state_shapes: Tuple[Tuple[int, ...], ...]
+    conv_dtype: torch.dtype
+    temporal_state_shape: Tuple[int, ...]
+    temporal_dtype: torch.dtype
+
+    def __post_init__(self):
+        super().__post_init__()
+        _require(len(self.conv_state_shapes) > 0, "conv_state_shapes must be non-empty")
+
+    def conv_row_bytes(self, idx: int) -> int:
+        return _prod(self.conv_state_shapes[idx]) * itemsize(self.conv_dtype)
+
+    def temporal_row_bytes(self) -> int:
+        return _prod(self.temporal_state_shape) * itemsize(self.temporal_dtype)
+
+    def entry_bytes(self) -> int:
+        conv = sum(self.conv_row_bytes(i) for i in range(len(self.conv_state_shapes)))
+        return self.layer_num * (conv + self.temporal_row_bytes())
+
+    def get_dtype(self) -> torch.dtype:
+        return self.conv_dtype

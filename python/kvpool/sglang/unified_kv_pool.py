@@ -1,0 +1,184 @@
+"""UnifiedKVPool: one uint8 buffer shared by two sub-pools growing toward each other.
+
+The bytes are kvpool's: allocated by the C API (zeroed) and exported as the
+tensor ``_raw``, or, with ``buffer=``, an engine's own uint8 tensor adopted
+as it is. Per-layer views follow the reference's page-major layout, so the
+allocators move whole pages as single contiguous copies.
+"""
+
+from typing import Dict, List, Tuple
+
+import torch
+
+from .. import native
+from ..errors import InvalidArgumentError
+from .specs import MambaSubPoolSpec, MHASubPoolSpec, SubPoolSpec, _prod, _require, itemsize
+
+GB = 1024 * 1024 * 1024
+
+
+class UnifiedKVPool:
+    def __init__(
+        self,
+        *,
+        total_bytes: int,
+        sub_pool_specs: List[SubPoolSpec],
+        device: str,
+        enable_memory_saver: bool = False,
+        page_size: int = 1,
+        buffer: torch.Tensor = None,
+    ):
+        _require(page_size >= 1, f"page_size must be >= 1; got {page_size}")
+        names = [s.name for s in sub_pool_specs]
+        _require(
+            len(sub_pool_specs) == 2 and len(set(names)) == 2,
+            f"UnifiedKVPool needs two sub-pools with distinct names; got {names}",
+        )
+        directions = sorted(s.grow_direction for s in sub_pool_specs)
+        _require(
+            directions == ["down", "up"],
+            f"UnifiedKVPool needs one grow-up and one grow-down sub-pool; got {directions}",
+        )
+        self.total_bytes = int(total_bytes)
+        self.sub_pool_specs = sub_pool_specs
+        self.enable_memory_saver = enable_memory_saver
+        self._page_size = page_size
+        self._specs_by_name: Dict[str, SubPoolSpec] = {s.name: s for s in sub_pool_specs}
+        # Mamba state is per request: its side always has page size 1.
+        self._side_page_size = {
+            s.name: 1 if isinstance(s, MambaSubPoolSpec) else page_size for s in sub_pool_specs
+        }
+        self._native = native.UnifiedBuffer(
+            self.total_bytes,
+            [
+                (s.name, s.entry_bytes(), self._side_page_size[s.name], s.grow_direction == "down")
+                for s in sub_pool_specs
+            ],
+            device,
+            buffer,
+        )
+        self.device = self._native.device
+        self._raw = self._native.bytes
+
+        entry_max = max(s.entry_bytes() for s in sub_pool_specs)
+        self._max_slots = {}
+        self._min_slot_index = {}
+        self._mha_views: Dict[str, Tuple[List[torch.Tensor], List[torch.Tensor]]] = {}
+        self._mamba_views: Dict[str, Tuple[List[torch.Tensor], torch.Tensor]] = {}
+        for spec in sub_pool_specs:
+            entry = spec.entry_bytes()
+            self._max_slots[spec.name] = self.total_bytes // entry
+            self._min_slot_index[spec.name] = (entry_max + entry - 1) // entry
+            if isinstance(spec, MHASubPoolSpec):
+                self._mha_views[spec.name] = self._build_mha_views(spec)
+            elif isinstance(spec, MambaSubPoolSpec):
+                self._mamba_views[spec.name] = self._build_mamba_views(spec)
+            else:
+                raise InvalidArgumentError(f"unsupported sub-pool spec type {type(spec).__name__}")
+
+    # -- introspection --
+    def spec(self, name: str) -> SubPoolSpec:
+        return self._specs_by_name[name]
+
+    def mha_spec(self, name: str) -> MHASubPoolSpec:
+        s = self._specs_by_name[name]
+        _require(
+            isinstance(s, MHASubPoolSpec),
+            f"sub-pool {name!r} is {type(s).__name__}, expected MHASubPoolSpec",
+        )
+        return s
+
+    def mamba_spec(self, name: str) -> MambaSubPoolSpec:
+        s = self._specs_by_name[name]
+        _require(
+            isinstance(s, MambaSubPoolSpec),
+            f"sub-pool {name!r} is {type(s).__name__}, expected MambaSubPoolSpec",
+        )
+        return s
+
+    def max_slots(self, name: str) -> int:
+        return self._max_slots[name]
+
+    def min_slot_index(self, name: str) -> int:
+        return self._min_slot_index[name]
+
+    def anchor_bytes(self, name: str) -> int:
+        """Where the sub-pool's pages are counted from: byte 0 for every sub-pool."""
+        _require(name in self._specs_by_name, f"no sub-pool named {name!r}")
+        return 0
+
+    def mha_views_for(self, name: str) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """Per layer, K and V views ``(num_pages, page_size, head_num, head_dim)``."""
+        return self._mha_views[name]
+
+    def mamba_views_for(self, name: str) -> Tuple[List[torch.Tensor], torch.Tensor]:
+        """Per conv tensor a view ``(layers, max_slots, *shape)``, and the temporal view."""
+        return self._mamba_views[name]
+
+    def side_page_size(self, name: str) -> int:
+        """The page size kvpool's allocators of this sub-pool use."""
+        return self._side_page_size[name]
+
+    # -- views --
+    def _typed(self, dtype):
+        n = self.total_bytes // itemsize(dtype)
+        return self._raw[: n * itemsize(dtype)].view(dtype)
+
+    def _build_mha_views(self, spec: MHASubPoolSpec):
+        ps = self._page_size
+        size = itemsize(spec.store_dtype)
+        typed = self._typed(spec.store_dtype)
+        num_pages = self._max_slots[spec.name] // ps
+        page = spec.page_bytes(ps) // size
+        k_buffer, v_buffer = [], []
+        for layer in range(spec.layer_num):
+            k_off = spec.layer_k_offset_in_page(layer, ps) // size
+            v_off = spec.layer_v_offset_in_page(layer, ps) // size
+            k_buffer.append(
+                torch.as_strided(
+                    typed,
+                    (num_pages, ps, spec.head_num, spec.head_dim),
+                    (page, spec.head_num * spec.head_dim, spec.head_dim, 1),
+                    k_off,
+                )
+            )
+            v_buffer.append(
+                torch.as_strided(
+                    typed,
+                    (num_pages, ps, spec.head_num, spec.v_head_dim),
+                    (page, spec.head_num * spec.v_head_dim, spec.v_head_dim, 1),
+                    v_off,
+                )
+            )
+        return k_buffer, v_buffer
+
+    def _build_mamba_views(self, spec: MambaSubPoolSpec):
+        entry = spec.entry_bytes()
+        slots = self._max_slots[spec.name]
+        offset = 0
+
+        def view(shape, dtype):
+            nonlocal offset
+            size = itemsize(dtype)
+            _require(
+                offset % size == 0 and entry % size == 0,
+                f"sub-pool {spec.name!r}: a {dtype} state at byte {offset} of a {entry}-byte slot "
+                "is misaligned",
+            )
+            inner = _prod(shape)
+            strides, acc = [], 1
+            for dim in reversed(shape):
+                strides.insert(0, acc)
+                acc *= int(dim)
+            v = torch.as_strided(
+                self._typed(dtype),
+                (spec.layer_num, slots, *shape),
+                (inner, entry // size, *strides),
+                offset // size,
+            )
+            offset += spec.layer_num * inner * size
+            return v
+
+        conv = [view(tuple(shape), spec.conv_dtype) for shape in spec.conv_state_shapes]
+        temporal = view(tuple(spec.temporal_state_shape), spec.temporal_dtype)
+        return conv, temporal

@@ -1,0 +1,337 @@
+// C API: one side of a unified buffer (MultiEndedAllocator), standalone or a
+// pair's, and the options, sizes and tables every side shares.
+#include "handles.hpp"
+#include "side_calls.hpp"
+
+using namespace kvpool::capi;
+using kvpool::index_t;
+
+namespace {
+
+// A side made by kvpool_allocator_create.
+struct StandaloneSide final : SideOwner {
+    StandaloneSide(const Space& space, std::shared_ptr<Pool> p, const std::string& name,
+                   const kvpool::AllocatorOptions& options)
+        : pool(std::move(p)), side(space, *pool, name, options) {}
+    std::shared_ptr<Pool> pool;
+    Side side;
+};
+
+// Two sides bound as peers hold raw pointers to each other: each handle keeps both alive.
+struct PeerGroup final : SideOwner {
+    std::shared_ptr<SideOwner> first;
+    std::shared_ptr<SideOwner> second;
+};
+
+Side& side_of(kvpool_allocator* a) {
+    return *deref(a, "allocator").side;
+}
+const Side& side_of(const kvpool_allocator* a) {
+    return *deref(a, "allocator").side;
+}
+
+} // namespace
+
+namespace kvpool::capi {
+
+AllocatorOptions options_of(const kvpool_side_options* o) {
+    AllocatorOptions options;
+    if (o == nullptr)
+        return options;
+    options.mode = o->lazy ? CompactionMode::lazy : CompactionMode::eager;
+    options.is_id_owner = o->is_id_owner != 0;
+    if (o->max_moves_per_flush > 0)
+        options.max_moves_per_flush = o->max_moves_per_flush;
+    return options;
+}
+
+kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, Side& side,
+                                  std::shared_ptr<Pool> pool) {
+    auto* handle = new kvpool_allocator;
+    handle->owner = std::move(owner);
+    handle->side = &side;
+    handle->pool = std::move(pool);
+    return handle;
+}
+
+} // namespace kvpool::capi
+
+extern "C" {
+
+kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name,
+                                      const kvpool_side_options* options, void* stream,
+                                      kvpool_allocator** out) {
+    return guarded([&] {
+        auto& p = deref(pool, "pool");
+        require(side_name != nullptr, "kvpool_allocator_create: side_name is NULL");
+        require(out != nullptr, "kvpool_allocator_create: out is NULL");
+        auto owner = std::make_shared<StandaloneSide>(space_of(stream), p.pool, side_name,
+                                                      options_of(options));
+        Side& side = owner->side;
+        *out = new_side_handle(std::move(owner), side, p.pool);
+    });
+}
+
+void kvpool_allocator_destroy(kvpool_allocator* a) {
+    delete a;
+}
+
+kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* peer) {
+    return guarded([&] {
+        auto& x = deref(a, "allocator");
+        auto& y = deref(peer, "peer");
+        require(!x.side->has_peer() && !y.side->has_peer(),
+                "bind_peer: a side can be bound to one peer only, once");
+        x.side->bind_peer(*y.side);
+        auto group = std::make_shared<PeerGroup>();
+        group->first = x.owner;
+        group->second = y.owner;
+        x.owner = group;
+        y.owner = group;
+    });
+}
+
+kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_move_fn move,
+                                                 void* user) {
+    return guarded([&] {
+        Side& side = side_of(a);
+        if (move == nullptr) {
+            side.set_move_callback(nullptr);
+            return;
+        }
+        side.set_move_callback([move, user](const Space&, const auto& src, const auto& dst) {
+            const auto n = static_cast<int64_t>(src.extent(0));
+            if (move(user, src.data(), dst.data(), n) != 0)
+                note_callback_failure("the KV move callback failed (moving " + std::to_string(n) +
+                                      " pages)");
+        });
+    });
+}
+
+kvpool_status kvpool_allocator_info(const kvpool_allocator* a, kvpool_side_info* out) {
+    return guarded([&] {
+        const Side& side = side_of(a);
+        const kvpool::SideGeometry& g = side.geometry();
+        kvpool_side_info& info = deref(out, "out");
+        info.entry_bytes = g.spec.entry_bytes;
+        info.page_size = g.page_size();
+        info.page_bytes = g.page_bytes;
+        info.num_physical_pages = g.num_physical_pages;
+        info.num_virtual_pages = g.num_virtual_pages;
+        info.min_page_index = g.min_page_index;
+        info.page_capacity = g.page_capacity();
+        info.grow_down = g.grow() == kvpool::GrowDirection::down ? 1 : 0;
+        info.is_id_owner = side.options().is_id_owner ? 1 : 0;
+        info.lazy = side.options().mode == kvpool::CompactionMode::lazy ? 1 : 0;
+        info.max_moves_per_flush = side.options().max_moves_per_flush;
+    });
+}
+
+kvpool_status kvpool_allocator_state(const kvpool_allocator* a, kvpool_side_state* out) {
+    return guarded([&] {
+        const Side& side = side_of(a);
+        const kvpool::SideOccupancy occupancy = side.occupancy();
+        kvpool_side_state& state = deref(out, "out");
+        state.available_size = side.available_size();
+        state.schedulable_available_size = side.schedulable_available_size();
+        state.allocated_count = side.allocated_count();
+        state.watermark = occupancy.watermark;
+        state.live_pages = occupancy.live_pages;
+        state.hole_pages = occupancy.hole_pages;
+        state.pending_reuse_pages = occupancy.pending_reuse_pages;
+        state.free_virtual_pages = side.options().is_id_owner ? occupancy.free_virtual_pages : 0;
+        state.gap_bytes = occupancy.gap_bytes;
+    });
+}
+
+kvpool_status kvpool_allocator_counters(const kvpool_allocator* a, kvpool_side_counters* out) {
+    return guarded([&] {
+        const kvpool::AllocatorCounters& c = side_of(a).counters();
+        kvpool_side_counters& r = deref(out, "out");
+        r.allocs = c.allocs;
+        r.failed_allocs = c.failed_allocs;
+        r.frees = c.frees;
+        r.pages_allocated = c.pages_allocated;
+        r.pages_freed = c.pages_freed;
+        r.pages_moved = c.pages_moved;
+        r.bytes_moved = c.bytes_moved;
+        r.flushes = c.flushes;
+        r.pages_absorbed = c.pages_absorbed;
+        r.holes_peak = c.holes_peak;
+    });
+}
+
+kvpool_status kvpool_allocator_state_string(const kvpool_allocator* a, const char** out) {
+    return guarded([&] { deref(out, "out") = thread_string(side_of(a).state_string()); });
+}
+
+kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p, int64_t* v2p_rows,
+                                      int64_t** p2v, int64_t* p2v_rows) {
+    return guarded([&] {
+        const Side& side = side_of(a);
+        deref(v2p, "v2p") = side.virtual_to_physical().data();
+        deref(v2p_rows, "v2p_rows") = static_cast<int64_t>(side.virtual_to_physical().extent(0));
+        deref(p2v, "p2v") = side.physical_to_virtual().data();
+        deref(p2v_rows, "p2v_rows") = static_cast<int64_t>(side.physical_to_virtual().extent(0));
+    });
+}
+
+kvpool_status kvpool_allocator_free_virtual_pages(const kvpool_allocator* a, int64_t* out_host,
+                                                  int64_t capacity, int64_t* count) {
+    return guarded([&] {
+        const auto& pages = side_of(a).free_virtual_pages();
+        const auto n = static_cast<int64_t>(pages.size());
+        require(capacity <= 0 || out_host != nullptr,
+                "kvpool_allocator_free_virtual_pages: out_host is NULL");
+        std::copy_n(pages.begin(), std::min(std::max<int64_t>(capacity, 0), n), out_host);
+        deref(count, "count") = n;
+    });
+}
+
+kvpool_status kvpool_allocator_is_slot_allocated(const kvpool_allocator* a, int64_t virtual_token,
+                                                 int* out) {
+    return guarded(
+        [&] { deref(out, "out") = side_of(a).is_slot_allocated(virtual_token) ? 1 : 0; });
+}
+
+kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream, int64_t need_size,
+                                     int64_t* out, int* allocated) {
+    return guarded([&] {
+        Side& side = side_of(a);
+        int& ok = deref(allocated, "allocated");
+        ok = side.alloc(space_of(stream), need_size,
+                        device_ids(out, std::max<int64_t>(need_size, 0)))
+                 ? 1
+                 : 0;
+    });
+}
+
+kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocator* a, void* stream,
+                                                  const int64_t* virtual_pages_host, int64_t count,
+                                                  int* allocated) {
+    return guarded([&] {
+        Side& side = side_of(a);
+        int& ok = deref(allocated, "allocated");
+        ok = side.alloc_with_virtual(space_of(stream), host_ids(virtual_pages_host, count)) ? 1 : 0;
+    });
+}
+
+kvpool_status kvpool_allocator_alloc_extend(kvpool_allocator* a, void* stream,
+                                            const int64_t* prefix_lens_host,
+                                            const int64_t* seq_lens_host, int64_t batch,
+                                            const int64_t* last_loc, int64_t* out,
+                                            int64_t out_length, int* allocated) {
+    return guarded([&] {
+        ExtendCall call(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length);
+        deref(allocated, "allocated") = call.run(side_of(a), space_of(stream)) ? 1 : 0;
+    });
+}
+
+kvpool_status kvpool_allocator_alloc_decode(kvpool_allocator* a, void* stream,
+                                            const int64_t* seq_lens_host, int64_t batch,
+                                            const int64_t* last_loc, int64_t* out, int* allocated) {
+    return guarded([&] {
+        DecodeCall call(seq_lens_host, batch, last_loc, out);
+        deref(allocated, "allocated") = call.run(side_of(a), space_of(stream)) ? 1 : 0;
+    });
+}
+
+kvpool_status kvpool_allocator_free(kvpool_allocator* a, void* stream,
+                                    const int64_t* virtual_tokens_host, int64_t count,
+                                    int skip_unbound) {
+    return guarded([&] {
+        Side& side = side_of(a);
+        const auto tokens = host_ids(virtual_tokens_host, count);
+        if (skip_unbound)
+            side.free_if_bound(space_of(stream), tokens);
+        else
+            side.free(space_of(stream), tokens);
+    });
+}
+
+kvpool_status kvpool_allocator_free_group_begin(kvpool_allocator* a) {
+    return guarded([&] { side_of(a).free_group_begin(); });
+}
+
+kvpool_status kvpool_allocator_free_group_end(kvpool_allocator* a, void* stream) {
+    return guarded([&] { side_of(a).free_group_end(space_of(stream)); });
+}
+
+kvpool_status kvpool_allocator_flush(kvpool_allocator* a, void* stream, int urgent,
+                                     int64_t* moved) {
+    return guarded([&] {
+        Side& side = side_of(a);
+        const index_t n = side.flush(space_of(stream), urgent != 0);
+        if (moved != nullptr)
+            *moved = n;
+    });
+}
+
+kvpool_status kvpool_allocator_drain_pending_reuse(kvpool_allocator* a) {
+    return guarded([&] { side_of(a).drain_pending_reuse(); });
+}
+
+kvpool_status kvpool_allocator_set_latest_forward_done(kvpool_allocator* a,
+                                                       const kvpool_token* token) {
+    return guarded([&] { side_of(a).set_latest_forward_done(token ? token->token : nullptr); });
+}
+
+kvpool_status kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const kvpool_token* token,
+                                                    const int64_t* virtual_tokens_host,
+                                                    int64_t count) {
+    return guarded([&] {
+        Side& side = side_of(a);
+        side.set_inflight_forward(token ? token->token : nullptr,
+                                  host_ids(virtual_tokens_host, count));
+    });
+}
+
+kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
+                                         const int64_t* virtual_tokens, int64_t n, void* out,
+                                         int out_int32) {
+    return guarded([&] {
+        const Side& side = side_of(a);
+        require(n >= 0, "translate: negative length");
+        const Side::const_index_view in(virtual_tokens, static_cast<std::size_t>(n));
+        if (out_int32)
+            side.translate(space_of(stream), in,
+                           Ids32(static_cast<std::int32_t*>(out), static_cast<std::size_t>(n)));
+        else
+            side.translate(space_of(stream), in,
+                           Ids(static_cast<index_t*>(out), static_cast<std::size_t>(n)));
+    });
+}
+
+kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a, kvpool_snapshot** out) {
+    return guarded([&] {
+        Side& side = side_of(a);
+        require(out != nullptr, "kvpool_allocator_backup_state: out is NULL");
+        auto snapshot = std::make_unique<kvpool_snapshot>();
+        snapshot->snapshot = side.backup_state();
+        *out = snapshot.release();
+    });
+}
+
+kvpool_status kvpool_allocator_restore_state(kvpool_allocator* a, void* stream,
+                                             const kvpool_snapshot* snapshot) {
+    return guarded(
+        [&] { side_of(a).restore_state(space_of(stream), deref(snapshot, "snapshot").snapshot); });
+}
+
+kvpool_status kvpool_allocator_commit_state(kvpool_allocator* a, const kvpool_snapshot* snapshot) {
+    return guarded([&] { side_of(a).commit_state(deref(snapshot, "snapshot").snapshot); });
+}
+
+void kvpool_snapshot_destroy(kvpool_snapshot* snapshot) {
+    delete snapshot;
+}
+
+kvpool_status kvpool_allocator_clear(kvpool_allocator* a, void* stream) {
+    return guarded([&] { side_of(a).clear(space_of(stream)); });
+}
+
+kvpool_status kvpool_allocator_check_invariants(const kvpool_allocator* a, void* stream) {
+    return guarded([&] { side_of(a).check_invariants(space_of(stream)); });
+}
+
+} // extern "C"

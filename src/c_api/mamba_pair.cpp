@@ -1,0 +1,40 @@
+// C API: the Mamba pair (UnifiedMambaAllocator). Its per-side calls go through
+// the side handles; the pair adds the state slot's cost and starvation.
+#include "pairs.hpp"
+
+using namespace kvpool::capi;
+
+extern "C" {
+
+kvpool_status kvpool_mamba_pair_create(kvpool_pool* pool, const char* full_name,
+                                       const char* state_name,
+                                       const kvpool_side_options* full_options,
+                                       const kvpool_side_options* state_options,
+                                       kvpool_mamba_pair** out) {
+    return guarded(
+        [&] { create_pair(pool, full_name, state_name, full_options, state_options, out); });
+}
+
+void kvpool_mamba_pair_destroy(kvpool_mamba_pair* pair) {
+    delete pair;
+}
+
+kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, int which, kvpool_allocator** out) {
+    return guarded([&] {
+        MambaPair& p = pair_of(pair);
+        deref(out, "out") = pair_side(pair, which, p.full(), p.state());
+    });
+}
+
+kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair, kvpool_mamba_sizes* out) {
+    return guarded([&] {
+        const MambaPair& p = pair_of(pair);
+        kvpool_mamba_sizes& s = deref(out, "out");
+        s.available_size = p.available_size();
+        s.state_slots_available = p.state_slots_available();
+        s.state_slot_full_token_cost = p.state_slot_full_token_cost();
+        s.state_slot_starved = p.state_slot_starved() ? 1 : 0;
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,290 @@
+// The C API's runtime: Kokkos initialisation and finalisation, one execution-
+// space instance per stream, error translation, completion tokens.
+#include "handles.hpp"
+
+#include <atomic>
+#include <exception>
+#include <map>
+#include <mutex>
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <kvpool/kernels/cuda/event_token.hpp>
+#endif
+
+namespace kvpool::capi {
+
+namespace {
+
+std::mutex runtime_mutex;
+bool initialized_here = false; // kvpool called Kokkos::initialize
+bool finalize_requested = false;
+bool finalized = false; // Kokkos 3.4 cannot be initialised again
+std::atomic<std::int64_t> live_handles{0};
+
+thread_local std::string last_error;
+thread_local std::string returned_string;
+thread_local bool callback_failed = false;
+thread_local std::string callback_error;
+
+#if defined(KOKKOS_ENABLE_CUDA)
+// Instances of the streams used so far, cleared before Kokkos::finalize. Never
+// destroyed at exit: the CUDA runtime may be gone by then.
+std::map<cudaStream_t, Kokkos::Cuda>& stream_instances() {
+    static auto* instances = new std::map<cudaStream_t, Kokkos::Cuda>;
+    return *instances;
+}
+#endif
+
+kvpool_status code_of(ErrorCode code) {
+    switch (code) {
+    case ErrorCode::invalid_argument:
+        return KVPOOL_ERROR_INVALID_ARGUMENT;
+    case ErrorCode::misaligned:
+        return KVPOOL_ERROR_MISALIGNED;
+    case ErrorCode::out_of_range:
+        return KVPOOL_ERROR_OUT_OF_RANGE;
+    case ErrorCode::not_allocated:
+        return KVPOOL_ERROR_NOT_ALLOCATED;
+    case ErrorCode::wrong_role:
+        return KVPOOL_ERROR_WRONG_ROLE;
+    case ErrorCode::invalid_state:
+        return KVPOOL_ERROR_INVALID_STATE;
+    case ErrorCode::internal:
+        return KVPOOL_ERROR_INTERNAL;
+    case ErrorCode::device:
+        return KVPOOL_ERROR_RUNTIME;
+    }
+    return KVPOOL_ERROR_INTERNAL;
+}
+
+void initialize_locked() {
+    if (Kokkos::is_initialized())
+        return;
+    if (finalized)
+        throw Error(ErrorCode::invalid_state,
+                    "kvpool finalised Kokkos, which cannot be initialised again in this process");
+#if defined(KOKKOS_ENABLE_CUDA)
+    // Kokkos would otherwise take device 0 (or one named by MPI variables), not
+    // the engine's current device.
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess)
+        device = 0;
+#endif
+#if KOKKOS_VERSION >= 30700
+    Kokkos::InitializationSettings settings;
+    settings.set_disable_warnings(true);
+#if defined(KOKKOS_ENABLE_CUDA)
+    settings.set_device_id(device);
+#endif
+    Kokkos::initialize(settings);
+#else
+    Kokkos::InitArguments args;
+    args.disable_warnings = true;
+#if defined(KOKKOS_ENABLE_CUDA)
+    args.device_id = device;
+#endif
+    Kokkos::initialize(args);
+#endif
+    initialized_here = true;
+}
+
+void finalize_if_due_locked() {
+    if (!finalize_requested || !initialized_here || live_handles.load() != 0 ||
+        !Kokkos::is_initialized())
+        return;
+#if defined(KOKKOS_ENABLE_CUDA)
+    stream_instances().clear();
+#endif
+    Kokkos::finalize();
+    initialized_here = false;
+    finalized = true;
+}
+
+} // namespace
+
+void ensure_initialized() {
+    std::lock_guard<std::mutex> lock(runtime_mutex);
+    initialize_locked();
+}
+
+Space space_of(void* stream) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if (stream == nullptr)
+        return Space();
+    std::lock_guard<std::mutex> lock(runtime_mutex);
+    auto& instances = stream_instances();
+    const auto key = static_cast<cudaStream_t>(stream);
+    auto it = instances.find(key);
+    if (it == instances.end())
+        it = instances.emplace(key, Kokkos::Cuda(key)).first;
+    return it->second;
+#else
+    (void)stream;
+    return Space();
+#endif
+}
+
+LiveHandle::LiveHandle() {
+    ++live_handles;
+}
+LiveHandle::~LiveHandle() {
+    if (--live_handles == 0) {
+        std::lock_guard<std::mutex> lock(runtime_mutex);
+        finalize_if_due_locked();
+    }
+}
+
+std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n) {
+    require(n >= 0, "a negative element count");
+    require(n == 0 || data != nullptr, "a NULL array of " + std::to_string(n) + " elements");
+    return std::vector<index_t>(data, data + n);
+}
+
+void require(bool condition, const std::string& what) {
+    if (!condition)
+        throw Error(ErrorCode::invalid_argument, what);
+}
+
+void note_callback_failure(const std::string& what) {
+    if (!callback_failed)
+        callback_error = what;
+    callback_failed = true;
+}
+
+void begin_call() {
+    callback_failed = false;
+    callback_error.clear();
+}
+
+kvpool_status end_call() {
+    if (!callback_failed)
+        return KVPOOL_OK;
+    last_error = callback_error;
+    return KVPOOL_ERROR_CALLBACK;
+}
+
+kvpool_status status_of_current_exception() {
+    try {
+        throw;
+    } catch (const Error& e) {
+        last_error = e.what();
+        return code_of(e.code());
+    } catch (const std::bad_alloc&) {
+        last_error = "out of host memory for kvpool's bookkeeping";
+    } catch (const std::exception& e) {
+        last_error = e.what();
+    } catch (...) {
+        last_error = "unknown exception";
+    }
+    return KVPOOL_ERROR_RUNTIME;
+}
+
+const char* thread_string(std::string s) {
+    returned_string = std::move(s);
+    return returned_string.c_str();
+}
+
+namespace {
+
+// A token whose completion the host asks its owner about.
+class QueryToken final : public CompletionToken {
+public:
+    QueryToken(kvpool_query_fn query, void* user) : query_(query), user_(user) {}
+    bool is_complete() const override {
+        const int done = query_(user_);
+        if (done < 0) {
+            // Treated as complete, so that nothing waits forever on it.
+            note_callback_failure("a completion token's query failed");
+            return true;
+        }
+        return done != 0;
+    }
+
+private:
+    kvpool_query_fn query_;
+    void* user_;
+};
+
+// The owner's release(user) runs when kvpool's last reference goes.
+kvpool_token* make_token(CompletionToken* token, kvpool_release_fn release, void* user) {
+    auto* handle = new kvpool_token;
+    handle->token = CompletionTokenPtr(token, [release, user](const CompletionToken* t) {
+        delete t;
+        if (release)
+            release(user);
+    });
+    return handle;
+}
+
+} // namespace
+
+} // namespace kvpool::capi
+
+using namespace kvpool::capi;
+
+extern "C" {
+
+const char* kvpool_last_error(void) {
+    return last_error.c_str();
+}
+
+const char* kvpool_backend(void) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    return "cuda";
+#elif defined(KOKKOS_ENABLE_HIP)
+    return "hip";
+#else
+    return "host";
+#endif
+}
+
+int kvpool_is_initialized(void) {
+    return Kokkos::is_initialized() ? 1 : 0;
+}
+
+kvpool_status kvpool_initialize(void) {
+    return guarded([] { ensure_initialized(); });
+}
+
+kvpool_status kvpool_finalize_when_unused(void) {
+    return guarded([] {
+        std::lock_guard<std::mutex> lock(runtime_mutex);
+        finalize_requested = true;
+        finalize_if_due_locked();
+    });
+}
+
+int64_t kvpool_live_handles(void) {
+    return live_handles.load();
+}
+
+kvpool_status kvpool_token_from_query(kvpool_query_fn query, kvpool_release_fn release, void* user,
+                                      kvpool_token** out) {
+    return guarded([&] {
+        require(query != nullptr, "kvpool_token_from_query: query is NULL");
+        deref(out, "out") = make_token(new QueryToken(query, user), release, user);
+    });
+}
+
+kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release, void* user,
+                                           kvpool_token** out) {
+    return guarded([&] {
+#if defined(KOKKOS_ENABLE_CUDA)
+        require(event != nullptr, "kvpool_token_from_cuda_event: event is NULL (never recorded?)");
+        deref(out, "out") =
+            make_token(new kvpool::CudaEventToken(static_cast<cudaEvent_t>(event)), release, user);
+#else
+        (void)event, (void)release, (void)user, (void)out;
+        throw kvpool::Error(
+            kvpool::ErrorCode::invalid_argument,
+            std::string("kvpool_token_from_cuda_event: this library is built for ") +
+                kvpool_backend() + ", not CUDA");
+#endif
+    });
+}
+
+void kvpool_token_release(kvpool_token* token) {
+    delete token;
+}
+
+} // extern "C"

@@ -1,0 +1,84 @@
+// C API: the sliding-window pair (UnifiedSWAAllocator).
+#include "pairs.hpp"
+#include "side_calls.hpp"
+
+using namespace kvpool::capi;
+
+extern "C" {
+
+kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const char* full_name, const char* swa_name,
+                                     const kvpool_side_options* full_options,
+                                     const kvpool_side_options* swa_options,
+                                     kvpool_swa_pair** out) {
+    return guarded([&] { create_pair(pool, full_name, swa_name, full_options, swa_options, out); });
+}
+
+void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) {
+    delete pair;
+}
+
+kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which, kvpool_allocator** out) {
+    return guarded([&] {
+        SwaPair& p = pair_of(pair);
+        deref(out, "out") = pair_side(pair, which, p.full(), p.swa());
+    });
+}
+
+kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair, kvpool_swa_sizes* out) {
+    return guarded([&] {
+        const SwaPair& p = pair_of(pair);
+        kvpool_swa_sizes& s = deref(out, "out");
+        s.available_size = p.available_size();
+        s.conserve_full_available_size = p.conserve_full_available_size();
+        s.conserve_swa_available_size = p.conserve_swa_available_size();
+        s.schedulable_full_available_size = p.schedulable_full_available_size();
+        s.schedulable_swa_available_size = p.schedulable_swa_available_size();
+        s.full_available_size = p.full_available_size();
+        s.swa_available_size = p.swa_available_size();
+    });
+}
+
+kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream, int64_t need_size,
+                                    int64_t* out, int* allocated) {
+    return guarded([&] {
+        SwaPair& p = pair_of(pair);
+        int& ok = deref(allocated, "allocated");
+        ok = p.alloc(space_of(stream), need_size, device_ids(out, std::max<int64_t>(need_size, 0)))
+                 ? 1
+                 : 0;
+    });
+}
+
+kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
+                                           const int64_t* prefix_lens_host,
+                                           const int64_t* seq_lens_host, int64_t batch,
+                                           const int64_t* last_loc, int64_t* out,
+                                           int64_t out_length, int* allocated) {
+    return guarded([&] {
+        ExtendCall call(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length);
+        deref(allocated, "allocated") = call.run(pair_of(pair), space_of(stream)) ? 1 : 0;
+    });
+}
+
+kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
+                                           const int64_t* seq_lens_host, int64_t batch,
+                                           const int64_t* last_loc, int64_t* out, int* allocated) {
+    return guarded([&] {
+        DecodeCall call(seq_lens_host, batch, last_loc, out);
+        deref(allocated, "allocated") = call.run(pair_of(pair), space_of(stream)) ? 1 : 0;
+    });
+}
+
+kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream,
+                                   const int64_t* virtual_tokens_host, int64_t count) {
+    return guarded(
+        [&] { pair_of(pair).free(space_of(stream), host_ids(virtual_tokens_host, count)); });
+}
+
+kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
+                                       const int64_t* virtual_tokens_host, int64_t count) {
+    return guarded(
+        [&] { pair_of(pair).free_swa(space_of(stream), host_ids(virtual_tokens_host, count)); });
+}
+
+} // extern "C"

@@ -1,0 +1,79 @@
+/* The C API from plain C (no Kokkos headers, no C++): a SWA pair on a host
+ * build, its sides with their own options (the pair sets the id roles),
+ * allocated, translated, freed twice (the second is refused and changes
+ * nothing), checked. Exits 0 on success, 1 with a message otherwise. */
+#include <kvpool/c_api.h>
+
+#include <stdio.h>
+#include <string.h>
+
+static int fail(const char* what) {
+    fprintf(stderr, "c_api_test: %s: %s\n", what, kvpool_last_error());
+    return 1;
+}
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        if ((call) != KVPOOL_OK)                                                                   \
+            return fail(#call);                                                                    \
+    } while (0)
+
+int main(void) {
+    if (strcmp(kvpool_backend(), "host") != 0)
+        return 0; /* device arrays would be GPU memory */
+    kvpool_sub_pool_spec specs[2] = {{"full", 64, 4, 0, 0}, {"swa", 96, 4, 1, 0}};
+    kvpool_pool* pool = NULL;
+    kvpool_swa_pair* pair = NULL;
+    kvpool_allocator* full = NULL;
+    kvpool_allocator* swa = NULL;
+    /* is_id_owner 0 on the full side: the pair makes it the owner all the same. */
+    const kvpool_side_options full_options = {1, 0, 7};
+    CHECK(kvpool_pool_create(1 << 16, specs, 2, NULL, NULL, &pool));
+    CHECK(kvpool_swa_pair_create(pool, "full", "swa", &full_options, NULL, &pair));
+    CHECK(kvpool_swa_pair_side(pair, 0, &full));
+    CHECK(kvpool_swa_pair_side(pair, 1, &swa));
+    kvpool_side_info full_info, swa_info;
+    CHECK(kvpool_allocator_info(full, &full_info));
+    CHECK(kvpool_allocator_info(swa, &swa_info));
+    if (!full_info.lazy || full_info.max_moves_per_flush != 7 || !full_info.is_id_owner)
+        return fail("the full side's options");
+    if (swa_info.lazy || swa_info.max_moves_per_flush != 4096 || swa_info.is_id_owner)
+        return fail("the SWA side's default options");
+
+    kvpool_swa_sizes before;
+    CHECK(kvpool_swa_pair_sizes(pair, &before));
+    int64_t ids[8], physical[8];
+    int allocated = 0;
+    CHECK(kvpool_swa_pair_alloc(pair, NULL, 8, ids, &allocated));
+    if (!allocated)
+        return fail("alloc of 8 tokens found no room");
+    CHECK(kvpool_allocator_translate(full, NULL, ids, 8, physical, 0));
+    for (int i = 0; i < 8; ++i)
+        if (physical[i] <= 0 || physical[i] % 4 != ids[i] % 4)
+            return fail("translate");
+
+    CHECK(kvpool_swa_pair_free(pair, NULL, ids, 8));
+    if (kvpool_swa_pair_free(pair, NULL, ids, 8) != KVPOOL_ERROR_NOT_ALLOCATED)
+        return fail("a double free was not refused");
+    if (strstr(kvpool_last_error(), "not allocated") == NULL)
+        return fail("the message");
+    kvpool_swa_sizes after;
+    CHECK(kvpool_swa_pair_sizes(pair, &after));
+    if (after.available_size != before.available_size)
+        return fail("sizes after freeing all");
+    if (kvpool_swa_pair_alloc(pair, NULL, 3, ids, &allocated) != KVPOOL_ERROR_MISALIGNED)
+        return fail("an unaligned alloc was not refused");
+    CHECK(kvpool_allocator_check_invariants(full, NULL));
+    CHECK(kvpool_allocator_check_invariants(swa, NULL));
+
+    kvpool_allocator_destroy(swa);
+    kvpool_allocator_destroy(full);
+    kvpool_swa_pair_destroy(pair);
+    kvpool_pool_destroy(pool);
+    if (kvpool_live_handles() != 0)
+        return fail("handles left");
+    CHECK(kvpool_finalize_when_unused());
+    if (kvpool_is_initialized())
+        return fail("Kokkos still initialised");
+    return 0;
+}
