@@ -113,7 +113,6 @@ public:
                               index_t count);
 
     // ---- speculative decoding ----
-    bool backup_window_open() const { return open_window_id_ != 0; }
     AllocatorSnapshot backup_state();
     void restore_state(const AllocatorSnapshot& snapshot);
     // Keeps what was allocated since the snapshot; closes the window it opened.
