@@ -3,6 +3,7 @@
 #include "handles.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -57,6 +58,33 @@ kvpool_status code_of(ErrorCode code) {
     return KVPOOL_ERROR_INTERNAL;
 }
 
+void finalize_locked() {
+#if defined(KOKKOS_ENABLE_CUDA)
+    stream_instances().clear();
+#endif
+    Kokkos::finalize();
+    initialized_here = false;
+    finalized = true;
+}
+
+void finalize_if_due_locked() {
+    if (!finalize_requested || !initialized_here || live_handles.load() != 0 ||
+        !Kokkos::is_initialized())
+        return;
+    finalize_locked();
+}
+
+// Objects still alive when the process exits (an interpreter that never freed
+// them) are never destroyed; Kokkos is finalised anyway, before its own static
+// teardown, which otherwise reports a missing finalize on CUDA. Registered after
+// Kokkos::initialize, so it runs before the statics that call made (and before the
+// CUDA runtime's own exit handlers).
+void finalize_at_exit() {
+    std::lock_guard<std::mutex> lock(runtime_mutex);
+    if (initialized_here && Kokkos::is_initialized())
+        finalize_locked();
+}
+
 void initialize_locked() {
     if (Kokkos::is_initialized())
         return;
@@ -86,18 +114,7 @@ void initialize_locked() {
     Kokkos::initialize(args);
 #endif
     initialized_here = true;
-}
-
-void finalize_if_due_locked() {
-    if (!finalize_requested || !initialized_here || live_handles.load() != 0 ||
-        !Kokkos::is_initialized())
-        return;
-#if defined(KOKKOS_ENABLE_CUDA)
-    stream_instances().clear();
-#endif
-    Kokkos::finalize();
-    initialized_here = false;
-    finalized = true;
+    std::atexit(finalize_at_exit);
 }
 
 } // namespace
