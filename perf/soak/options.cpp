@@ -57,8 +57,9 @@ SoakOptions parse_options(const std::vector<std::string>& args) {
         }
     }
     if (o.tokens_per_side < 64 * o.page_size)
-        throw UsageError("--tokens: at least 64 pages per side (" + std::to_string(64 * o.page_size) +
-                         " tokens at page size " + std::to_string(o.page_size) + ")");
+        throw UsageError("--tokens: at least 64 pages per side (" +
+                         std::to_string(64 * o.page_size) + " tokens at page size " +
+                         std::to_string(o.page_size) + ")");
     if (!seeded)
         o.seed = std::random_device()() % 1'000'000'000 + 1;
     return o;

@@ -6,7 +6,9 @@ namespace kvpool::soak {
 
 namespace {
 
-double mib(index_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+double mib(index_t bytes) {
+    return static_cast<double>(bytes) / (1 << 20);
+}
 
 double ops_per_second(const SoakResult& r) {
     return r.seconds > 0 ? static_cast<double>(r.ops) / r.seconds : 0.0;
@@ -73,10 +75,9 @@ std::string json_line(const SoakResult& r) {
         "\"tokens_per_side\": {}, \"buffer_bytes\": {}, \"steps\": {}, \"checks\": {}, "
         "\"retractions\": {}, \"pages_moved\": {}, \"memory_after_warm_up\": {}, "
         "\"memory_at_end\": {}, \"failures\": [{}]}}",
-        json_string(r.backend), r.passed() ? "true" : "false", r.ops, r.seconds,
-        ops_per_second(r), o.seed, mode_name(o.mode), o.page_size, o.tokens_per_side,
-        r.buffer_bytes, r.steps, r.checks, r.retractions, r.pages_moved, json_memory(r.warm),
-        json_memory(r.end), failures);
+        json_string(r.backend), r.passed() ? "true" : "false", r.ops, r.seconds, ops_per_second(r),
+        o.seed, mode_name(o.mode), o.page_size, o.tokens_per_side, r.buffer_bytes, r.steps,
+        r.checks, r.retractions, r.pages_moved, json_memory(r.warm), json_memory(r.end), failures);
 }
 
 } // namespace kvpool::soak

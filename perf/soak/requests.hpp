@@ -10,8 +10,8 @@
 namespace kvpool::soak {
 
 struct Request {
-    std::vector<index_t> tokens;      // virtual token ids, in order
-    index_t target_tokens = 0;        // finished at this length
+    std::vector<index_t> tokens;       // virtual token ids, in order
+    index_t target_tokens = 0;         // finished at this length
     index_t window_released_pages = 0; // leading pages whose SWA copy is released
 };
 

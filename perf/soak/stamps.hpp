@@ -62,9 +62,8 @@ index_t count_bad_stamps(const ExecutionSpace& space, const BytesView& bytes,
             const index_t t = i / StampLayout::words_per_token;
             const index_t w = i % StampLayout::words_per_token;
             const index_t p = static_cast<index_t>(physical(t));
-            if (p <= 0 ||
-                *reinterpret_cast<const std::uint64_t*>(base + layout.offset(p, w)) !=
-                    layout.value(tokens(t), w))
+            if (p <= 0 || *reinterpret_cast<const std::uint64_t*>(base + layout.offset(p, w)) !=
+                              layout.value(tokens(t), w))
                 ++sum;
         },
         bad);

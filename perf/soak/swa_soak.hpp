@@ -32,9 +32,8 @@ constexpr index_t swa_bytes_per_token = 32 * 8 * 128 * 2 * 2;
 inline PoolLayout swa_soak_layout(index_t tokens_per_side, index_t page_size) {
     // Both sides' tokens plus one page of sink for each.
     const index_t bytes = 2 * (tokens_per_side + page_size) * swa_bytes_per_token;
-    return PoolLayout(bytes,
-                      {{"full", swa_bytes_per_token, page_size, GrowDirection::up, 0},
-                       {"swa", swa_bytes_per_token, page_size, GrowDirection::down, 0}});
+    return PoolLayout(bytes, {{"full", swa_bytes_per_token, page_size, GrowDirection::up, 0},
+                              {"swa", swa_bytes_per_token, page_size, GrowDirection::down, 0}});
 }
 
 template <class ExecutionSpace> class SwaSoak {
@@ -46,8 +45,8 @@ public:
     explicit SwaSoak(const SoakOptions& options)
         : o_(options), pool_(swa_soak_layout(o_.tokens_per_side, o_.page_size)),
           pair_(pool_, o_.mode), rng_(o_.seed),
-          window_tokens_(round_to_page(std::clamp<index_t>(o_.tokens_per_side / 16,
-                                                           4 * o_.page_size, 4096))),
+          window_tokens_(
+              round_to_page(std::clamp<index_t>(o_.tokens_per_side / 16, 4 * o_.page_size, 4096))),
           max_prompt_(std::clamp<index_t>(o_.tokens_per_side / 16, o_.page_size, 4096)),
           max_output_(std::clamp<index_t>(o_.tokens_per_side / 32, 8, 1024)),
           ids_in_(device_ids("kvpool_soak::ids_in")), ids_out_(device_ids("kvpool_soak::ids_out")),
@@ -81,7 +80,8 @@ public:
         }
         if (r_.failures.empty())
             check();
-        r_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        r_.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         r_.end = sample_memory();
         check_memory_flat();
         r_.pages_moved = pair_.full().counters().pages_moved + pair_.swa().counters().pages_moved;
@@ -271,9 +271,9 @@ private:
         const index_t bad = count_bad_stamps(space_, pool_.bytes(), layout, ids, out, n);
         r_.tokens_checked += n;
         if (bad > 0)
-            fail(std::string("data check after ") + std::to_string(r_.ops) + " operations: " +
-                 std::to_string(bad) + " stamp words of " + std::to_string(n) + " live " + side +
-                 " tokens not found through translate");
+            fail(std::string("data check after ") + std::to_string(r_.ops) +
+                 " operations: " + std::to_string(bad) + " stamp words of " + std::to_string(n) +
+                 " live " + side + " tokens not found through translate");
     }
 
     void check_memory_flat() {
@@ -341,9 +341,8 @@ private:
     index_view upload(const std::vector<index_t>& host) { return upload_into(ids_in_, host); }
     const std::vector<index_t>& download(const index_view& ids) {
         downloaded_.resize(ids.extent(0));
-        Kokkos::deep_copy(space_,
-                          kk::UnmanagedHostView<index_t*>(downloaded_.data(), downloaded_.size()),
-                          ids);
+        Kokkos::deep_copy(
+            space_, kk::UnmanagedHostView<index_t*>(downloaded_.data(), downloaded_.size()), ids);
         space_.fence();
         return downloaded_;
     }
