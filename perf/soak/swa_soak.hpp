@@ -51,8 +51,8 @@ public:
           max_output_(std::clamp<index_t>(o_.tokens_per_side / 32, 8, 1024)),
           ids_in_(device_ids("kvpool_soak::ids_in")), ids_out_(device_ids("kvpool_soak::ids_out")),
           physical_full_(device_ids("kvpool_soak::physical_full")),
-          physical_swa_(kk::uninitialized<swa_physical_view>(
-              "kvpool_soak::physical_swa", static_cast<std::size_t>(o_.tokens_per_side))) {
+          physical_swa_(kk::uninitialized<swa_physical_view>("kvpool_soak::physical_swa",
+                                                             full_capacity_tokens())) {
         r_.options = o_;
         r_.backend = ExecutionSpace::name();
         r_.buffer_bytes = pool_.layout().total_bytes();
@@ -324,12 +324,20 @@ private:
     index_t round_to_page(index_t tokens) const { return tokens / o_.page_size * o_.page_size; }
     static index_t round_up(index_t n, index_t step) { return (n + step - 1) / step * step; }
 
-    // Buffers of one side's capacity, made once: no call needs more, and the
+    // Buffers of the full side's capacity (which exceeds tokens_per_side once
+    // free_swa has released SWA pages), made once: no call needs more, and the
     // soak's own allocations stay out of the memory it watches.
+    std::size_t full_capacity_tokens() const {
+        return static_cast<std::size_t>(pair_.full().geometry().page_capacity() * o_.page_size);
+    }
     index_view device_ids(const char* label) const {
-        return kk::uninitialized<index_view>(label, static_cast<std::size_t>(o_.tokens_per_side));
+        return kk::uninitialized<index_view>(label, full_capacity_tokens());
     }
     template <class View> static View slice(const View& view, index_t n) {
+        if (static_cast<std::size_t>(n) > view.extent(0))
+            throw Error(ErrorCode::invalid_argument, "kvpool-soak: " + std::to_string(n) +
+                                                         " ids exceed the buffer " + view.label() +
+                                                         " of " + std::to_string(view.extent(0)));
         return Kokkos::subview(view, std::make_pair(std::size_t(0), static_cast<std::size_t>(n)));
     }
     index_view upload_into(const index_view& buffer, const std::vector<index_t>& host) {
