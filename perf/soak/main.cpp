@@ -1,9 +1,11 @@
-// kvpool-soak: at least 10^6 engine-style operations on an SWA pair at the
-// peer's geometry, on Kokkos' default execution space (the GPU of a CUDA
+// kvpool-soak: at least 10^6 engine-style operations on the SWA or the Mamba
+// pair at the peer's geometry, on Kokkos' default execution space (the GPU of a CUDA
 // build), with invariants, stamped data, memory and idle counters checked.
+#include "mamba_model.hpp"
 #include "options.hpp"
 #include "report.hpp"
-#include "swa_soak.hpp"
+#include "soak_driver.hpp"
+#include "swa_model.hpp"
 
 #include <cstdio>
 #include <exception>
@@ -26,9 +28,12 @@ int main(int argc, char** argv) {
     Kokkos::ScopeGuard kokkos(argc, argv);
     SoakResult result;
     try {
-        result = SwaSoak<Kokkos::DefaultExecutionSpace>(options).run();
+        using Space = Kokkos::DefaultExecutionSpace;
+        result = options.pair == "swa" ? SoakDriver<Space, SwaModel<Space>>(options).run()
+                                       : SoakDriver<Space, MambaModel<Space>>(options).run();
     } catch (const std::exception& e) {
         result.options = options;
+        result.pair = options.pair;
         result.failures.push_back(std::string("set-up: ") + e.what());
     }
     std::fputs(summary(result).c_str(), stdout);

@@ -33,7 +33,11 @@ SoakOptions parse_options(const std::vector<std::string>& args) {
         if (i + 1 >= args.size())
             throw UsageError(name + ": unknown option or no value");
         const std::string& value = args[++i];
-        if (name == "--ops") {
+        if (name == "--pair") {
+            if (value != "swa" && value != "mamba")
+                throw UsageError("--pair: expected swa or mamba, got '" + value + "'");
+            o.pair = value;
+        } else if (name == "--ops") {
             o.ops = positive(name, value);
         } else if (name == "--tokens") {
             o.tokens_per_side = positive(name, value);
@@ -68,13 +72,16 @@ SoakOptions parse_options(const std::vector<std::string>& args) {
 std::string help_text() {
     return R"(usage: kvpool-soak [options]
 
-Drives an SWA pair (32 layers x 8 heads x 128 bf16, K and V: 128 KiB per token per side) with a
-seeded scheduler: prefill batches, decode steps, finished requests and sliding-window releases,
-forward events, opportunistic flushes; out of room, it waits or retracts the newest request.
+Drives a pair at the peer's geometry with a seeded scheduler: the SWA pair (32 layers x 8 heads x
+128 bf16, K and V: 128 KiB per token per side) or the Mamba pair (8 such layers, 32 KiB per token,
+and 640 state slots of 25 MiB, shrunk with --tokens). Prefill batches, decode steps, finished
+requests and sliding-window releases, forward events, opportunistic flushes; out of room, it
+waits or retracts the newest request.
 Checks the invariants and the stamped KV data every --check-every operations and at the end,
 host and device memory after warm-up against the end, and every counter after teardown.
 Prints a summary and one JSON line; exits 1 on any failure, 2 on bad usage.
 
+  --pair swa|mamba          (default swa)
   --ops N                   allocator operations (default 1000000)
   --tokens N                tokens per side (default 262144: a 64 GiB buffer)
   --page-size 1|16          (default 16)

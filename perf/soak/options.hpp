@@ -12,6 +12,7 @@
 namespace kvpool::soak {
 
 struct SoakOptions {
+    std::string pair = "swa"; // or mamba
     index_t ops = 1'000'000;
     index_t tokens_per_side = 262'144; // the peer's geometry: a 64 GiB buffer
     index_t page_size = 16;

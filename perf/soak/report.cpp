@@ -45,18 +45,19 @@ std::string json_memory(const MemorySample& m) {
 std::string summary(const SoakResult& r) {
     const SoakOptions& o = r.options;
     std::string s = fmt::format(
-        "kvpool-soak: SWA pair on {}, {} compaction, page size {}, seed {}\n"
-        "  {} tokens per side ({:.1f} GiB buffer), 128 KiB per token per side\n"
+        "kvpool-soak: {} pair on {}, {} compaction, page size {}, seed {}\n"
+        "  {} tokens per side ({:.1f} GiB buffer)\n"
         "  {} operations in {:.2f} s ({:.0f} ops/s), {} scheduler steps\n"
         "  requests: {} admitted, {} finished, {} retracted; {} admissions waited for room\n"
         "  compaction: {} pages moved ({:.1f} GiB)\n"
-        "  checks: {} (invariants and stamped data; {} tokens found through translate)\n"
+        "  checks: {} (invariants and stamped data; {} tokens and slots found through "
+        "translate)\n"
         "  host RSS: {:.1f} MiB after warm-up, {:.1f} MiB at the end\n"
         "  device memory in use: {} after warm-up, {} at the end\n",
-        r.backend, mode_name(o.mode), o.page_size, o.seed, o.tokens_per_side,
+        r.pair, r.backend, mode_name(o.mode), o.page_size, o.seed, o.tokens_per_side,
         mib(r.buffer_bytes) / 1024, r.ops, r.seconds, ops_per_second(r), r.steps,
         r.requests_admitted, r.requests_finished, r.retractions, r.admission_waits, r.pages_moved,
-        mib(r.bytes_moved) / 1024, r.checks, r.tokens_checked, mib(r.warm.host_rss_bytes),
+        mib(r.bytes_moved) / 1024, r.checks, r.entries_checked, mib(r.warm.host_rss_bytes),
         mib(r.end.host_rss_bytes), device_mib(r.warm.device_bytes), device_mib(r.end.device_bytes));
     for (const auto& f : r.failures)
         s += "  FAILED: " + f + "\n";
@@ -70,14 +71,15 @@ std::string json_line(const SoakResult& r) {
     for (const auto& f : r.failures)
         failures += (failures.empty() ? "" : ", ") + json_string(f);
     return fmt::format(
-        "{{\"kvpool_soak\": \"swa\", \"backend\": {}, \"passed\": {}, \"ops\": {}, \"seconds\": "
+        "{{\"kvpool_soak\": {}, \"backend\": {}, \"passed\": {}, \"ops\": {}, \"seconds\": "
         "{:.3f}, \"ops_per_s\": {:.1f}, \"seed\": {}, \"mode\": \"{}\", \"page_size\": {}, "
         "\"tokens_per_side\": {}, \"buffer_bytes\": {}, \"steps\": {}, \"checks\": {}, "
         "\"retractions\": {}, \"pages_moved\": {}, \"memory_after_warm_up\": {}, "
         "\"memory_at_end\": {}, \"failures\": [{}]}}",
-        json_string(r.backend), r.passed() ? "true" : "false", r.ops, r.seconds, ops_per_second(r),
-        o.seed, mode_name(o.mode), o.page_size, o.tokens_per_side, r.buffer_bytes, r.steps,
-        r.checks, r.retractions, r.pages_moved, json_memory(r.warm), json_memory(r.end), failures);
+        json_string(r.pair), json_string(r.backend), r.passed() ? "true" : "false", r.ops,
+        r.seconds, ops_per_second(r), o.seed, mode_name(o.mode), o.page_size, o.tokens_per_side,
+        r.buffer_bytes, r.steps, r.checks, r.retractions, r.pages_moved, json_memory(r.warm),
+        json_memory(r.end), failures);
 }
 
 } // namespace kvpool::soak

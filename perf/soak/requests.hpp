@@ -13,6 +13,7 @@ struct Request {
     std::vector<index_t> tokens;       // virtual token ids, in order
     index_t target_tokens = 0;         // finished at this length
     index_t window_released_pages = 0; // leading pages whose SWA copy is released
+    index_t state_slot = unbound;      // Mamba pair: the request's state slot
 };
 
 // One token per page of pages [from, to): what free and free_swa take.

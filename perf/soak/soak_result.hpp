@@ -16,13 +16,14 @@ struct MemorySample {
 
 struct SoakResult {
     SoakOptions options;
+    std::string pair; // swa or mamba
     std::string backend;
     index_t buffer_bytes = 0;
     index_t ops = 0;
     double seconds = 0;
     index_t steps = 0;
     index_t checks = 0;
-    index_t tokens_checked = 0; // stamped tokens found through translate, over all checks
+    index_t entries_checked = 0; // stamped tokens and state slots found through translate
     index_t requests_admitted = 0;
     index_t requests_finished = 0;
     index_t retractions = 0;

@@ -1,22 +1,22 @@
-// The soak of an SWA pair at the peer's geometry: a seeded scheduler loop of
-// engine-style calls (prefill batches with alloc_extend, decode steps with
-// alloc_decode, finished requests freed, window-expired tokens released with
-// free_swa, forward events, opportunistic flushes at idle points), with
-// out-of-room handled as an engine does: admission waits, a decode that
-// finds no room retracts the newest request. Each allocator call counts as
-// one operation. Checks: invariants and stamped data every check_every
-// operations and at the end, memory after warm-up against the end, and every
-// side back to idle after teardown.
+// The soak: a seeded scheduler loop of engine-style calls on a pair (Model:
+// SwaModel or MambaModel) at the peer's geometry: prefill batches with
+// alloc_extend (and a state slot per request on the Mamba pair), decode steps
+// with alloc_decode, finished requests freed, window-expired tokens released
+// with free_swa (SWA pair), forward events, opportunistic flushes at idle
+// points. Out of room it does what an engine does: admission waits, a decode
+// step retracts the newest request. Each allocator call counts as one
+// operation. Checks: invariants and stamped data every check_every operations
+// and at the end, memory after warm-up against the end, and both sides back
+// to idle after teardown.
 #pragma once
 
+#include "device_ids.hpp"
 #include "forward_events.hpp"
 #include "idle_checks.hpp"
 #include "memory_probe.hpp"
 #include "requests.hpp"
 #include "soak_result.hpp"
 #include "stamps.hpp"
-
-#include <kvpool/swa_pair.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -25,39 +25,22 @@
 
 namespace kvpool::soak {
 
-// The peer's SWA geometry (peer-baseline.md): 32 layers x 8 KV heads x
-// head_dim 128, bf16, K and V: 128 KiB per token per side.
-constexpr index_t swa_bytes_per_token = 32 * 8 * 128 * 2 * 2;
-
-inline PoolLayout swa_soak_layout(index_t tokens_per_side, index_t page_size) {
-    // Both sides' tokens plus one page of sink for each.
-    const index_t bytes = 2 * (tokens_per_side + page_size) * swa_bytes_per_token;
-    return PoolLayout(bytes, {{"full", swa_bytes_per_token, page_size, GrowDirection::up, 0},
-                              {"swa", swa_bytes_per_token, page_size, GrowDirection::down, 0}});
-}
-
-template <class ExecutionSpace> class SwaSoak {
-    using Pair = UnifiedSWAAllocator<ExecutionSpace>;
-    using index_view = typename Pair::index_view;
-    using swa_physical_view = kk::View<std::int32_t*, typename ExecutionSpace::memory_space>;
+template <class ExecutionSpace, class Model> class SoakDriver {
+    using index_view = typename Model::index_view;
 
 public:
-    explicit SwaSoak(const SoakOptions& options)
-        : o_(options), pool_(swa_soak_layout(o_.tokens_per_side, o_.page_size)),
-          pair_(pool_, o_.mode), rng_(o_.seed),
-          window_tokens_(
-              round_to_page(std::clamp<index_t>(o_.tokens_per_side / 16, 4 * o_.page_size, 4096))),
+    explicit SoakDriver(const SoakOptions& options)
+        : o_(options), model_(o_.tokens_per_side, o_.page_size, o_.mode), pair_(model_.pair()),
+          rng_(o_.seed), window_tokens_(round_to_page(
+                             std::clamp<index_t>(o_.tokens_per_side / 16, 4 * o_.page_size, 4096))),
           max_prompt_(std::clamp<index_t>(o_.tokens_per_side / 16, o_.page_size, 4096)),
           max_output_(std::clamp<index_t>(o_.tokens_per_side / 32, 8, 1024)),
-          ids_in_(device_ids("kvpool_soak::ids_in")), ids_out_(device_ids("kvpool_soak::ids_out")),
-          physical_full_(device_ids("kvpool_soak::physical_full")),
-          physical_swa_(kk::uninitialized<swa_physical_view>("kvpool_soak::physical_swa",
-                                                             full_capacity_tokens())) {
+          ids_(model_.full_capacity_tokens()), full_at_start_(model_.full().occupancy()),
+          second_at_start_(model_.second().occupancy()) {
         r_.options = o_;
+        r_.pair = Model::name;
         r_.backend = ExecutionSpace::name();
-        r_.buffer_bytes = pool_.layout().total_bytes();
-        full_at_start_ = pair_.full().occupancy();
-        swa_at_start_ = pair_.swa().occupancy();
+        r_.buffer_bytes = model_.pool().total_bytes();
     }
 
     SoakResult run() {
@@ -84,8 +67,10 @@ public:
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         r_.end = sample_memory();
         check_memory_flat();
-        r_.pages_moved = pair_.full().counters().pages_moved + pair_.swa().counters().pages_moved;
-        r_.bytes_moved = pair_.full().counters().bytes_moved + pair_.swa().counters().bytes_moved;
+        r_.pages_moved =
+            model_.full().counters().pages_moved + model_.second().counters().pages_moved;
+        r_.bytes_moved =
+            model_.full().counters().bytes_moved + model_.second().counters().bytes_moved;
         teardown();
         return r_;
     }
@@ -96,12 +81,14 @@ private:
         ++r_.steps;
         events_.complete_older();
         new_tokens_.clear();
+        new_slots_.clear();
         if (running_.empty() || chance(0.6))
             admit();
         decode();
         forward();
         finish_requests();
-        release_window();
+        if constexpr (Model::windowed)
+            release_window();
         if (o_.mode == CompactionMode::lazy) {
             pair_.flush_opportunistic(space_);
             ++r_.ops;
@@ -115,38 +102,57 @@ private:
         index_t total = 0;
         for (auto& n : lengths)
             total += n = uniform(1, max_prompt_);
-        const index_view out = slice(ids_out_, total);
-        last_loc_host_.assign(batch, unbound); // fresh requests: never read
-        bool ok = try_extend(lengths, out);
+        bool ok = try_admit(lengths, total);
         if (!ok && running_.empty()) {
             // Nothing runs: once the forwards are done, an empty pool must take it.
             events_.complete_all(space_);
-            ok = try_extend(lengths, out);
+            ok = try_admit(lengths, total);
             if (!ok)
                 return fail("an idle pool refused a prefill batch of " + std::to_string(total) +
                             " tokens");
         }
-        if (!ok) {
+        if (!ok)
             ++r_.admission_waits;
-            return;
+    }
+
+    // The batch's state slots (Mamba pair), then its KV; all or nothing.
+    bool try_admit(const std::vector<index_t>& lengths, index_t total) {
+        const auto batch = static_cast<index_t>(lengths.size());
+        slots_.clear();
+        if constexpr (Model::state_slots) {
+            ++r_.ops;
+            const auto slots = pair_.alloc_state_slots(space_, batch);
+            if (!slots)
+                return false;
+            slots_ = ids_.download(space_, *slots);
         }
-        const auto& ids = download(out);
+        const index_view out = ids_.output(total);
+        last_loc_host_.assign(lengths.size(), unbound); // fresh requests: never read
+        ++r_.ops;
+        if (!pair_.alloc_extend(space_, std::vector<index_t>(lengths.size(), 0), lengths,
+                                ids_.upload(space_, last_loc_host_), out)) {
+            if constexpr (Model::state_slots) {
+                pair_.free_state_slots(space_, slots_);
+                ++r_.ops;
+            }
+            return false;
+        }
+        const auto& ids = ids_.download(space_, out);
         auto first = ids.begin();
-        for (index_t n : lengths) {
+        for (index_t i = 0; i < batch; ++i) {
+            const index_t n = lengths[static_cast<std::size_t>(i)];
             Request r;
             r.tokens.assign(first, first + static_cast<std::ptrdiff_t>(n));
             r.target_tokens = n + uniform(1, max_output_);
+            if constexpr (Model::state_slots)
+                r.state_slot = slots_[static_cast<std::size_t>(i)];
             running_.push_back(std::move(r));
             first += static_cast<std::ptrdiff_t>(n);
         }
         new_tokens_.insert(new_tokens_.end(), ids.begin(), ids.end());
-        r_.requests_admitted += static_cast<index_t>(batch);
-    }
-
-    bool try_extend(const std::vector<index_t>& lengths, const index_view& out) {
-        ++r_.ops;
-        return pair_.alloc_extend(space_, std::vector<index_t>(lengths.size(), 0), lengths,
-                                  upload(last_loc_host_), out);
+        new_slots_.insert(new_slots_.end(), slots_.begin(), slots_.end());
+        r_.requests_admitted += batch;
+        return true;
     }
 
     // One token for every running request; without room the newest is retracted.
@@ -158,10 +164,10 @@ private:
                 seq_lens_.push_back(static_cast<index_t>(r.tokens.size()) + 1);
                 last_loc_host_.push_back(r.tokens.back());
             }
-            const index_view out = slice(ids_out_, static_cast<index_t>(running_.size()));
+            const index_view out = ids_.output(static_cast<index_t>(running_.size()));
             ++r_.ops;
-            if (pair_.alloc_decode(space_, seq_lens_, upload(last_loc_host_), out)) {
-                const auto& ids = download(out);
+            if (pair_.alloc_decode(space_, seq_lens_, ids_.upload(space_, last_loc_host_), out)) {
+                const auto& ids = ids_.download(space_, out);
                 for (std::size_t i = 0; i < running_.size(); ++i)
                     running_[i].tokens.push_back(ids[i]);
                 new_tokens_.insert(new_tokens_.end(), ids.begin(), ids.end());
@@ -173,20 +179,27 @@ private:
         }
     }
 
-    // The forward writes the new tokens' KV (the stamps) on both sides and
-    // reads every page: its event guards both.
+    // The forward writes the new tokens' KV (the stamps; on the SWA pair on
+    // both sides) and the new requests' state; it reads every page: its event
+    // guards both.
     void forward() {
         if (new_tokens_.empty())
             return;
         const auto n = static_cast<index_t>(new_tokens_.size());
-        const index_view ids = upload_into(ids_in_, new_tokens_);
-        const index_view full = slice(physical_full_, n);
-        const auto swa = slice(physical_swa_, n);
-        pair_.translate_full(space_, ids, full);
-        pair_.translate_swa(space_, ids, swa);
-        r_.ops += 2;
-        stamp_tokens(space_, pool_.bytes(), full_stamps(), ids, full, n);
-        stamp_tokens(space_, pool_.bytes(), swa_stamps(), ids, swa, n);
+        const index_view ids = ids_.upload(space_, new_tokens_);
+        const index_view full = ids_.physical(n);
+        model_.translate_full(space_, ids, full);
+        ++r_.ops;
+        stamp_tokens(space_, model_.pool().bytes(), full_stamps(), ids, full, n);
+        const std::vector<index_t>& second = Model::state_slots ? new_slots_ : new_tokens_;
+        if (!second.empty()) {
+            const index_view second_ids =
+                Model::state_slots ? ids_.upload(space_, new_slots_) : ids;
+            const auto physical = model_.translate_second(space_, second_ids);
+            ++r_.ops;
+            stamp_tokens(space_, model_.pool().bytes(), second_stamps(), second_ids, physical,
+                         static_cast<index_t>(second.size()));
+        }
         const CompletionTokenPtr token = events_.record(space_);
         pair_.set_inflight_forward(token, new_tokens_);
         pair_.set_latest_forward_done(token);
@@ -217,6 +230,10 @@ private:
         append_page_tokens(r, o_.page_size, 0, pages_of(r, o_.page_size), page_tokens_);
         pair_.free(space_, page_tokens_);
         ++r_.ops;
+        if constexpr (Model::state_slots) {
+            pair_.free_state_slots(space_, {r.state_slot});
+            ++r_.ops;
+        }
     }
 
     // The SWA pages that left every running request's window, in one call.
@@ -239,41 +256,41 @@ private:
         try {
             pair_.check_invariants(space_);
         } catch (const Error& e) {
-            return fail(std::string("check_invariants after ") + std::to_string(r_.ops) +
+            return fail("check_invariants after " + std::to_string(r_.ops) +
                         " operations: " + e.what());
         }
         live_.clear();
         for (const Request& r : running_)
             live_.insert(live_.end(), r.tokens.begin(), r.tokens.end());
-        check_stamps("full", live_, full_stamps(), physical_full_,
-                     [&](const index_view& ids, const index_view& out) {
-                         pair_.translate_full(space_, ids, out);
-                     });
+        if (!live_.empty()) {
+            const index_view ids = ids_.upload(space_, live_);
+            const index_view physical = ids_.physical(static_cast<index_t>(live_.size()));
+            model_.translate_full(space_, ids, physical);
+            count_stamps("full", full_stamps(), ids, physical);
+        }
         live_.clear();
         for (const Request& r : running_)
-            append_window_tokens(r, o_.page_size, live_);
-        check_stamps("swa", live_, swa_stamps(), physical_swa_,
-                     [&](const index_view& ids, const swa_physical_view& out) {
-                         pair_.translate_swa(space_, ids, out);
-                     });
+            if constexpr (Model::state_slots)
+                live_.push_back(r.state_slot);
+            else
+                append_window_tokens(r, o_.page_size, live_);
+        if (!live_.empty()) {
+            const index_view ids = ids_.upload(space_, live_);
+            count_stamps(Model::name, second_stamps(), ids, model_.translate_second(space_, ids));
+        }
     }
 
-    template <class PhysicalView, class Translate>
-    void check_stamps(const char* side, const std::vector<index_t>& tokens,
-                      const StampLayout& layout, const PhysicalView& physical,
-                      Translate&& translate) {
-        if (tokens.empty())
-            return;
-        const auto n = static_cast<index_t>(tokens.size());
-        const index_view ids = upload_into(ids_in_, tokens);
-        const PhysicalView out = slice(physical, n);
-        translate(ids, out);
-        const index_t bad = count_bad_stamps(space_, pool_.bytes(), layout, ids, out, n);
-        r_.tokens_checked += n;
+    template <class PhysicalView>
+    void count_stamps(const char* side, const StampLayout& layout, const index_view& ids,
+                      const PhysicalView& physical) {
+        const auto n = static_cast<index_t>(ids.extent(0));
+        const index_t bad =
+            count_bad_stamps(space_, model_.pool().bytes(), layout, ids, physical, n);
+        r_.entries_checked += n;
         if (bad > 0)
-            fail(std::string("data check after ") + std::to_string(r_.ops) +
+            fail("data check after " + std::to_string(r_.ops) +
                  " operations: " + std::to_string(bad) + " stamp words of " + std::to_string(n) +
-                 " live " + side + " tokens not found through translate");
+                 " live " + side + " entries not found through translate");
     }
 
     void check_memory_flat() {
@@ -300,21 +317,21 @@ private:
             running_.clear();
             events_.complete_all(space_);
             pair_.full().flush(space_, true);
-            pair_.swa().flush(space_, true);
+            model_.second().flush(space_, true);
             pair_.check_invariants(space_);
         } catch (const Error& e) {
             return fail(std::string("teardown: ") + e.what());
         }
-        check_idle(pair_.full(), full_at_start_, r_.failures);
-        check_idle(pair_.swa(), swa_at_start_, r_.failures);
+        check_idle(model_.full(), full_at_start_, r_.failures);
+        check_idle(model_.second(), second_at_start_, r_.failures);
     }
 
     // ---------------------------------------------------------------- helpers
     MemorySample sample_memory() const {
         return {host_rss_bytes(), device_bytes_in_use<ExecutionSpace>()};
     }
-    StampLayout full_stamps() const { return {swa_bytes_per_token, 0}; }
-    StampLayout swa_stamps() const { return {swa_bytes_per_token, 1}; }
+    StampLayout full_stamps() const { return {model_.full().geometry().spec.entry_bytes, 0}; }
+    StampLayout second_stamps() const { return {model_.second().geometry().spec.entry_bytes, 1}; }
 
     void fail(std::string what) { r_.failures.push_back(std::move(what)); }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
@@ -324,49 +341,18 @@ private:
     index_t round_to_page(index_t tokens) const { return tokens / o_.page_size * o_.page_size; }
     static index_t round_up(index_t n, index_t step) { return (n + step - 1) / step * step; }
 
-    // Buffers of the full side's capacity (which exceeds tokens_per_side once
-    // free_swa has released SWA pages), made once: no call needs more, and the
-    // soak's own allocations stay out of the memory it watches.
-    std::size_t full_capacity_tokens() const {
-        return static_cast<std::size_t>(pair_.full().geometry().page_capacity() * o_.page_size);
-    }
-    index_view device_ids(const char* label) const {
-        return kk::uninitialized<index_view>(label, full_capacity_tokens());
-    }
-    template <class View> static View slice(const View& view, index_t n) {
-        if (static_cast<std::size_t>(n) > view.extent(0))
-            throw Error(ErrorCode::invalid_argument, "kvpool-soak: " + std::to_string(n) +
-                                                         " ids exceed the buffer " + view.label() +
-                                                         " of " + std::to_string(view.extent(0)));
-        return Kokkos::subview(view, std::make_pair(std::size_t(0), static_cast<std::size_t>(n)));
-    }
-    index_view upload_into(const index_view& buffer, const std::vector<index_t>& host) {
-        const index_view ids = slice(buffer, static_cast<index_t>(host.size()));
-        Kokkos::deep_copy(space_, ids,
-                          kk::UnmanagedHostView<const index_t*>(host.data(), host.size()));
-        return ids;
-    }
-    index_view upload(const std::vector<index_t>& host) { return upload_into(ids_in_, host); }
-    const std::vector<index_t>& download(const index_view& ids) {
-        downloaded_.resize(ids.extent(0));
-        Kokkos::deep_copy(
-            space_, kk::UnmanagedHostView<index_t*>(downloaded_.data(), downloaded_.size()), ids);
-        space_.fence();
-        return downloaded_;
-    }
-
     SoakOptions o_;
     ExecutionSpace space_;
-    UnifiedKVPool<typename ExecutionSpace::memory_space> pool_;
-    Pair pair_;
+    Model model_;
+    typename Model::pair_type& pair_;
     ForwardEvents<ExecutionSpace> events_;
     std::mt19937_64 rng_;
     index_t window_tokens_, max_prompt_, max_output_;
-    index_view ids_in_, ids_out_, physical_full_;
-    swa_physical_view physical_swa_;
-    SideOccupancy full_at_start_, swa_at_start_; // the idle values teardown returns to
+    DeviceIds<ExecutionSpace> ids_;
+    SideOccupancy full_at_start_, second_at_start_; // the idle values teardown returns to
     std::vector<Request> running_;
-    std::vector<index_t> new_tokens_, last_loc_host_, seq_lens_, page_tokens_, live_, downloaded_;
+    std::vector<index_t> new_tokens_, new_slots_, slots_, last_loc_host_, seq_lens_, page_tokens_,
+        live_;
     SoakResult r_;
 };
 
