@@ -80,20 +80,20 @@ with open(flags["benchmark_out"], "w") as f:
     json.dump({"context": context, "benchmarks": runs}, f)
 '''
 
-# kvpool-soak: a summary and its JSON line; a failed run (exit 1) for the mode in FAKE_SOAK_FAIL,
-# and no JSON line at all (a crash) for the mode in FAKE_SOAK_CRASH.
+# kvpool-soak: a summary and its JSON line; a failed run (exit 1) for the PAIR:MODE in FAKE_SOAK_FAIL,
+# and no JSON line at all (a crash) for the PAIR:MODE in FAKE_SOAK_CRASH.
 FAKE_SOAK = '''
 import json, os, sys
 with open(sys.argv[0] + ".argv", "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\\n")
 flags = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-mode, page = flags["--mode"], int(flags["--page-size"])
-if os.environ.get("FAKE_SOAK_CRASH") == mode:
+pair, mode, page = flags["--pair"], flags["--mode"], int(flags["--page-size"])
+if os.environ.get("FAKE_SOAK_CRASH") == f"{pair}:{mode}":
     print("kvpool-soak: seed 7")
     sys.exit(134)
-failures = ["data check after 10000 operations: 3 stamp words lost"] if os.environ.get("FAKE_SOAK_FAIL") == mode else []
+failures = ["data check after 10000 operations: 3 stamp words lost"] if os.environ.get("FAKE_SOAK_FAIL") == f"{pair}:{mode}" else []
 print("kvpool-soak: seed 7\\nkvpool-soak: " + ("FAILED" if failures else "passed"))
-print(json.dumps({"kvpool_soak": "swa", "passed": not failures, "ops": int(flags.get("--ops", 1000000)),
+print(json.dumps({"kvpool_soak": pair, "passed": not failures, "ops": int(flags.get("--ops", 1000000)),
                   "seconds": 2.0, "mode": mode, "page_size": page, "seed": 7, "failures": failures}))
 sys.exit(1 if failures else 0)
 '''
@@ -274,20 +274,21 @@ class RunGpuTestsTest(unittest.TestCase):
     def test_soak_runs_each_configuration(self):
         soak = self.step("soak", "--soak-ops", "5000", "--soak-tokens", "1024")
         self.assertEqual(soak["status"], "passed")
-        self.assertEqual([(r["mode"], r["page_size"], r["passed"]) for r in soak["runs"]],
-                         [("lazy", 16, True), ("eager", 1, True)])
+        self.assertEqual([(r["pair"], r["mode"], r["page_size"], r["passed"]) for r in soak["runs"]],
+                         [("swa", "lazy", 16, True), ("swa", "eager", 1, True), ("mamba", "lazy", 16, True)])
+        self.assertEqual([r["result"]["kvpool_soak"] for r in soak["runs"]], ["swa", "swa", "mamba"])
         self.assertEqual(soak["runs"][0]["result"]["ops"], 5000)
         self.assertEqual(self.argv_of("kvpool-soak")[1],
-                         ["--mode", "eager", "--page-size", "1", "--ops", "5000", "--tokens", "1024"])
-        soak = self.step("soak", "--soak-runs", "eager:16")
-        self.assertEqual(self.argv_of("kvpool-soak")[2], ["--mode", "eager", "--page-size", "16"])
+                         ["--pair", "swa", "--mode", "eager", "--page-size", "1", "--ops", "5000", "--tokens", "1024"])
+        soak = self.step("soak", "--soak-runs", "mamba:eager:16")
+        self.assertEqual(self.argv_of("kvpool-soak")[3], ["--pair", "mamba", "--mode", "eager", "--page-size", "16"])
 
     def test_a_failing_or_crashing_soak_fails_the_run(self):
-        soak = self.step("soak", returncode=1, env={"FAKE_SOAK_FAIL": "eager"})
-        self.assertEqual([r["passed"] for r in soak["runs"]], [True, False])
-        self.assertEqual(soak["failures"], ["eager:1: data check after 10000 operations: 3 stamp words lost"])
-        soak = self.step("soak", returncode=1, env={"FAKE_SOAK_CRASH": "lazy"})
-        self.assertEqual(soak["failures"], ["lazy:16: kvpool-soak wrote no result line"])
+        soak = self.step("soak", returncode=1, env={"FAKE_SOAK_FAIL": "swa:eager"})
+        self.assertEqual([r["passed"] for r in soak["runs"]], [True, False, True])
+        self.assertEqual(soak["failures"], ["swa:eager:1: data check after 10000 operations: 3 stamp words lost"])
+        soak = self.step("soak", returncode=1, env={"FAKE_SOAK_CRASH": "mamba:lazy"})
+        self.assertEqual(soak["failures"], ["mamba:lazy:16: kvpool-soak wrote no result line"])
 
     def test_soak_skipped_without_the_binary(self):
         os.remove(os.path.join(self.bin, "kvpool-soak"))
@@ -301,7 +302,8 @@ class RunGpuTestsTest(unittest.TestCase):
             "not a build": [os.path.join(self.tmp, "nowhere"), self.out],
             "bench args without --": [self.build, self.out, "--benchmark_filter=x"],
             "ctest with seeds": [self.build, self.out, "--runner", "ctest", "--kvpool-seeds", "2"],
-            "bad soak run": [self.build, self.out, "--soak-runs", "lazy:8"],
+            "bad soak run": [self.build, self.out, "--soak-runs", "swa:lazy:8"],
+            "soak run without a pair": [self.build, self.out, "--soak-runs", "lazy:16"],
         }
         for label, args in cases.items():
             with self.subTest(label):
