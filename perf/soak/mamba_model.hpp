@@ -4,7 +4,7 @@
 // stays 640), so a small host run keeps the peer's proportions.
 #pragma once
 
-#include "device_ids.hpp"
+#include "pair_model.hpp"
 
 #include <kvpool/mamba_pair.hpp>
 
@@ -12,12 +12,17 @@
 
 namespace kvpool::soak {
 
-template <class ExecutionSpace> class MambaModel {
+template <class ExecutionSpace>
+class MambaModel : public PairModel<UnifiedMambaAllocator<ExecutionSpace>,
+                                    typename UnifiedMambaAllocator<ExecutionSpace>::index_view> {
+    using Base = PairModel<UnifiedMambaAllocator<ExecutionSpace>,
+                           typename UnifiedMambaAllocator<ExecutionSpace>::index_view>;
+    using Base::pair_;
+
 public:
-    using pair_type = UnifiedMambaAllocator<ExecutionSpace>;
-    using pool_type = typename pair_type::pool_type;
-    using index_view = typename pair_type::index_view;
-    using second_physical_view = index_view;
+    using typename Base::index_view;
+    using typename Base::second_physical_view;
+    using typename Base::side_type;
     static constexpr const char* name = "mamba";
     static constexpr bool windowed = false;
     static constexpr bool state_slots = true; // the second side holds one slot per request
@@ -37,19 +42,10 @@ public:
     }
 
     MambaModel(index_t tokens_per_side, index_t page_size, CompactionMode mode)
-        : pool_(layout(tokens_per_side, page_size)), pair_(pool_, mode),
-          second_physical_(kk::uninitialized<second_physical_view>(
-              "kvpool_soak::state_physical",
-              static_cast<std::size_t>(pair_.state().geometry().page_capacity()))) {}
+        : Base(layout(tokens_per_side, page_size), mode) {}
 
-    pool_type& pool() { return pool_; }
-    pair_type& pair() { return pair_; }
-    const typename pair_type::side_type& full() const { return pair_.full(); }
-    const typename pair_type::side_type& second() const { return pair_.state(); }
-    typename pair_type::side_type& second() { return pair_.state(); }
-    index_t full_capacity_tokens() const {
-        return pair_.full().geometry().page_capacity() * pair_.full().page_size();
-    }
+    const side_type& second() const { return pair_.state(); }
+    side_type& second() { return pair_.state(); }
 
     void translate_full(const ExecutionSpace& space, const index_view& ids,
                         const index_view& out) const {
@@ -57,15 +53,10 @@ public:
     }
     second_physical_view translate_second(const ExecutionSpace& space,
                                           const index_view& ids) const {
-        const auto out = slice(second_physical_, static_cast<index_t>(ids.extent(0)));
+        const auto out = this->second_physical(static_cast<index_t>(ids.extent(0)));
         pair_.translate_state_slots(space, ids, out);
         return out;
     }
-
-private:
-    pool_type pool_;
-    pair_type pair_;
-    second_physical_view second_physical_;
 };
 
 } // namespace kvpool::soak

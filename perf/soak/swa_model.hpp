@@ -4,7 +4,7 @@
 // sliding window; the soak releases them with free_swa when they leave it.
 #pragma once
 
-#include "device_ids.hpp"
+#include "pair_model.hpp"
 
 #include <kvpool/swa_pair.hpp>
 
@@ -12,12 +12,17 @@
 
 namespace kvpool::soak {
 
-template <class ExecutionSpace> class SwaModel {
+template <class ExecutionSpace>
+class SwaModel : public PairModel<UnifiedSWAAllocator<ExecutionSpace>,
+                                  kk::View<std::int32_t*, typename ExecutionSpace::memory_space>> {
+    using Base = PairModel<UnifiedSWAAllocator<ExecutionSpace>,
+                           kk::View<std::int32_t*, typename ExecutionSpace::memory_space>>;
+    using Base::pair_;
+
 public:
-    using pair_type = UnifiedSWAAllocator<ExecutionSpace>;
-    using pool_type = typename pair_type::pool_type;
-    using index_view = typename pair_type::index_view;
-    using second_physical_view = kk::View<std::int32_t*, typename ExecutionSpace::memory_space>;
+    using typename Base::index_view;
+    using typename Base::second_physical_view;
+    using typename Base::side_type;
     static constexpr const char* name = "swa";
     static constexpr bool windowed = true;     // tokens leave the SWA side's window
     static constexpr bool state_slots = false; // the second side holds tokens
@@ -31,19 +36,10 @@ public:
     }
 
     SwaModel(index_t tokens_per_side, index_t page_size, CompactionMode mode)
-        : pool_(layout(tokens_per_side, page_size)), pair_(pool_, mode),
-          second_physical_(kk::uninitialized<second_physical_view>(
-              "kvpool_soak::swa_physical", static_cast<std::size_t>(full_capacity_tokens()))) {}
+        : Base(layout(tokens_per_side, page_size), mode) {}
 
-    pool_type& pool() { return pool_; }
-    pair_type& pair() { return pair_; }
-    const typename pair_type::side_type& full() const { return pair_.full(); }
-    const typename pair_type::side_type& second() const { return pair_.swa(); }
-    typename pair_type::side_type& second() { return pair_.swa(); }
-    // More than tokens_per_side once free_swa has released SWA pages.
-    index_t full_capacity_tokens() const {
-        return pair_.full().geometry().page_capacity() * pair_.page_size();
-    }
+    const side_type& second() const { return pair_.swa(); }
+    side_type& second() { return pair_.swa(); }
 
     void translate_full(const ExecutionSpace& space, const index_view& ids,
                         const index_view& out) const {
@@ -52,15 +48,10 @@ public:
     // The SWA layers' read path: int32 physical ids.
     second_physical_view translate_second(const ExecutionSpace& space,
                                           const index_view& ids) const {
-        const auto out = slice(second_physical_, static_cast<index_t>(ids.extent(0)));
+        const auto out = this->second_physical(static_cast<index_t>(ids.extent(0)));
         pair_.translate_swa(space, ids, out);
         return out;
     }
-
-private:
-    pool_type pool_;
-    pair_type pair_;
-    second_physical_view second_physical_;
 };
 
 } // namespace kvpool::soak
