@@ -12,6 +12,7 @@
 
 int main(int argc, char** argv) {
     using namespace kvpool::soak;
+    Kokkos::ScopeGuard kokkos(argc, argv);
     SoakOptions options;
     try {
         options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
@@ -25,7 +26,6 @@ int main(int argc, char** argv) {
     }
     std::printf("kvpool-soak: seed %llu\n", static_cast<unsigned long long>(options.seed));
     std::fflush(stdout);
-    Kokkos::ScopeGuard kokkos(argc, argv);
     SoakResult result;
     try {
         using Space = Kokkos::DefaultExecutionSpace;

@@ -30,6 +30,8 @@ SoakOptions parse_options(const std::vector<std::string>& args) {
             o.help = true;
             continue;
         }
+        if (name.rfind("--kokkos-", 0) == 0)
+            continue; // Kokkos' own, read by Kokkos::initialize
         if (i + 1 >= args.size())
             throw UsageError(name + ": unknown option or no value");
         const std::string& value = args[++i];
@@ -89,6 +91,7 @@ Prints a summary and one JSON line; exits 1 on any failure, 2 on bad usage.
   --seed N                  (default: drawn, and printed)
   --check-every N           operations between checks (default 10000)
   --memory-tolerance-mib N  growth allowed after warm-up (default 64)
+Kokkos' own options (--kokkos-num-threads=N) go to Kokkos.
 )";
 }
 
