@@ -80,6 +80,24 @@ with open(flags["benchmark_out"], "w") as f:
     json.dump({"context": context, "benchmarks": runs}, f)
 '''
 
+# kvpool-soak: a summary and its JSON line; a failed run (exit 1) for the PAIR:MODE in FAKE_SOAK_FAIL,
+# and no JSON line at all (a crash) for the PAIR:MODE in FAKE_SOAK_CRASH.
+FAKE_SOAK = '''
+import json, os, sys
+with open(sys.argv[0] + ".argv", "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+flags = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+pair, mode, page = flags["--pair"], flags["--mode"], int(flags["--page-size"])
+if os.environ.get("FAKE_SOAK_CRASH") == f"{pair}:{mode}":
+    print("kvpool-soak: seed 7")
+    sys.exit(134)
+failures = ["data check after 10000 operations: 3 stamp words lost"] if os.environ.get("FAKE_SOAK_FAIL") == f"{pair}:{mode}" else []
+print("kvpool-soak: seed 7\\nkvpool-soak: " + ("FAILED" if failures else "passed"))
+print(json.dumps({"kvpool_soak": pair, "passed": not failures, "ops": int(flags.get("--ops", 1000000)),
+                  "seconds": 2.0, "mode": mode, "page_size": page, "seed": 7, "failures": failures}))
+sys.exit(1 if failures else 0)
+'''
+
 BUILD_INFO = {"commit": "0123456789ab", "kokkos": "Kokkos 3.4.01, devices CUDA,SERIAL, arch AMPERE80",
               "compiler": "GNU 11.4.0", "build_type": "Release"}
 
@@ -96,6 +114,7 @@ class RunGpuTestsTest(unittest.TestCase):
         for name in ("kvpool_tests_serial", "kvpool_tests_cuda"):
             self.program(name, FAKE_TEST_BINARY)
         self.program("kvpool-bench", FAKE_BENCH)
+        self.program("kvpool-soak", FAKE_SOAK)
         self.sanitizer = self.program("compute-sanitizer", FAKE_SANITIZER, directory=self.tmp)
         self.set_commit(BUILD_INFO["commit"])
 
@@ -150,6 +169,7 @@ class RunGpuTestsTest(unittest.TestCase):
         self.assertEqual((bench["status"], bench["benchmarks"], bench["errored"]), ("passed", 2, {}))
         self.assertIn("--benchmark_min_time=0.05", self.argv_of("kvpool-bench")[0])
         self.assertEqual(len(results["benchmarks"]), 4)
+        self.assertEqual(results["steps"]["soak"]["status"], "passed")
         context = results["context"]
         self.assertEqual(context["commit"], "0123456789ab")
         self.assertEqual(context["device"], "Fake GPU 9000")
@@ -251,12 +271,39 @@ class RunGpuTestsTest(unittest.TestCase):
         self.assertEqual(tests["runner"], "binary")
         self.assertIn("ctest", tests["runner_reason"])
 
+    def test_soak_runs_each_configuration(self):
+        soak = self.step("soak", "--soak-ops", "5000", "--soak-tokens", "1024")
+        self.assertEqual(soak["status"], "passed")
+        self.assertEqual([(r["pair"], r["mode"], r["page_size"], r["passed"]) for r in soak["runs"]],
+                         [("swa", "lazy", 16, True), ("swa", "eager", 1, True), ("mamba", "lazy", 16, True)])
+        self.assertEqual([r["result"]["kvpool_soak"] for r in soak["runs"]], ["swa", "swa", "mamba"])
+        self.assertEqual(soak["runs"][0]["result"]["ops"], 5000)
+        self.assertEqual(self.argv_of("kvpool-soak")[1],
+                         ["--pair", "swa", "--mode", "eager", "--page-size", "1", "--ops", "5000", "--tokens", "1024"])
+        soak = self.step("soak", "--soak-runs", "mamba:eager:16")
+        self.assertEqual(self.argv_of("kvpool-soak")[3], ["--pair", "mamba", "--mode", "eager", "--page-size", "16"])
+
+    def test_a_failing_or_crashing_soak_fails_the_run(self):
+        soak = self.step("soak", returncode=1, env={"FAKE_SOAK_FAIL": "swa:eager"})
+        self.assertEqual([r["passed"] for r in soak["runs"]], [True, False, True])
+        self.assertEqual(soak["failures"], ["swa:eager:1: data check after 10000 operations: 3 stamp words lost"])
+        soak = self.step("soak", returncode=1, env={"FAKE_SOAK_CRASH": "mamba:lazy"})
+        self.assertEqual(soak["failures"], ["mamba:lazy:16: kvpool-soak wrote no result line"])
+
+    def test_soak_skipped_without_the_binary(self):
+        os.remove(os.path.join(self.bin, "kvpool-soak"))
+        soak = self.step("soak")
+        self.assertEqual(soak["status"], "skipped")
+        self.assertIn("kvpool-soak", soak["reason"])
+
     def test_bad_usage_exits_2(self):
         cases = {
             "unknown step": [self.build, self.out, "--steps", "tests,coffee"],
             "not a build": [os.path.join(self.tmp, "nowhere"), self.out],
             "bench args without --": [self.build, self.out, "--benchmark_filter=x"],
             "ctest with seeds": [self.build, self.out, "--runner", "ctest", "--kvpool-seeds", "2"],
+            "bad soak run": [self.build, self.out, "--soak-runs", "swa:lazy:8"],
+            "soak run without a pair": [self.build, self.out, "--soak-runs", "lazy:16"],
         }
         for label, args in cases.items():
             with self.subTest(label):
