@@ -66,8 +66,10 @@ SoakOptions parse_options(const std::vector<std::string>& args) {
         throw UsageError("--tokens: at least 64 pages per side (" +
                          std::to_string(64 * o.page_size) + " tokens at page size " +
                          std::to_string(o.page_size) + ")");
-    if (!seeded)
-        o.seed = std::random_device()() % 1'000'000'000 + 1;
+    if (!seeded) {
+        std::random_device entropy;
+        o.seed = entropy() % 1'000'000'000 + 1;
+    }
     return o;
 }
 
