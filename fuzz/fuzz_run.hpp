@@ -36,3 +36,16 @@ void run_input(const std::vector<Config>& configs, const std::uint8_t* data, std
 }
 
 } // namespace kvpool::fuzz
+
+// The libFuzzer entry points of a target that runs Run over the configurations
+// the expression configs gives.
+#define KVPOOL_FUZZ_TARGET(Run, configs)                                                           \
+    extern "C" int LLVMFuzzerInitialize(int*, char***) {                                           \
+        kvpool::fuzz::start_kokkos();                                                              \
+        return 0;                                                                                  \
+    }                                                                                              \
+    extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {            \
+        static const auto all = configs;                                                           \
+        kvpool::fuzz::run_input<Run>(all, data, size);                                             \
+        return 0;                                                                                  \
+    }

@@ -1,17 +1,6 @@
-// Fuzz target: the SWA pair against the reference model (the differential test's
-// SwaRun, every decision drawn from the input).
+// Fuzz target: the SWA pair against the reference model (the differential
+// test's SwaRun, every decision drawn from the input).
 #include "fuzz_run.hpp"
 #include "swa_run.hpp"
 
-using namespace kvpool;
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    fuzz::start_kokkos();
-    return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    static const std::vector<test::PairConfig> configs = test::pair_configs();
-    fuzz::run_input<test::swa_run::SwaRun>(configs, data, size);
-    return 0;
-}
+KVPOOL_FUZZ_TARGET(kvpool::test::swa_run::SwaRun, kvpool::test::pair_configs())
