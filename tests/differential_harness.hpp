@@ -162,7 +162,7 @@ public:
     // Runs every step; throws Mismatch (with context) on the first difference.
     void run() {
         compare();
-        for (step_ = 1; step_ <= ops_; ++step_) {
+        for (step_ = 1; step_ <= ops_ && !rng_.exhausted(); ++step_) {
             if ((step_ - 1) % 400 == 0)
                 regime_ = static_cast<int>(rng_.uniform(0, 2));
             try {
@@ -185,8 +185,10 @@ public:
 protected:
     DifferentialRun(std::string tag, std::uint64_t seed, std::string config, int ops,
                     std::uint64_t salt)
-        : tag_(std::move(tag)), seed_(seed), config_(std::move(config)), ops_(ops),
-          rng_(seed ^ salt) {}
+        : DifferentialRun(std::move(tag), seed, std::move(config), ops, Rng(seed ^ salt)) {}
+    // Every decision drawn from rng (a fuzzer's input: the run ends where the input does).
+    DifferentialRun(std::string tag, std::uint64_t seed, std::string config, int ops, Rng rng)
+        : tag_(std::move(tag)), seed_(seed), config_(std::move(config)), ops_(ops), rng_(rng) {}
 
     virtual void one_step() = 0;
     // Every view and table against the model; the lower-bound probe.
@@ -498,9 +500,10 @@ inline std::vector<PairConfig> pair_configs() {
 // of the last allocation (what the next forward writes).
 template <class Pair, class ModelPair> class PairRun : public DifferentialRun {
 protected:
+    // rng: a fuzzer's input, or Rng(seed ^ the run's salt ^ config.salt()).
     PairRun(std::string tag, std::uint64_t seed, const PairConfig& config, const char* other,
-            int ops, std::uint64_t salt)
-        : DifferentialRun(std::move(tag), seed, config.name(other), ops, salt ^ config.salt()),
+            int ops, Rng rng)
+        : DifferentialRun(std::move(tag), seed, config.name(other), ops, rng),
           eager_(config.any_eager()) {}
 
     // A forward writes the full side's tokens of the last allocation still
