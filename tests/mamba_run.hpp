@@ -32,10 +32,10 @@ public:
         static const std::vector<index_t> full_entries = {16, 12, 20, 24, 9};
         static const std::vector<index_t> slot_costs = {3, 7, 20, 45};
         const index_t ps = config.page_size;
-        const index_t e_full = rng_.pick(full_entries);
+        const index_t e_full = entry_bytes(rng_.pick(full_entries));
         const index_t state_bytes = rng_.pick(slot_costs) * e_full - rng_.uniform(1, e_full - 1);
-        const index_t total = rng_.uniform(120, 240) * e_full * ps +
-                              rng_.uniform(8, 40) * state_bytes + rng_.uniform(0, state_bytes - 1);
+        const index_t total = pool_pages(120, 240) * e_full * ps + pool_pages(8, 40) * state_bytes +
+                              rng_.uniform(0, state_bytes - 1);
         const bool full_up = rng_.chance(0.7);
         SubPoolSpec full =
             spec("full", e_full, ps, full_up ? GrowDirection::up : GrowDirection::down);

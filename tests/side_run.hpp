@@ -50,12 +50,14 @@ public:
         // side under test now and then, small opportunistic move caps.
         static const std::vector<std::pair<index_t, index_t>> entry_pairs = {
             {24, 40}, {40, 24}, {12, 20}, {36, 28}, {20, 13}, {17, 24}, {48, 30}, {9, 14}};
-        const auto entries = rng_.pick(entry_pairs);
+        const auto picked = rng_.pick(entry_pairs);
+        const std::pair<index_t, index_t> entries(entry_bytes(picked.first),
+                                                  entry_bytes(picked.second));
         const index_t ps = config.page_size;
         const index_t peer_ps = rng_.chance(0.5) ? ps : (ps == 1 ? 2 : 8);
         const index_t page_bytes_max = std::max(entries.first * ps, entries.second * peer_ps);
         const index_t total_bytes =
-            rng_.uniform(160, 320) * page_bytes_max + rng_.uniform(0, page_bytes_max - 1);
+            pool_pages(160, 320) * page_bytes_max + rng_.uniform(0, page_bytes_max - 1);
         const GrowDirection peer_grow =
             config.test_grow == GrowDirection::up ? GrowDirection::down : GrowDirection::up;
         SubPoolSpec test_spec = spec("test", entries.first, ps, config.test_grow);

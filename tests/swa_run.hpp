@@ -33,11 +33,13 @@ public:
         // split's cap: the conservation views and the joint size's id caps).
         static const std::vector<std::pair<index_t, index_t>> entry_pairs = {
             {24, 40}, {40, 24}, {12, 20}, {36, 28}, {20, 13}, {17, 24}, {48, 30}, {9, 14}};
-        const auto entries = rng_.pick(entry_pairs);
+        const auto picked = rng_.pick(entry_pairs);
+        const std::pair<index_t, index_t> entries(entry_bytes(picked.first),
+                                                  entry_bytes(picked.second));
         const index_t ps = config.page_size;
         const index_t page_bytes_max = std::max(entries.first, entries.second) * ps;
         const index_t total =
-            rng_.uniform(160, 320) * page_bytes_max + rng_.uniform(0, page_bytes_max - 1);
+            pool_pages(160, 320) * page_bytes_max + rng_.uniform(0, page_bytes_max - 1);
         const bool full_up = rng_.chance(0.7);
         SubPoolSpec full =
             spec("full", entries.first, ps, full_up ? GrowDirection::up : GrowDirection::down);
@@ -107,15 +109,15 @@ private:
     // flush: on copies of the cores, the full side allocates it and the SWA
     // side binds the same pages.
     void probe_joint() const {
-        detail::AllocatorCore full = pair_->full().core(), swa = pair_->swa().core();
-        full.bind_peer(&swa);
-        swa.bind_peer(&full);
-        detail::PageBinding full_pages, swa_pages;
+        probe_cores_.copy(pair_->full().core(), pair_->swa().core());
+        detail::AllocatorCore& full = *probe_cores_.first;
+        detail::AllocatorCore& swa = *probe_cores_.second;
         const index_t pages = pair_->available_size() / pair_->page_size();
         full.hold_relocations(true);
         swa.hold_relocations(true);
-        const bool ok = full.alloc_pages(pages, full_pages) &&
-                        swa.bind_virtual_pages(full_pages.virtual_pages.data(), pages, swa_pages);
+        const bool ok = full.alloc_pages(pages, probe_cores_.first_pages) &&
+                        swa.bind_virtual_pages(probe_cores_.first_pages.virtual_pages.data(), pages,
+                                               probe_cores_.second_pages);
         if (!ok)
             fail(fmt::format("a joint allocation of available_size() = {} tokens failed",
                              pages * pair_->page_size()));
