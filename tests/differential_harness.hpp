@@ -364,11 +364,12 @@ protected:
         return o;
     }
 
-    // A pool's size in pages, drawn from [lo, hi]; a fuzzer's input gets an
-    // eighth of that (a few dozen pages): it reaches full sides, both ends
-    // meeting and compaction within its few dozen steps, and runs fast.
+    // A pool's size in pages (or state slots), drawn from [lo, hi]; a fuzzer's
+    // input gets an eighth of that plus two (a few dozen pages, at least three
+    // slots: a padding sink and two): it reaches full sides, both ends meeting
+    // and compaction within its few dozen steps, and runs fast.
     index_t pool_pages(index_t lo, index_t hi) {
-        return rng_.from_input() ? rng_.uniform(lo / 8, hi / 8) : rng_.uniform(lo, hi);
+        return rng_.from_input() ? rng_.uniform(lo / 8 + 2, hi / 8 + 2) : rng_.uniform(lo, hi);
     }
 
     // A side's entry bytes; a fuzzer's input gets a quarter of them (at least 2):
