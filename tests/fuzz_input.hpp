@@ -15,7 +15,7 @@ namespace kvpool::test {
 
 // Operations one input can reach: with the small pools of a fuzzer's run
 // (DifferentialRun::pool_pages) enough to fill a side, meet the peer and
-// compact, and few enough that an input runs in well under a millisecond.
+// compact, and few enough that an input takes milliseconds at most.
 constexpr int fuzz_max_ops = 64;
 
 // The run the input decodes to, not yet run; nullptr for an input too short to hold one.
