@@ -75,8 +75,11 @@ AllocatorCore::AllocatorCore(const SideGeometry& geometry, index_t total_bytes,
 }
 
 void AllocatorCore::bind_peer(AllocatorCore* peer) {
+    // The id range differs when the tables' lengths do, or only their first ids
+    // (each side's padding sink in its own pages: the same length, shifted).
     if (!options_.is_id_owner && peer && peer->options_.is_id_owner &&
-        virtual_table_pages_ != peer->virtual_table_pages_) {
+        (virtual_table_pages_ != peer->virtual_table_pages_ ||
+         min_virtual_page_ != peer->min_virtual_page_)) {
         if (live_pages_ != 0)
             throw Error(
                 ErrorCode::invalid_state,

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -97,19 +98,39 @@ private:
     long launched_ = 0, waited_ = 0;
 };
 
+// Copies of two peers' host cores for the probes, which try allocations on them
+// so that the run itself goes on unchanged. Kept across steps: assigning into
+// them reuses their containers' storage, where a fresh copy allocates each anew.
+struct CoreCopies {
+    std::optional<detail::AllocatorCore> first, second;
+    detail::PageBinding first_pages, second_pages;
+
+    void copy(const detail::AllocatorCore& a, const detail::AllocatorCore& b) {
+        if (first) {
+            *first = a;
+            *second = b;
+        } else {
+            first.emplace(a);
+            second.emplace(b);
+        }
+        first->bind_peer(&*second);
+        second->bind_peer(&*first);
+        first_pages.clear();
+        second_pages.clear();
+    }
+};
+
 // Whether an allocation of schedulable_available_size() succeeds on this side
-// (the lower bound it promises), tried on copies of both sides' host cores so
-// the run itself goes on unchanged. An empty string, or what failed.
+// (the lower bound it promises), tried on copies of both sides' host cores. An
+// empty string, or what failed.
 inline std::string schedulable_mismatch(const std::string& n, const Allocator& side,
-                                        const Allocator& peer) {
-    detail::AllocatorCore mine = side.core(), theirs = peer.core();
-    mine.bind_peer(&theirs);
-    theirs.bind_peer(&mine);
+                                        const Allocator& peer, CoreCopies& copies) {
+    copies.copy(side.core(), peer.core());
+    detail::AllocatorCore& mine = *copies.first;
     const index_t pages = side.schedulable_available_size() / side.page_size();
-    detail::PageBinding binding;
     bool ok;
     if (mine.options().is_id_owner) {
-        ok = mine.alloc_pages(pages, binding);
+        ok = mine.alloc_pages(pages, copies.first_pages);
     } else {
         // A non-owner binds ids of its owner's space only: as many as are unbound here.
         std::vector<index_t> ids;
@@ -117,7 +138,8 @@ inline std::string schedulable_mismatch(const std::string& n, const Allocator& s
              v < mine.virtual_table_pages() && static_cast<index_t>(ids.size()) < pages; ++v)
             if (mine.physical_page_of(v) == unbound)
                 ids.push_back(v);
-        ok = mine.bind_virtual_pages(ids.data(), static_cast<index_t>(ids.size()), binding);
+        ok = mine.bind_virtual_pages(ids.data(), static_cast<index_t>(ids.size()),
+                                     copies.first_pages);
     }
     return ok ? std::string()
               : fmt::format("{}: an allocation of schedulable_available_size() = {} tokens failed",
@@ -162,13 +184,15 @@ public:
     // Runs every step; throws Mismatch (with context) on the first difference.
     void run() {
         compare();
-        for (step_ = 1; step_ <= ops_; ++step_) {
+        for (step_ = 1; step_ <= ops_ && !rng_.exhausted(); ++step_) {
             if ((step_ - 1) % 400 == 0)
                 regime_ = static_cast<int>(rng_.uniform(0, 2));
             try {
                 one_step();
                 ++stats_.ops;
                 compare();
+                // A fuzzer's run is small: it checks the KV data after every step.
+                data_check_due_ = data_check_due_ || rng_.from_input();
                 after_step();
             } catch (const Mismatch&) {
                 throw;
@@ -185,8 +209,10 @@ public:
 protected:
     DifferentialRun(std::string tag, std::uint64_t seed, std::string config, int ops,
                     std::uint64_t salt)
-        : tag_(std::move(tag)), seed_(seed), config_(std::move(config)), ops_(ops),
-          rng_(seed ^ salt) {}
+        : DifferentialRun(std::move(tag), seed, std::move(config), ops, Rng(seed ^ salt)) {}
+    // Every decision drawn from rng (a fuzzer's input: the run ends where the input does).
+    DifferentialRun(std::string tag, std::uint64_t seed, std::string config, int ops, Rng rng)
+        : tag_(std::move(tag)), seed_(seed), config_(std::move(config)), ops_(ops), rng_(rng) {}
 
     virtual void one_step() = 0;
     // Every view and table against the model; the lower-bound probe.
@@ -338,6 +364,20 @@ protected:
         return o;
     }
 
+    // A pool's size in pages (or state slots), drawn from [lo, hi]; a fuzzer's
+    // input gets an eighth of that plus two (a few dozen pages, at least three
+    // slots: a padding sink and two): it reaches full sides, both ends meeting
+    // and compaction within its few dozen steps, and runs fast.
+    index_t pool_pages(index_t lo, index_t hi) {
+        return rng_.from_input() ? rng_.uniform(lo / 8 + 2, hi / 8 + 2) : rng_.uniform(lo, hi);
+    }
+
+    // A side's entry bytes; a fuzzer's input gets a quarter of them (at least 2):
+    // its run checks the KV data after every step, at a cost in bytes.
+    index_t entry_bytes(index_t bytes) const {
+        return rng_.from_input() ? std::max<index_t>(bytes / 4, 2) : bytes;
+    }
+
     double uniform01() { return static_cast<double>(rng_.next() >> 11) * 0x1.0p-53; }
 
     // An operation kind drawn with the given weights.
@@ -383,7 +423,8 @@ protected:
     }
     void probe_schedulable(const std::string& n, const Allocator& side,
                            const Allocator& peer) const {
-        if (const std::string difference = schedulable_mismatch(n, side, peer); !difference.empty())
+        if (const std::string difference = schedulable_mismatch(n, side, peer, probe_cores_);
+            !difference.empty())
             fail(difference);
     }
 
@@ -404,12 +445,20 @@ protected:
     void expect_live_data(const std::string& n, const Allocator& real, const ReferenceSide& model,
                           int tag, const std::vector<index_t>& tokens) {
         ++stats_.data_checks;
-        std::set<index_t> pages, live;
+        // Sorted vectors, not sets: this runs after every step of a fuzzer's run.
+        std::vector<index_t> pages, live;
+        pages.reserve(tokens.size());
         for (index_t t : tokens)
-            pages.insert(t / real.page_size());
+            pages.push_back(t / real.page_size());
+        std::sort(pages.begin(), pages.end());
+        pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+        live.reserve(model.live().size());
         for (const auto& [v, p] : model.live())
-            live.insert(v);
-        expect_eq(pages, live, n + ": pages the requests hold vs the model's live pages");
+            live.push_back(v);
+        if (pages != live)
+            fail(fmt::format("{}: pages the requests hold vs the model's live pages: real {} != "
+                             "model {}",
+                             n, pages, live));
         if (const std::size_t bad = check_stamps(*pool_, real, tag, tokens); bad != 0)
             fail(fmt::format(
                 "{}: {} live tokens lost their KV data (the first is in the UNSCOPED_INFO above)",
@@ -456,7 +505,8 @@ protected:
     std::deque<std::string> recent_;
     ForwardEvents events_;
     RunStats stats_;
-    bool data_check_due_ = false; // the KV data check runs after this step
+    bool data_check_due_ = false;    // the KV data check runs after this step
+    mutable CoreCopies probe_cores_; // the probes' scratch copies of two cores
 
 private:
     std::vector<std::string> names_;
@@ -498,9 +548,10 @@ inline std::vector<PairConfig> pair_configs() {
 // of the last allocation (what the next forward writes).
 template <class Pair, class ModelPair> class PairRun : public DifferentialRun {
 protected:
+    // rng: a fuzzer's input, or Rng(seed ^ the run's salt ^ config.salt()).
     PairRun(std::string tag, std::uint64_t seed, const PairConfig& config, const char* other,
-            int ops, std::uint64_t salt)
-        : DifferentialRun(std::move(tag), seed, config.name(other), ops, salt ^ config.salt()),
+            int ops, Rng rng)
+        : DifferentialRun(std::move(tag), seed, config.name(other), ops, rng),
           eager_(config.any_eager()) {}
 
     // A forward writes the full side's tokens of the last allocation still

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,7 @@ inline std::string side_mismatch(const std::string& n, const Allocator& r, const
         const char* what;
         index_t real, model;
     };
-    const std::vector<Value> values = {
+    const Value values[] = {
         {".available_size()", r.available_size(), m.available_size()},
         {".schedulable_available_size()", r.schedulable_available_size(),
          m.schedulable_available_size()},
@@ -38,8 +39,8 @@ inline std::string side_mismatch(const std::string& n, const Allocator& r, const
         if (v.real != v.model)
             return fmt::format("{}{}: real {} != model {}", n, v.what, v.real, v.model);
 
-    const std::vector<index_t> holes(core.hole_list().begin(), core.hole_list().end());
-    if (holes != m.hole_list())
+    const auto& holes = core.hole_list();
+    if (!std::equal(holes.begin(), holes.end(), m.hole_list().begin(), m.hole_list().end()))
         return fmt::format("{}: hole list (reuse order) {} (real) vs {} (model)", n, holes,
                            m.hole_list());
     if (!std::equal(core.free_virtual_pages().begin(), core.free_virtual_pages().end(),

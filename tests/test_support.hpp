@@ -49,9 +49,11 @@ inline void stamp_tokens(Pool& pool, const Allocator& allocator, int side_tag,
     const auto physical = to_host(allocator.translate(Space(), to_device(virtual_tokens)));
     auto bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pool.bytes());
     const index_t entry = allocator.geometry().spec.entry_bytes;
-    for (std::size_t i = 0; i < virtual_tokens.size(); ++i)
+    for (std::size_t i = 0; i < virtual_tokens.size(); ++i) {
+        std::uint8_t* kv = bytes.data() + physical[i] * entry;
         for (index_t k = 0; k < entry; ++k)
-            bytes(physical[i] * entry + k) = stamp_byte(side_tag, virtual_tokens[i], k);
+            kv[k] = stamp_byte(side_tag, virtual_tokens[i], k);
+    }
     Kokkos::deep_copy(pool.bytes(), bytes);
 }
 
@@ -66,9 +68,11 @@ inline std::size_t check_stamps(const Pool& pool, const Allocator& allocator, in
     const index_t entry = allocator.geometry().spec.entry_bytes;
     std::size_t bad = 0;
     for (std::size_t i = 0; i < live_tokens.size(); ++i) {
-        bool ok = physical[i] > 0;
+        bool ok =
+            physical[i] > 0 && (physical[i] + 1) * entry <= static_cast<index_t>(bytes.extent(0));
+        const std::uint8_t* kv = bytes.data() + (ok ? physical[i] * entry : 0);
         for (index_t k = 0; ok && k < entry; ++k)
-            ok = bytes(physical[i] * entry + k) == stamp_byte(side_tag, live_tokens[i], k);
+            ok = kv[k] == stamp_byte(side_tag, live_tokens[i], k);
         if (!ok && bad++ == 0)
             UNSCOPED_INFO("side " << side_tag << ": token " << live_tokens[i] << " -> physical "
                                   << physical[i] << " lost its data");
