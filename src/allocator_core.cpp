@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace kvpool::detail {
 
@@ -254,8 +255,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
     free_virtual_pages_.erase(first, first + num_pages);
     take_physical(num_pages, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
-    if (open_window_id_ != 0)
-        undo_log_.push_back({out, true});
+    log_undo(out, true);
     return true;
 }
 
@@ -302,8 +302,7 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     out.virtual_pages.assign(virtual_pages, virtual_pages + count);
     take_physical(count, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
-    if (open_window_id_ != 0)
-        undo_log_.push_back({out, false});
+    log_undo(out, false);
     return true;
 }
 
@@ -702,25 +701,38 @@ void AllocatorCore::release_moved_from(const CompletionTokenPtr& readers,
 // ---------------------------------------------------------------- backup / restore
 
 AllocatorSnapshot AllocatorCore::backup_state() {
+    // Window ids are unique in the process: a snapshot of another allocator
+    // never matches this one's open window.
+    static std::atomic<std::uint64_t> next_window_id{1};
     const bool opens = open_window_id_ == 0;
     if (opens) {
-        open_window_id_ = next_window_id_++;
+        open_window_id_ = next_window_id.fetch_add(1);
         undo_log_.clear();
     }
-    return {open_window_id_, undo_log_.size(), opens};
+    return {open_window_id_, undo_log_.size(), undo_log_.empty() ? 0 : undo_log_.back().serial,
+            opens};
 }
 
-void AllocatorCore::require_open_window(const AllocatorSnapshot& snapshot, const char* call) const {
-    if (snapshot.window_id == 0 || snapshot.window_id != open_window_id_ ||
-        snapshot.undo_depth > undo_log_.size())
+void AllocatorCore::log_undo(const PageBinding& binding, bool from_free_list) {
+    if (open_window_id_ != 0)
+        undo_log_.push_back({binding, from_free_list, next_undo_serial_++});
+}
+
+void AllocatorCore::check_snapshot(const AllocatorSnapshot& snapshot, const char* call) const {
+    const std::size_t depth = snapshot.undo_depth;
+    const bool valid = snapshot.window_id != 0 && snapshot.window_id == open_window_id_ &&
+                       depth <= undo_log_.size() &&
+                       (depth == 0 ? snapshot.last_record == 0
+                                   : undo_log_[depth - 1].serial == snapshot.last_record);
+    if (!valid)
         throw Error(ErrorCode::invalid_state,
-                    fmt::format("{}: {} with a snapshot that is not of the open backup window. "
-                                "State: {}",
+                    fmt::format("{}: {} with a snapshot that is not of the open backup window, "
+                                "or that an earlier restore made stale. State: {}",
                                 geometry_.spec.name, call, state_string()));
 }
 
 void AllocatorCore::commit_state(const AllocatorSnapshot& snapshot) {
-    require_open_window(snapshot, "commit_state");
+    check_snapshot(snapshot, "commit_state");
     // An enclosing window still needs the records to undo.
     if (snapshot.opened_window) {
         open_window_id_ = 0;
@@ -729,7 +741,7 @@ void AllocatorCore::commit_state(const AllocatorSnapshot& snapshot) {
 }
 
 void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
-    require_open_window(snapshot, "restore_state");
+    check_snapshot(snapshot, "restore_state");
     while (undo_log_.size() > snapshot.undo_depth) {
         const UndoRecord r = std::move(undo_log_.back());
         undo_log_.pop_back();

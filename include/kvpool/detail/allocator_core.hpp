@@ -115,6 +115,10 @@ public:
     // ---- speculative decoding ----
     bool backup_window_open() const { return open_window_id_ != 0; }
     AllocatorSnapshot backup_state();
+    // Throws invalid_state unless snapshot marks a point of the open window
+    // still in the undo log (call names the caller in the message): a
+    // composite checks every side before it restores or commits any.
+    void check_snapshot(const AllocatorSnapshot& snapshot, const char* call) const;
     void restore_state(const AllocatorSnapshot& snapshot);
     // Keeps what was allocated since the snapshot; closes the window it opened.
     void commit_state(const AllocatorSnapshot& snapshot);
@@ -146,8 +150,10 @@ private:
     struct UndoRecord {
         PageBinding binding;
         bool virtual_pages_from_free_list;
+        std::uint64_t serial;
     };
 
+    void log_undo(const PageBinding& binding, bool from_free_list);
     void undo_binding(const PageBinding& binding, bool from_free_list);
     index_t available_pages(index_t extra_gap_bytes) const;
     index_t peer_drainable_hole_bytes() const;
@@ -175,7 +181,6 @@ private:
     void add_pending(const CompletionTokenPtr& readers_done, const std::vector<index_t>& pages);
     void move_page(index_t src, index_t dst);
     void note_holes_peak();
-    void require_open_window(const AllocatorSnapshot& snapshot, const char* call) const;
     [[noreturn]] void fail(const std::string& what) const;
 
     SideGeometry geometry_;
@@ -203,9 +208,9 @@ private:
     bool in_free_group_ = false;
     std::vector<index_t> free_group_tokens_;
 
-    std::uint64_t next_window_id_ = 1;
     std::uint64_t open_window_id_ = 0; // 0: no backup window open
     std::vector<UndoRecord> undo_log_;
+    std::uint64_t next_undo_serial_ = 1;
 
     AllocatorCounters counters_;
     DevicePlan plan_;
