@@ -114,26 +114,7 @@ def test_mamba_pair_rollback(device, seed, lazy, page_size):
         what = f"round {round_no}"
         req = new_req(round_no)
         if w.reqs.alloc([req]) is not None:
-            w.state.stamp(w.state_slots(req), rng)
-            n = rng.randint(1, 2 * page_size)
-            prefix, seq = torch.tensor([0]), torch.tensor([n])
-            out = a.alloc_extend(
-                prefix.to(w.device),
-                prefix,
-                seq.to(w.device),
-                seq,
-                torch.tensor([-1], device=w.device),
-                n,
-            )
-            if out is None:
-                w.state.forget(w.state_slots(req))
-                w.reqs.free_mamba_cache(req)
-                w.reqs.free(req)
-            else:
-                req.tokens = out.tolist()
-                w.reqs.write((req.req_pool_idx, slice(0, n)), out)
-                w.full.stamp(req.tokens, rng)
-                w.running.append(req)
+            w.prefill(req, rng.randint(1, 2 * page_size), rng)
         w.check(what)
         before = tables(sides)
         lengths = [len(r.tokens) for r in w.running]
