@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 
 namespace kvpool::detail {
 
@@ -127,7 +128,7 @@ index_t AllocatorCore::free_virtual_page_count() const {
 index_t AllocatorCore::available_pages(index_t extra_gap_bytes) const {
     const index_t extend =
         std::min(index_headroom_pages(), (gap_bytes() + extra_gap_bytes) / geometry_.page_bytes);
-    return std::min(free_virtual_page_count(), extend + hole_pages());
+    return std::min(free_virtual_page_count(), extend + usable_hole_pages());
 }
 
 index_t AllocatorCore::available_size() const {
@@ -136,7 +137,8 @@ index_t AllocatorCore::available_size() const {
 
 index_t AllocatorCore::peer_drainable_hole_bytes() const {
     // A peer inside a backup window skips its flushes: its holes stay put.
-    if (!peer_ || !peer_->is_lazy() || peer_->open_window_id_ != 0)
+    // Nor does a peer with pages under a transfer: they may stop its flush.
+    if (!peer_ || !peer_->is_lazy() || peer_->open_window_id_ != 0 || !peer_->gated_pages().empty())
         return 0;
     return peer_->hole_pages() * peer_->geometry_.page_bytes;
 }
@@ -191,10 +193,16 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
 
 void AllocatorCore::take_physical(index_t num_pages, std::vector<index_t>& out,
                                   std::size_t& drained) {
-    const index_t from_holes = std::min<index_t>(num_pages, hole_pages());
-    for (index_t i = 0; i < from_holes; ++i) {
-        out.push_back(holes_.front());
-        holes_.pop_front();
+    const index_t from_holes = std::min<index_t>(num_pages, usable_hole_pages());
+    // Holes under a transfer stay where they are in the list.
+    const std::vector<index_t> gated = gated_pages();
+    for (auto it = holes_.begin(); static_cast<index_t>(out.size()) < from_holes;) {
+        if (std::binary_search(gated.begin(), gated.end(), *it)) {
+            ++it;
+            continue;
+        }
+        out.push_back(*it);
+        it = holes_.erase(it);
     }
     drained = static_cast<std::size_t>(from_holes);
     const index_t extend = num_pages - from_holes;
@@ -578,20 +586,33 @@ index_t AllocatorCore::flush(bool urgent) {
     if (!is_lazy() || open_window_id_ != 0 || relocations_held_)
         return 0;
     drain_pending(urgent);
+    gates_.erase(std::remove_if(gates_.begin(), gates_.end(),
+                                [](const Gate& g) { return g.done->is_complete(); }),
+                 gates_.end());
     if (holes_.empty())
         return 0;
 
     const BandDirection band(geometry_);
+    const std::vector<index_t> gated = gated_pages();
     std::vector<index_t> holes(holes_.begin(), holes_.end());
     std::sort(holes.begin(), holes.end(),
               [&](index_t a, index_t b) { return band.nearer_anchor(a, b); });
-    const index_t absorbed = absorb_frontier_holes(holes);
-    // Urgent, with holes left inside the band: it packs the band fully.
-    const bool pack = urgent && !holes.empty();
+    const index_t absorbed = absorb_frontier_holes(holes, gated);
+    // Urgent, with holes left inside the band: it packs the band fully,
+    // unless pages under a transfer must stay where they are.
+    const bool pack = urgent && !holes.empty() && gated.empty();
     std::vector<index_t> write_set;
     const CompletionTokenPtr readers = settle_forward(pack, write_set);
+    // A page under a transfer stops the walk as one the forward writes does,
+    // and a hole under one is no destination.
+    std::vector<index_t> stops;
+    std::merge(write_set.begin(), write_set.end(), gated.begin(), gated.end(),
+               std::back_inserter(stops));
+    std::vector<index_t> targets, kept;
+    for (index_t h : holes)
+        (std::binary_search(gated.begin(), gated.end(), h) ? kept : targets).push_back(h);
     const std::vector<index_t> moved_from =
-        move_survivors(holes, urgent ? -1 : options_.max_moves_per_flush, write_set);
+        move_survivors(targets, urgent ? -1 : options_.max_moves_per_flush, stops);
 
     holes_.clear();
     if (pack) {
@@ -606,7 +627,8 @@ index_t AllocatorCore::flush(bool urgent) {
         // The holes left over in ascending page order (the reference's sorted
         // list), then the moved-from pages in move order.
         std::vector<index_t> remaining(
-            holes.begin() + static_cast<std::ptrdiff_t>(moved_from.size()), holes.end());
+            targets.begin() + static_cast<std::ptrdiff_t>(moved_from.size()), targets.end());
+        remaining.insert(remaining.end(), kept.begin(), kept.end());
         std::sort(remaining.begin(), remaining.end());
         holes_.assign(remaining.begin(), remaining.end());
         release_moved_from(readers, moved_from);
@@ -617,11 +639,14 @@ index_t AllocatorCore::flush(bool urgent) {
     return static_cast<index_t>(moved_from.size());
 }
 
-index_t AllocatorCore::absorb_frontier_holes(std::vector<index_t>& holes) {
-    // Holes that already touch the frontier leave the band without a move.
+index_t AllocatorCore::absorb_frontier_holes(std::vector<index_t>& holes,
+                                             const std::vector<index_t>& gated) {
+    // Holes that already touch the frontier leave the band without a move;
+    // one under a transfer stays (the peer could take it over).
     const BandDirection band(geometry_);
     index_t absorbed = 0;
-    while (!holes.empty() && holes.back() == band.frontier_page(watermark_)) {
+    while (!holes.empty() && holes.back() == band.frontier_page(watermark_) &&
+           !std::binary_search(gated.begin(), gated.end(), holes.back())) {
         page_state_[holes.back()] = PageState::outside;
         holes.pop_back();
         watermark_ = band.grown(watermark_, -1);
@@ -696,6 +721,65 @@ void AllocatorCore::release_moved_from(const CompletionTokenPtr& readers,
         page_state_[p] = PageState::pending;
     pending_pages_ += static_cast<index_t>(moved_from.size());
     add_pending(readers, moved_from);
+}
+
+// ---------------------------------------------------------------- move gate
+
+void AllocatorCore::gate_transfer(CompletionTokenPtr token, const index_t* virtual_tokens,
+                                  index_t count) {
+    if (!token)
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("{}: gate_transfer without a completion token", geometry_.spec.name));
+    if (!is_lazy())
+        throw Error(ErrorCode::wrong_role,
+                    fmt::format("{}: gate_transfer on an eager side (its frees compact at once); "
+                                "use lazy compaction",
+                                geometry_.spec.name));
+    if (open_window_id_ != 0)
+        throw Error(ErrorCode::invalid_state,
+                    fmt::format("{}: gate_transfer inside a backup window. State: {}",
+                                geometry_.spec.name, state_string()));
+    if (count < 0)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("{}: negative id count {}", geometry_.spec.name, count));
+    std::vector<index_t> pages, unallocated;
+    for (index_t i = 0; i < count; ++i) {
+        const index_t t = virtual_tokens[i];
+        if (is_slot_allocated(t))
+            pages.push_back(v2p_[t / page_size()]);
+        else
+            unallocated.push_back(t);
+    }
+    if (!unallocated.empty())
+        throw Error(ErrorCode::not_allocated,
+                    fmt::format("{}: gate_transfer of ids {} that are not allocated. State: {}",
+                                geometry_.spec.name, first_ids(unallocated), state_string()));
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+    if (pages.empty() || token->is_complete())
+        return;
+    gates_.push_back({std::move(token), std::move(pages)});
+}
+
+std::vector<index_t> AllocatorCore::gated_pages() const {
+    std::vector<index_t> pages;
+    for (const Gate& g : gates_)
+        if (!g.done->is_complete())
+            pages.insert(pages.end(), g.pages.begin(), g.pages.end());
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+    return pages;
+}
+
+index_t AllocatorCore::usable_hole_pages() const {
+    if (gates_.empty())
+        return hole_pages();
+    const std::vector<index_t> gated = gated_pages();
+    index_t usable = 0;
+    for (index_t p : holes_)
+        usable += std::binary_search(gated.begin(), gated.end(), p) ? 0 : 1;
+    return usable;
 }
 
 // ---------------------------------------------------------------- backup / restore
@@ -780,6 +864,7 @@ void AllocatorCore::clear() {
     latest_forward_done_.reset();
     inflight_forward_done_.reset();
     inflight_virtual_pages_.clear();
+    gates_.clear();
     in_free_group_ = false;
     free_group_tokens_.clear();
     open_window_id_ = 0;

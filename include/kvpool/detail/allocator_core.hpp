@@ -112,6 +112,17 @@ public:
     void set_inflight_forward(CompletionTokenPtr token, const index_t* virtual_tokens,
                               index_t count);
 
+    // ---- move gate: pages under an in-flight transfer ----
+    // Until token completes, the physical pages now holding these virtual
+    // tokens are not moved by a flush, and once freed are neither reused,
+    // moved into nor given back to the gap; an allocation that needs them
+    // fails as out of room. Lazy sides only (an eager free must compact at
+    // once); refused inside a backup window (a restore would give the pages
+    // back). Misuse throws and changes nothing.
+    void gate_transfer(CompletionTokenPtr token, const index_t* virtual_tokens, index_t count);
+    // Physical pages under transfers not yet complete, ascending.
+    std::vector<index_t> gated_pages() const;
+
     // ---- speculative decoding ----
     bool backup_window_open() const { return open_window_id_ != 0; }
     AllocatorSnapshot backup_state();
@@ -154,7 +165,15 @@ private:
     };
 
     void log_undo(const PageBinding& binding, bool from_free_list);
+    // Pages an in-flight transfer reads until done completes.
+    struct Gate {
+        CompletionTokenPtr done;
+        std::vector<index_t> pages;
+    };
+
     void undo_binding(const PageBinding& binding, bool from_free_list);
+    // Holes an allocation may reuse: those under no transfer.
+    index_t usable_hole_pages() const;
     index_t available_pages(index_t extra_gap_bytes) const;
     index_t peer_drainable_hole_bytes() const;
     bool alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds short_of_ids);
@@ -172,7 +191,7 @@ private:
     // anchor first), settle the forward in flight (the readers moved-from
     // pages wait for, and the pages it writes), move survivors into holes,
     // and return the moved-from pages.
-    index_t absorb_frontier_holes(std::vector<index_t>& holes);
+    index_t absorb_frontier_holes(std::vector<index_t>& holes, const std::vector<index_t>& gated);
     CompletionTokenPtr settle_forward(bool pack, std::vector<index_t>& write_set);
     std::vector<index_t> move_survivors(const std::vector<index_t>& holes, index_t cap,
                                         const std::vector<index_t>& write_set);
@@ -204,6 +223,7 @@ private:
     CompletionTokenPtr latest_forward_done_;
     CompletionTokenPtr inflight_forward_done_;
     std::vector<index_t> inflight_virtual_pages_;
+    std::vector<Gate> gates_; // completed ones are dropped by the next flush or gate
 
     bool in_free_group_ = false;
     std::vector<index_t> free_group_tokens_;
