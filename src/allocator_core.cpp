@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
+#include <iterator>
 
 namespace kvpool::detail {
 
@@ -129,7 +131,7 @@ index_t AllocatorCore::free_virtual_page_count() const {
 index_t AllocatorCore::available_pages(index_t extra_gap_bytes) const {
     const index_t extend =
         std::min(index_headroom_pages(), (gap_bytes() + extra_gap_bytes) / geometry_.page_bytes);
-    return std::min(free_virtual_page_count(), extend + hole_pages());
+    return std::min(free_virtual_page_count(), extend + usable_hole_pages());
 }
 
 index_t AllocatorCore::available_size() const {
@@ -138,7 +140,8 @@ index_t AllocatorCore::available_size() const {
 
 index_t AllocatorCore::peer_drainable_hole_bytes() const {
     // A peer inside a backup window skips its flushes: its holes stay put.
-    if (!peer_ || !peer_->is_lazy() || peer_->open_window_id_ != 0)
+    // Nor does a peer with pages under a transfer: they may stop its flush.
+    if (!peer_ || !peer_->is_lazy() || peer_->open_window_id_ != 0 || !peer_->gated_pages().empty())
         return 0;
     return peer_->hole_pages() * peer_->geometry_.page_bytes;
 }
@@ -193,10 +196,16 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
 
 void AllocatorCore::take_physical(index_t num_pages, std::vector<index_t>& out,
                                   std::size_t& drained) {
-    const index_t from_holes = std::min<index_t>(num_pages, hole_pages());
-    for (index_t i = 0; i < from_holes; ++i) {
-        out.push_back(holes_.front());
-        holes_.pop_front();
+    const index_t from_holes = std::min<index_t>(num_pages, usable_hole_pages());
+    // Holes under a transfer stay where they are in the list.
+    const std::vector<index_t> gated = gated_pages();
+    for (auto it = holes_.begin(); static_cast<index_t>(out.size()) < from_holes;) {
+        if (std::binary_search(gated.begin(), gated.end(), *it)) {
+            ++it;
+            continue;
+        }
+        out.push_back(*it);
+        it = holes_.erase(it);
     }
     drained = static_cast<std::size_t>(from_holes);
     const index_t extend = num_pages - from_holes;
@@ -257,8 +266,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
     free_virtual_pages_.erase(first, first + num_pages);
     take_physical(num_pages, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
-    if (open_window_id_ != 0)
-        undo_log_.push_back({out, true});
+    log_undo(out, true);
     return true;
 }
 
@@ -305,8 +313,7 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     out.virtual_pages.assign(virtual_pages, virtual_pages + count);
     take_physical(count, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
-    if (open_window_id_ != 0)
-        undo_log_.push_back({out, false});
+    log_undo(out, false);
     return true;
 }
 
@@ -582,20 +589,33 @@ index_t AllocatorCore::flush(bool urgent) {
     if (!is_lazy() || open_window_id_ != 0 || relocations_held_)
         return 0;
     drain_pending(urgent);
+    gates_.erase(std::remove_if(gates_.begin(), gates_.end(),
+                                [](const Gate& g) { return g.done->is_complete(); }),
+                 gates_.end());
     if (holes_.empty())
         return 0;
 
     const BandDirection band(geometry_);
+    const std::vector<index_t> gated = gated_pages();
     std::vector<index_t> holes(holes_.begin(), holes_.end());
     std::sort(holes.begin(), holes.end(),
               [&](index_t a, index_t b) { return band.nearer_anchor(a, b); });
-    const index_t absorbed = absorb_frontier_holes(holes);
-    // Urgent, with holes left inside the band: it packs the band fully.
-    const bool pack = urgent && !holes.empty();
+    const index_t absorbed = absorb_frontier_holes(holes, gated);
+    // Urgent, with holes left inside the band: it packs the band fully,
+    // unless pages under a transfer must stay where they are.
+    const bool pack = urgent && !holes.empty() && gated.empty();
     std::vector<index_t> write_set;
     const CompletionTokenPtr readers = settle_forward(pack, write_set);
+    // A page under a transfer stops the walk as one the forward writes does,
+    // and a hole under one is no destination.
+    std::vector<index_t> stops;
+    std::merge(write_set.begin(), write_set.end(), gated.begin(), gated.end(),
+               std::back_inserter(stops));
+    std::vector<index_t> targets, kept;
+    for (index_t h : holes)
+        (std::binary_search(gated.begin(), gated.end(), h) ? kept : targets).push_back(h);
     const std::vector<index_t> moved_from =
-        move_survivors(holes, urgent ? -1 : options_.max_moves_per_flush, write_set);
+        move_survivors(targets, urgent ? -1 : options_.max_moves_per_flush, stops);
 
     holes_.clear();
     if (pack) {
@@ -610,7 +630,8 @@ index_t AllocatorCore::flush(bool urgent) {
         // The holes left over in ascending page order (the reference's sorted
         // list), then the moved-from pages in move order.
         std::vector<index_t> remaining(
-            holes.begin() + static_cast<std::ptrdiff_t>(moved_from.size()), holes.end());
+            targets.begin() + static_cast<std::ptrdiff_t>(moved_from.size()), targets.end());
+        remaining.insert(remaining.end(), kept.begin(), kept.end());
         std::sort(remaining.begin(), remaining.end());
         holes_.assign(remaining.begin(), remaining.end());
         release_moved_from(readers, moved_from);
@@ -621,11 +642,14 @@ index_t AllocatorCore::flush(bool urgent) {
     return static_cast<index_t>(moved_from.size());
 }
 
-index_t AllocatorCore::absorb_frontier_holes(std::vector<index_t>& holes) {
-    // Holes that already touch the frontier leave the band without a move.
+index_t AllocatorCore::absorb_frontier_holes(std::vector<index_t>& holes,
+                                             const std::vector<index_t>& gated) {
+    // Holes that already touch the frontier leave the band without a move;
+    // one under a transfer stays (the peer could take it over).
     const BandDirection band(geometry_);
     index_t absorbed = 0;
-    while (!holes.empty() && holes.back() == band.frontier_page(watermark_)) {
+    while (!holes.empty() && holes.back() == band.frontier_page(watermark_) &&
+           !std::binary_search(gated.begin(), gated.end(), holes.back())) {
         page_state_[holes.back()] = PageState::outside;
         holes.pop_back();
         watermark_ = band.grown(watermark_, -1);
@@ -702,28 +726,100 @@ void AllocatorCore::release_moved_from(const CompletionTokenPtr& readers,
     add_pending(readers, moved_from);
 }
 
+// ---------------------------------------------------------------- move gate
+
+void AllocatorCore::gate_transfer(CompletionTokenPtr token, const index_t* virtual_tokens,
+                                  index_t count) {
+    if (!token)
+        throw Error(
+            ErrorCode::invalid_argument,
+            fmt::format("{}: gate_transfer without a completion token", geometry_.spec.name));
+    if (!is_lazy())
+        throw Error(ErrorCode::wrong_role,
+                    fmt::format("{}: gate_transfer on an eager side (its frees compact at once); "
+                                "use lazy compaction",
+                                geometry_.spec.name));
+    if (open_window_id_ != 0)
+        throw Error(ErrorCode::invalid_state,
+                    fmt::format("{}: gate_transfer inside a backup window. State: {}",
+                                geometry_.spec.name, state_string()));
+    if (count < 0)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("{}: negative id count {}", geometry_.spec.name, count));
+    std::vector<index_t> pages, unallocated;
+    for (index_t i = 0; i < count; ++i) {
+        const index_t t = virtual_tokens[i];
+        if (is_slot_allocated(t))
+            pages.push_back(v2p_[t / page_size()]);
+        else
+            unallocated.push_back(t);
+    }
+    if (!unallocated.empty())
+        throw Error(ErrorCode::not_allocated,
+                    fmt::format("{}: gate_transfer of ids {} that are not allocated. State: {}",
+                                geometry_.spec.name, first_ids(unallocated), state_string()));
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+    if (pages.empty() || token->is_complete())
+        return;
+    gates_.push_back({std::move(token), std::move(pages)});
+}
+
+std::vector<index_t> AllocatorCore::gated_pages() const {
+    std::vector<index_t> pages;
+    for (const Gate& g : gates_)
+        if (!g.done->is_complete())
+            pages.insert(pages.end(), g.pages.begin(), g.pages.end());
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+    return pages;
+}
+
+index_t AllocatorCore::usable_hole_pages() const {
+    if (gates_.empty())
+        return hole_pages();
+    const std::vector<index_t> gated = gated_pages();
+    index_t usable = 0;
+    for (index_t p : holes_)
+        usable += std::binary_search(gated.begin(), gated.end(), p) ? 0 : 1;
+    return usable;
+}
+
 // ---------------------------------------------------------------- backup / restore
 
 AllocatorSnapshot AllocatorCore::backup_state() {
+    // Window ids are unique in the process: a snapshot of another allocator
+    // never matches this one's open window.
+    static std::atomic<std::uint64_t> next_window_id{1};
     const bool opens = open_window_id_ == 0;
     if (opens) {
-        open_window_id_ = next_window_id_++;
+        open_window_id_ = next_window_id.fetch_add(1);
         undo_log_.clear();
     }
-    return {open_window_id_, undo_log_.size(), opens};
+    return {open_window_id_, undo_log_.size(), undo_log_.empty() ? 0 : undo_log_.back().serial,
+            opens};
 }
 
-void AllocatorCore::require_open_window(const AllocatorSnapshot& snapshot, const char* call) const {
-    if (snapshot.window_id == 0 || snapshot.window_id != open_window_id_ ||
-        snapshot.undo_depth > undo_log_.size())
+void AllocatorCore::log_undo(const PageBinding& binding, bool from_free_list) {
+    if (open_window_id_ != 0)
+        undo_log_.push_back({binding, from_free_list, next_undo_serial_++});
+}
+
+void AllocatorCore::check_snapshot(const AllocatorSnapshot& snapshot, const char* call) const {
+    const std::size_t depth = snapshot.undo_depth;
+    const bool valid = snapshot.window_id != 0 && snapshot.window_id == open_window_id_ &&
+                       depth <= undo_log_.size() &&
+                       (depth == 0 ? snapshot.last_record == 0
+                                   : undo_log_[depth - 1].serial == snapshot.last_record);
+    if (!valid)
         throw Error(ErrorCode::invalid_state,
-                    fmt::format("{}: {} with a snapshot that is not of the open backup window. "
-                                "State: {}",
+                    fmt::format("{}: {} with a snapshot that is not of the open backup window, "
+                                "or that an earlier restore made stale. State: {}",
                                 geometry_.spec.name, call, state_string()));
 }
 
 void AllocatorCore::commit_state(const AllocatorSnapshot& snapshot) {
-    require_open_window(snapshot, "commit_state");
+    check_snapshot(snapshot, "commit_state");
     // An enclosing window still needs the records to undo.
     if (snapshot.opened_window) {
         open_window_id_ = 0;
@@ -732,7 +828,7 @@ void AllocatorCore::commit_state(const AllocatorSnapshot& snapshot) {
 }
 
 void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
-    require_open_window(snapshot, "restore_state");
+    check_snapshot(snapshot, "restore_state");
     while (undo_log_.size() > snapshot.undo_depth) {
         const UndoRecord r = std::move(undo_log_.back());
         undo_log_.pop_back();
@@ -771,6 +867,7 @@ void AllocatorCore::clear() {
     latest_forward_done_.reset();
     inflight_forward_done_.reset();
     inflight_virtual_pages_.clear();
+    gates_.clear();
     in_free_group_ = false;
     free_group_tokens_.clear();
     open_window_id_ = 0;

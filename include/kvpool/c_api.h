@@ -62,6 +62,7 @@ typedef struct kvpool_req_pool kvpool_req_pool;
 typedef struct kvpool_hybrid_req_pool kvpool_hybrid_req_pool;
 typedef struct kvpool_token kvpool_token;
 typedef struct kvpool_snapshot kvpool_snapshot;
+typedef struct kvpool_pair_snapshot kvpool_pair_snapshot;
 
 /* ------------------------------------------------------------------ runtime */
 
@@ -297,6 +298,18 @@ KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* 
 KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
                                                        const int64_t* virtual_tokens_host,
                                                        int64_t count);
+/* A backup window over both sides (speculative decoding): restore_state undoes
+ * every allocation on either side since the snapshot, commit_state keeps them;
+ * both sides or neither. Inside it, frees are refused and flushes move nothing.
+ * A snapshot of another pair, of a closed window, or made stale by an earlier
+ * restore: KVPOOL_ERROR_INVALID_STATE, and neither side changes. */
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_backup_state(kvpool_swa_pair* pair,
+                                                           kvpool_pair_snapshot** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_restore_state(kvpool_swa_pair* pair, void* stream,
+                                                            const kvpool_pair_snapshot* snapshot);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_commit_state(kvpool_swa_pair* pair,
+                                                           const kvpool_pair_snapshot* snapshot);
+KVPOOL_C_EXPORT void kvpool_pair_snapshot_destroy(kvpool_pair_snapshot* snapshot);
 
 /* ------------------------------------------------------------------ Mamba pair
  * Full KV (paged) and state slots (page size 1), each side owning its ids.
@@ -320,6 +333,15 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, in
                                                      kvpool_allocator** out);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair,
                                                       kvpool_mamba_sizes* out);
+/* A backup window over the full side and the state slots, as the SWA pair's.
+ * A request table cannot take state slots from a side inside a window (a
+ * restore would take them back from under it). */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_backup_state(kvpool_mamba_pair* pair,
+                                                             kvpool_pair_snapshot** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_restore_state(kvpool_mamba_pair* pair, void* stream,
+                                                              const kvpool_pair_snapshot* snapshot);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_commit_state(kvpool_mamba_pair* pair,
+                                                             const kvpool_pair_snapshot* snapshot);
 
 /* ------------------------------------------------------------------ request tables */
 /* size request slots (1..size) and the padding row 0, max_context_len columns,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <kvpool/multi_ended_allocator.hpp>
+#include <kvpool/pair_snapshot.hpp>
 
 namespace kvpool {
 
@@ -115,6 +116,19 @@ public:
         full_.drain_pending_reuse();
         state_.drain_pending_reuse();
     }
+    // ---- speculative decoding: a backup window over the full side and the
+    // state slots. Inside it, allocations on either side (state slots
+    // included) are undone by restore_state; frees are refused and flushes
+    // move nothing. A bad or stale snapshot is an error that changes neither side.
+    PairSnapshot backup_state() { return detail::backup_pair(full_, state_); }
+    void restore_state(const ExecutionSpace& space, const PairSnapshot& snapshot) {
+        detail::restore_pair(space, full_, state_, snapshot);
+    }
+    // Keeps the allocations since the snapshot; closes the windows it opened.
+    void commit_state(const PairSnapshot& snapshot) {
+        detail::commit_pair(full_, state_, snapshot);
+    }
+
     void free_group_begin() { full_.free_group_begin(); }
     void free_group_end(const ExecutionSpace& space) { full_.free_group_end(space); }
     void clear(const ExecutionSpace& space) {

@@ -276,6 +276,16 @@ public:
                                    static_cast<index_t>(virtual_tokens.size()));
     }
 
+    // Pages an engine copies out while the pool runs (disaggregated prefill,
+    // host offload, a radix cache writing back): until token completes, no
+    // flush moves the pages now holding these virtual tokens, and once freed
+    // they are not reused; an allocation that needs them returns no
+    // allocation. Lazy sides only; see AllocatorCore::gate_transfer.
+    void gate_transfer(CompletionTokenPtr token, const std::vector<index_t>& virtual_tokens) {
+        core_.gate_transfer(std::move(token), virtual_tokens.data(),
+                            static_cast<index_t>(virtual_tokens.size()));
+    }
+
     // ---------------------------------------------------------------- translate
     // Virtual token ids -> physical token ids into a caller-owned View of the
     // same length (may be in itself; int32 Views for the SWA read path): no

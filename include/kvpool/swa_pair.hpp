@@ -5,6 +5,7 @@
 
 #include <kvpool/detail/swa_pair_capacity.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
+#include <kvpool/pair_snapshot.hpp>
 
 #include <cstdint>
 
@@ -157,6 +158,17 @@ public:
         full_.drain_pending_reuse();
         swa_.drain_pending_reuse();
     }
+
+    // ---- speculative decoding: a backup window over both sides
+    // Inside it, allocations on either side are undone by restore_state (ids,
+    // pages, tables); frees are refused and flushes move nothing, on both
+    // sides. A bad or stale snapshot is an error that changes neither side.
+    PairSnapshot backup_state() { return detail::backup_pair(full_, swa_); }
+    void restore_state(const ExecutionSpace& space, const PairSnapshot& snapshot) {
+        detail::restore_pair(space, full_, swa_, snapshot);
+    }
+    // Keeps the allocations since the snapshot; closes the windows it opened.
+    void commit_state(const PairSnapshot& snapshot) { detail::commit_pair(full_, swa_, snapshot); }
 
     void clear(const ExecutionSpace& space) {
         full_.clear(space);

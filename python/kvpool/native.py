@@ -374,10 +374,14 @@ class _Snapshot(_Handle):
     _destroy = lib.kvpool_snapshot_destroy
 
 
+class _PairSnapshot(_Handle):
+    _destroy = lib.kvpool_pair_snapshot_destroy
+
+
 class _Pair(_Handle):
     """Two sides of one buffer made and kept together by kvpool: ``sides`` (first, second)."""
 
-    _create = _side = None
+    _create = _side = _c_backup_state = _c_restore_state = _c_commit_state = None
 
     def __init__(self, buffer, first_options, second_options, first_name, second_name):
         """first_options, second_options: each side's side_options(...)."""
@@ -396,6 +400,25 @@ class _Pair(_Handle):
         self.device = buffer.device
         self.sides = tuple(Side(_new(cls._side, self._h, which), buffer) for which in (0, 1))
 
+    # ---------------------------------------------------------------- state windows
+    # Over both sides at once: a restore or commit changes both or (on error) neither.
+    def backup_state(self):
+        return _PairSnapshot(_new(type(self)._c_backup_state, self._h))
+
+    def restore_state(self, snapshot):
+        check(type(self)._c_restore_state(self._h, stream_of(self.device), _pair_handle(snapshot)))
+
+    def commit_state(self, snapshot):
+        check(type(self)._c_commit_state(self._h, _pair_handle(snapshot)))
+
+
+def _pair_handle(snapshot):
+    if not isinstance(snapshot, _PairSnapshot):
+        raise _lib.errors.InvalidArgumentError(
+            f"a pair's state is what its backup_state() returned, not {type(snapshot).__name__}"
+        )
+    return snapshot._h
+
 
 class SwaPair(_Allocates, _Pair):
     """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
@@ -406,6 +429,9 @@ class SwaPair(_Allocates, _Pair):
     _c_alloc = lib.kvpool_swa_pair_alloc
     _c_alloc_extend = lib.kvpool_swa_pair_alloc_extend
     _c_alloc_decode = lib.kvpool_swa_pair_alloc_decode
+    _c_backup_state = lib.kvpool_swa_pair_backup_state
+    _c_restore_state = lib.kvpool_swa_pair_restore_state
+    _c_commit_state = lib.kvpool_swa_pair_commit_state
 
     def __init__(self, buffer, full_options, swa_options, full_name="full", swa_name="swa"):
         super().__init__(buffer, full_options, swa_options, full_name, swa_name)
@@ -436,6 +462,9 @@ class MambaPair(_Pair):
     _destroy = lib.kvpool_mamba_pair_destroy
     _create = lib.kvpool_mamba_pair_create
     _side = lib.kvpool_mamba_pair_side
+    _c_backup_state = lib.kvpool_mamba_pair_backup_state
+    _c_restore_state = lib.kvpool_mamba_pair_restore_state
+    _c_commit_state = lib.kvpool_mamba_pair_commit_state
 
     def __init__(self, buffer, full_options, state_options, full_name="full", state_name="mamba"):
         super().__init__(buffer, full_options, state_options, full_name, state_name)

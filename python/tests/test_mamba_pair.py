@@ -65,6 +65,31 @@ class MambaWorld:
             slots += [int(s) for s in req.mamba_ping_pong_track_buffer.tolist() if s >= 0]
         return slots
 
+    def prefill(self, req, n, rng):
+        """Stamps the state of a request the table just admitted and prefills n tokens;
+        without room for them, releases the request again. Returns whether it runs."""
+        slots = self.state_slots(req)
+        self.state.stamp(slots, rng)
+        prefix, seq = torch.tensor([0]), torch.tensor([n])
+        out = self.alloc.alloc_extend(
+            prefix.to(self.device),
+            prefix,
+            seq.to(self.device),
+            seq,
+            torch.tensor([-1], device=self.device),
+            n,
+        )
+        if out is None:
+            self.reqs.free_mamba_cache(req)
+            self.reqs.free(req)
+            self.state.forget(slots)
+            return False
+        req.tokens = out.tolist()
+        self.reqs.write((req.req_pool_idx, slice(0, n)), out)
+        self.full.stamp(req.tokens, rng)
+        self.running.append(req)
+        return True
+
     def check(self, what):
         check_all(
             self.alloc.full_attn_allocator,
@@ -102,27 +127,9 @@ def step(w, rng, lazy, i):
         if w.reqs.alloc([req]) is None:
             assert req.req_pool_idx is None and req.mamba_pool_idx is None
             return
-        w.state.stamp(w.state_slots(req), rng)
-        n = rng.randint(1, 3 * w.ps)
-        prefix, seq = torch.tensor([0]), torch.tensor([n])
-        out = a.alloc_extend(
-            prefix.to(w.device),
-            prefix,
-            seq.to(w.device),
-            seq,
-            torch.tensor([-1], device=w.device),
-            n,
-        )
-        if out is None:
-            w.reqs.free_mamba_cache(req)
-            w.reqs.free(req)
-            w.state.forget(w.state_slots(req) if req.mamba_pool_idx is not None else [])
+        if not w.prefill(req, rng.randint(1, 3 * w.ps), rng):
             w.check(what)
             return
-        req.tokens = out.tolist()
-        w.reqs.write((req.req_pool_idx, slice(0, n)), out)
-        w.full.stamp(req.tokens, rng)
-        w.running.append(req)
     elif op == "decode" and w.running:
         batch = rng.sample(w.running, rng.randint(1, len(w.running)))
         seq = torch.tensor([len(r.tokens) + 1 for r in batch])

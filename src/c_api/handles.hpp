@@ -116,3 +116,7 @@ struct kvpool_token {
 struct kvpool_snapshot {
     kvpool::AllocatorSnapshot snapshot;
 };
+
+struct kvpool_pair_snapshot {
+    kvpool::PairSnapshot snapshot;
+};

@@ -37,4 +37,18 @@ kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair, kvpool_mamb
     });
 }
 
+kvpool_status kvpool_mamba_pair_backup_state(kvpool_mamba_pair* pair, kvpool_pair_snapshot** out) {
+    return guarded([&] { backup_pair_state(pair, out); });
+}
+
+kvpool_status kvpool_mamba_pair_restore_state(kvpool_mamba_pair* pair, void* stream,
+                                              const kvpool_pair_snapshot* snapshot) {
+    return guarded([&] { restore_pair_state(pair, stream, snapshot); });
+}
+
+kvpool_status kvpool_mamba_pair_commit_state(kvpool_mamba_pair* pair,
+                                             const kvpool_pair_snapshot* snapshot) {
+    return guarded([&] { commit_pair_state(pair, snapshot); });
+}
+
 } // extern "C"

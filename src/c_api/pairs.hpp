@@ -49,6 +49,23 @@ kvpool_allocator* pair_side(Handle* handle, int which, Side& first, Side& second
     return new_side_handle(handle->holder, which == 0 ? first : second, handle->holder->pool);
 }
 
+// The pair's backup window, atomic across both sides.
+template <class Handle> void backup_pair_state(Handle* handle, kvpool_pair_snapshot** out) {
+    auto& pair = pair_of(handle);
+    require(out != nullptr, "backup_state: out is NULL");
+    auto snapshot = std::make_unique<kvpool_pair_snapshot>();
+    snapshot->snapshot = pair.backup_state();
+    *out = snapshot.release();
+}
+template <class Handle>
+void restore_pair_state(Handle* handle, void* stream, const kvpool_pair_snapshot* snapshot) {
+    pair_of(handle).restore_state(space_of(stream), deref(snapshot, "snapshot").snapshot);
+}
+template <class Handle>
+void commit_pair_state(Handle* handle, const kvpool_pair_snapshot* snapshot) {
+    pair_of(handle).commit_state(deref(snapshot, "snapshot").snapshot);
+}
+
 } // namespace kvpool::capi
 
 struct kvpool_swa_pair : kvpool::capi::PairHandle<kvpool::capi::SwaPair> {};

@@ -16,6 +16,11 @@ public:
                     std::to_string(side.page_size()));
     }
     std::optional<std::vector<index_t>> alloc(const Space& space, index_t n) override {
+        if (side_.core().backup_window_open())
+            throw kvpool::Error(kvpool::ErrorCode::invalid_state,
+                                "a request table cannot take state slots inside a backup window "
+                                "(a restore would take them back from under it). " +
+                                    side_.state_string());
         if (static_cast<index_t>(scratch_.extent(0)) < n)
             scratch_ =
                 kvpool::kk::uninitialized<Ids>("kvpool::state_slots", static_cast<std::size_t>(n));

@@ -81,4 +81,22 @@ kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
         [&] { pair_of(pair).free_swa(space_of(stream), host_ids(virtual_tokens_host, count)); });
 }
 
+kvpool_status kvpool_swa_pair_backup_state(kvpool_swa_pair* pair, kvpool_pair_snapshot** out) {
+    return guarded([&] { backup_pair_state(pair, out); });
+}
+
+kvpool_status kvpool_swa_pair_restore_state(kvpool_swa_pair* pair, void* stream,
+                                            const kvpool_pair_snapshot* snapshot) {
+    return guarded([&] { restore_pair_state(pair, stream, snapshot); });
+}
+
+kvpool_status kvpool_swa_pair_commit_state(kvpool_swa_pair* pair,
+                                           const kvpool_pair_snapshot* snapshot) {
+    return guarded([&] { commit_pair_state(pair, snapshot); });
+}
+
+void kvpool_pair_snapshot_destroy(kvpool_pair_snapshot* snapshot) {
+    delete snapshot;
+}
+
 } // extern "C"

@@ -1,7 +1,8 @@
 /* The C API from plain C (no Kokkos headers, no C++): a SWA pair on a host
  * build, its sides with their own options (the pair sets the id roles),
  * allocated, translated, freed twice (the second is refused and changes
- * nothing), checked. Exits 0 on success, 1 with a message otherwise. */
+ * nothing), rolled back by a pair-level backup window, checked. Exits 0 on success, 1 with a
+ * message otherwise. */
 #include <kvpool/c_api.h>
 
 #include <stdio.h>
@@ -63,6 +64,23 @@ int main(void) {
         return fail("sizes after freeing all");
     if (kvpool_swa_pair_alloc(pair, NULL, 3, ids, &allocated) != KVPOOL_ERROR_MISALIGNED)
         return fail("an unaligned alloc was not refused");
+
+    /* A backup window over both sides: the allocation inside it is undone on
+     * both, a free inside it is refused, and the spent snapshot afterwards. */
+    kvpool_pair_snapshot* snapshot = NULL;
+    CHECK(kvpool_swa_pair_backup_state(pair, &snapshot));
+    CHECK(kvpool_swa_pair_alloc(pair, NULL, 8, ids, &allocated));
+    if (!allocated)
+        return fail("alloc inside a backup window found no room");
+    if (kvpool_swa_pair_free(pair, NULL, ids, 8) != KVPOOL_ERROR_INVALID_STATE)
+        return fail("a free inside a backup window was not refused");
+    CHECK(kvpool_swa_pair_restore_state(pair, NULL, snapshot));
+    CHECK(kvpool_swa_pair_sizes(pair, &after));
+    if (after.available_size != before.available_size)
+        return fail("sizes after restore_state");
+    if (kvpool_swa_pair_restore_state(pair, NULL, snapshot) != KVPOOL_ERROR_INVALID_STATE)
+        return fail("a spent snapshot was not refused");
+    kvpool_pair_snapshot_destroy(snapshot);
     CHECK(kvpool_allocator_check_invariants(full, NULL));
     CHECK(kvpool_allocator_check_invariants(swa, NULL));
 

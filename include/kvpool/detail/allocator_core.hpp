@@ -112,8 +112,23 @@ public:
     void set_inflight_forward(CompletionTokenPtr token, const index_t* virtual_tokens,
                               index_t count);
 
+    // ---- move gate: pages under an in-flight transfer ----
+    // Until token completes, the physical pages now holding these virtual
+    // tokens are not moved by a flush, and once freed are neither reused,
+    // moved into nor given back to the gap; an allocation that needs them
+    // fails as out of room. Lazy sides only (an eager free must compact at
+    // once); refused inside a backup window (a restore would give the pages
+    // back). Misuse throws and changes nothing.
+    void gate_transfer(CompletionTokenPtr token, const index_t* virtual_tokens, index_t count);
+    // Physical pages under transfers not yet complete, ascending.
+    std::vector<index_t> gated_pages() const;
+
     // ---- speculative decoding ----
     AllocatorSnapshot backup_state();
+    // Throws invalid_state unless snapshot marks a point of the open window
+    // still in the undo log (call names the caller in the message): a
+    // composite checks every side before it restores or commits any.
+    void check_snapshot(const AllocatorSnapshot& snapshot, const char* call) const;
     void restore_state(const AllocatorSnapshot& snapshot);
     // Keeps what was allocated since the snapshot; closes the window it opened.
     void commit_state(const AllocatorSnapshot& snapshot);
@@ -145,9 +160,19 @@ private:
     struct UndoRecord {
         PageBinding binding;
         bool virtual_pages_from_free_list;
+        std::uint64_t serial;
+    };
+
+    void log_undo(const PageBinding& binding, bool from_free_list);
+    // Pages an in-flight transfer reads until done completes.
+    struct Gate {
+        CompletionTokenPtr done;
+        std::vector<index_t> pages;
     };
 
     void undo_binding(const PageBinding& binding, bool from_free_list);
+    // Holes an allocation may reuse: those under no transfer.
+    index_t usable_hole_pages() const;
     index_t available_pages(index_t extra_gap_bytes) const;
     index_t peer_drainable_hole_bytes() const;
     bool alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds short_of_ids);
@@ -165,7 +190,7 @@ private:
     // anchor first), settle the forward in flight (the readers moved-from
     // pages wait for, and the pages it writes), move survivors into holes,
     // and return the moved-from pages.
-    index_t absorb_frontier_holes(std::vector<index_t>& holes);
+    index_t absorb_frontier_holes(std::vector<index_t>& holes, const std::vector<index_t>& gated);
     CompletionTokenPtr settle_forward(bool pack, std::vector<index_t>& write_set);
     std::vector<index_t> move_survivors(const std::vector<index_t>& holes, index_t cap,
                                         const std::vector<index_t>& write_set);
@@ -174,7 +199,6 @@ private:
     void add_pending(const CompletionTokenPtr& readers_done, const std::vector<index_t>& pages);
     void move_page(index_t src, index_t dst);
     void note_holes_peak();
-    void require_open_window(const AllocatorSnapshot& snapshot, const char* call) const;
     [[noreturn]] void fail(const std::string& what) const;
 
     SideGeometry geometry_;
@@ -198,13 +222,14 @@ private:
     CompletionTokenPtr latest_forward_done_;
     CompletionTokenPtr inflight_forward_done_;
     std::vector<index_t> inflight_virtual_pages_;
+    std::vector<Gate> gates_; // completed ones are dropped by the next flush or gate
 
     bool in_free_group_ = false;
     std::vector<index_t> free_group_tokens_;
 
-    std::uint64_t next_window_id_ = 1;
     std::uint64_t open_window_id_ = 0; // 0: no backup window open
     std::vector<UndoRecord> undo_log_;
+    std::uint64_t next_undo_serial_ = 1;
 
     AllocatorCounters counters_;
     DevicePlan plan_;

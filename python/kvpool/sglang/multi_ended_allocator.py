@@ -278,6 +278,11 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self._side.restore_state(state)
         return []
 
+    def commit_state(self, state):
+        """Keeps the allocations since backup_state() and closes the window (kvpool's addition:
+        the reference has no window to close)."""
+        self._side.commit_state(state)
+
     def clear_inverse_history(self) -> None:
         """kvpool keeps no relocation history (restore_state undoes allocations itself)."""
 

@@ -53,11 +53,21 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
 
     # -- state --
     def backup_state(self):
-        return [side.backup_state() for side in self._sides]
+        """A backup window over both sides (the reference returns one state per side)."""
+        return self._pair.backup_state()
 
     def restore_state(self, state):
-        assert len(state) == 2
-        return self._sides[0].restore_state(state[0]) + self._sides[1].restore_state(state[1])
+        """Undoes every allocation on both sides since backup_state(), atomically (a bad or
+        stale state raises and changes neither side); returns the relocations recorded in the
+        window (none: kvpool refuses frees inside it)."""
+        self._inflight.settle()
+        self._pair.restore_state(state)
+        return []
+
+    def commit_state(self, state):
+        """Keeps the allocations since backup_state() and closes the window (kvpool's addition:
+        the reference has no window to close)."""
+        self._pair.commit_state(state)
 
     def clear(self) -> None:
         for side in self._sides:
