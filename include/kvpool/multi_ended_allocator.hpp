@@ -307,6 +307,8 @@ public:
 
     // ---------------------------------------------------------------- state
     AllocatorSnapshot backup_state() { return core_.backup_state(); }
+    // Whether a backup_state() window is open (nothing may take ids from under a restore).
+    bool backup_window_open() const { return core_.backup_window_open(); }
     void restore_state(const ExecutionSpace& space, const AllocatorSnapshot& snapshot) {
         core_.restore_state(snapshot);
         submit(space);

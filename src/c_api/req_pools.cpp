@@ -16,7 +16,7 @@ public:
                     std::to_string(side.page_size()));
     }
     std::optional<std::vector<index_t>> alloc(const Space& space, index_t n) override {
-        if (side_.core().backup_window_open())
+        if (side_.backup_window_open())
             throw kvpool::Error(kvpool::ErrorCode::invalid_state,
                                 "a request table cannot take state slots inside a backup window "
                                 "(a restore would take them back from under it). " +

@@ -124,6 +124,7 @@ public:
     std::vector<index_t> gated_pages() const;
 
     // ---- speculative decoding ----
+    bool backup_window_open() const { return open_window_id_ != 0; }
     AllocatorSnapshot backup_state();
     // Throws invalid_state unless snapshot marks a point of the open window
     // still in the undo log (call names the caller in the message): a
