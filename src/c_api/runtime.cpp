@@ -11,6 +11,9 @@
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <kvpool/kernels/cuda/event_token.hpp>
 #endif
+#if defined(KOKKOS_ENABLE_HIP)
+#include <kvpool/kernels/hip/event_token.hpp>
+#endif
 
 namespace kvpool::capi {
 
@@ -233,6 +236,15 @@ kvpool_token* make_token(CompletionToken* token, kvpool_release_fn release, void
     return handle;
 }
 
+// A vendor's event makes a token only in a library built for that vendor.
+void require_event_backend(const char* call, const std::string& backend, const void* event) {
+    if (backend != kvpool_backend())
+        throw Error(ErrorCode::invalid_argument, std::string(call) +
+                                                     ": this library is built for " +
+                                                     kvpool_backend() + ", not " + backend);
+    require(event != nullptr, std::string(call) + ": event is NULL (never recorded?)");
+}
+
 } // namespace
 
 } // namespace kvpool::capi
@@ -286,16 +298,25 @@ kvpool_status kvpool_token_from_query(kvpool_query_fn query, kvpool_release_fn r
 kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release, void* user,
                                            kvpool_token** out) {
     return guarded([&] {
+        require_event_backend("kvpool_token_from_cuda_event", "cuda", event);
 #if defined(KOKKOS_ENABLE_CUDA)
-        require(event != nullptr, "kvpool_token_from_cuda_event: event is NULL (never recorded?)");
         deref(out, "out") =
             make_token(new kvpool::CudaEventToken(static_cast<cudaEvent_t>(event)), release, user);
 #else
-        (void)event, (void)release, (void)user, (void)out;
-        throw kvpool::Error(
-            kvpool::ErrorCode::invalid_argument,
-            std::string("kvpool_token_from_cuda_event: this library is built for ") +
-                kvpool_backend() + ", not CUDA");
+        (void)release, (void)user, (void)out;
+#endif
+    });
+}
+
+kvpool_status kvpool_token_from_hip_event(void* event, kvpool_release_fn release, void* user,
+                                          kvpool_token** out) {
+    return guarded([&] {
+        require_event_backend("kvpool_token_from_hip_event", "hip", event);
+#if defined(KOKKOS_ENABLE_HIP)
+        deref(out, "out") =
+            make_token(new kvpool::HipEventToken(static_cast<hipEvent_t>(event)), release, user);
+#else
+        (void)release, (void)user, (void)out;
 #endif
     });
 }
