@@ -236,13 +236,30 @@ kvpool_token* make_token(CompletionToken* token, kvpool_release_fn release, void
     return handle;
 }
 
+// A token over an event of the runtime this library is built for.
+CompletionToken* new_event_token(void* event) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    return new CudaEventToken(static_cast<cudaEvent_t>(event));
+#elif defined(KOKKOS_ENABLE_HIP)
+    return new HipEventToken(static_cast<hipEvent_t>(event));
+#else
+    (void)event;
+    throw Error(ErrorCode::internal, "a host build has no device event tokens");
+#endif
+}
+
 // A vendor's event makes a token only in a library built for that vendor.
-void require_event_backend(const char* call, const std::string& backend, const void* event) {
-    if (backend != kvpool_backend())
-        throw Error(ErrorCode::invalid_argument, std::string(call) +
-                                                     ": this library is built for " +
-                                                     kvpool_backend() + ", not " + backend);
-    require(event != nullptr, std::string(call) + ": event is NULL (never recorded?)");
+kvpool_status token_from_event(const char* call, const std::string& vendor, void* event,
+                               kvpool_release_fn release, void* user, kvpool_token** out) {
+    return guarded([&] {
+        if (vendor != kvpool_backend())
+            throw Error(ErrorCode::invalid_argument, std::string(call) +
+                                                         ": this library is built for " +
+                                                         kvpool_backend() + ", not " + vendor);
+        require(event != nullptr, std::string(call) + ": event is NULL (never recorded?)");
+        kvpool_token*& slot = deref(out, "out");
+        slot = make_token(new_event_token(event), release, user);
+    });
 }
 
 } // namespace
@@ -297,28 +314,12 @@ kvpool_status kvpool_token_from_query(kvpool_query_fn query, kvpool_release_fn r
 
 kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release, void* user,
                                            kvpool_token** out) {
-    return guarded([&] {
-        require_event_backend("kvpool_token_from_cuda_event", "cuda", event);
-#if defined(KOKKOS_ENABLE_CUDA)
-        deref(out, "out") =
-            make_token(new kvpool::CudaEventToken(static_cast<cudaEvent_t>(event)), release, user);
-#else
-        (void)release, (void)user, (void)out;
-#endif
-    });
+    return token_from_event("kvpool_token_from_cuda_event", "cuda", event, release, user, out);
 }
 
 kvpool_status kvpool_token_from_hip_event(void* event, kvpool_release_fn release, void* user,
                                           kvpool_token** out) {
-    return guarded([&] {
-        require_event_backend("kvpool_token_from_hip_event", "hip", event);
-#if defined(KOKKOS_ENABLE_HIP)
-        deref(out, "out") =
-            make_token(new kvpool::HipEventToken(static_cast<hipEvent_t>(event)), release, user);
-#else
-        (void)release, (void)user, (void)out;
-#endif
-    });
+    return token_from_event("kvpool_token_from_hip_event", "hip", event, release, user, out);
 }
 
 void kvpool_token_release(kvpool_token* token) {
