@@ -92,6 +92,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_token_from_query(kvpool_query_fn query,
 /* A cudaEvent_t (CUDA builds): waits become stream waits, not host polls. */
 KVPOOL_C_EXPORT kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release,
                                                            void* user, kvpool_token** out);
+/* A hipEvent_t (HIP builds): waits become stream waits, not host polls. */
+KVPOOL_C_EXPORT kvpool_status kvpool_token_from_hip_event(void* event, kvpool_release_fn release,
+                                                          void* user, kvpool_token** out);
 KVPOOL_C_EXPORT void kvpool_token_release(kvpool_token* token);
 
 /* ------------------------------------------------------------------ unified byte buffer */

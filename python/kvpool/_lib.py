@@ -130,6 +130,7 @@ _SIGNATURES = {
     "kvpool_live_handles": (),
     "kvpool_token_from_query": (QUERY_FN, RELEASE_FN, _P, _PP),
     "kvpool_token_from_cuda_event": (_P, RELEASE_FN, _P, _PP),
+    "kvpool_token_from_hip_event": (_P, RELEASE_FN, _P, _PP),
     "kvpool_token_release": (_P,),
     "kvpool_pool_create": (_I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
     "kvpool_pool_destroy": (_P,),

@@ -1,9 +1,10 @@
 """The engine's forward-done marker as a kvpool completion token.
 
 Any object with ``.query()`` (True once the marked work is done) will do; a
-recorded ``torch.cuda.Event`` becomes a CUDA event token, so that kvpool's
-waits on it are stream waits instead of host polls. kvpool keeps the object
-alive until it drops its last reference to the token.
+recorded ``torch.cuda.Event`` becomes an event token of the library's backend
+(CUDA, or HIP under ROCm's PyTorch), so that kvpool's waits on it are stream
+waits instead of host polls. kvpool keeps the object alive until it drops its
+last reference to the token.
 """
 
 import ctypes
@@ -31,9 +32,14 @@ def _release(key):
     _markers.pop(key, None)
 
 
-def _cuda_event_handle(marker):
-    if BACKEND != "cuda" or not isinstance(marker, torch.cuda.Event):
+# The C call that makes a token of a device event, for the backends that have one.
+_FROM_EVENT = {"cuda": lib.kvpool_token_from_cuda_event, "hip": lib.kvpool_token_from_hip_event}
+
+
+def _device_event_handle(marker):
+    if BACKEND not in _FROM_EVENT or not isinstance(marker, torch.cuda.Event):
         return 0
+    # ROCm's PyTorch names its hipEvent_t cuda_event too.
     return getattr(marker, "cuda_event", 0) or 0
 
 
@@ -50,9 +56,9 @@ class Token:
         key = next(_keys)
         _markers[key] = marker
         handle = ctypes.c_void_p()
-        event = _cuda_event_handle(marker)
+        event = _device_event_handle(marker)
         if event:
-            status = lib.kvpool_token_from_cuda_event(event, _release, key, ctypes.byref(handle))
+            status = _FROM_EVENT[BACKEND](event, _release, key, ctypes.byref(handle))
         else:
             status = lib.kvpool_token_from_query(_query, _release, key, ctypes.byref(handle))
         if status:

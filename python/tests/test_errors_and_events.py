@@ -1,6 +1,8 @@
 """Bad arguments raise kvpool errors (AssertionErrors where the reference asserts)
 and change nothing; forward-done markers are any object with .query()."""
 
+import ctypes
+
 import pytest
 import torch
 
@@ -88,6 +90,24 @@ def test_wrong_device_for_the_library(device):
     other = "cpu" if device == "cuda" else "meta"
     with pytest.raises(errors.InvalidArgumentError):
         swa_pool(other, 1)
+
+
+@pytest.mark.parametrize("vendor", ["cuda", "hip"])
+def test_a_device_event_of_another_backend_or_null_is_refused(vendor):
+    """A vendor's event makes a token only in a library built for that vendor, and only if set."""
+    from kvpool._lib import BACKEND, RELEASE_FN, lib
+
+    make = getattr(lib, f"kvpool_token_from_{vendor}_event")
+    handle = ctypes.c_void_p()
+    event = 0xE7E7 if BACKEND != vendor else None
+    status = make(event, RELEASE_FN(), None, ctypes.byref(handle))
+    assert status == errors.InvalidArgumentError.code
+    message = lib.kvpool_last_error().decode()
+    if BACKEND != vendor:
+        assert f"built for {BACKEND}, not {vendor}" in message
+    else:
+        assert "event is NULL" in message
+    assert handle.value is None
 
 
 def test_forward_markers_with_query(device):

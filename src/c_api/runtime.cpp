@@ -11,6 +11,9 @@
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <kvpool/kernels/cuda/event_token.hpp>
 #endif
+#if defined(KOKKOS_ENABLE_HIP)
+#include <kvpool/kernels/hip/event_token.hpp>
+#endif
 
 namespace kvpool::capi {
 
@@ -233,6 +236,32 @@ kvpool_token* make_token(CompletionToken* token, kvpool_release_fn release, void
     return handle;
 }
 
+// A token over an event of the runtime this library is built for.
+CompletionToken* new_event_token(void* event) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    return new CudaEventToken(static_cast<cudaEvent_t>(event));
+#elif defined(KOKKOS_ENABLE_HIP)
+    return new HipEventToken(static_cast<hipEvent_t>(event));
+#else
+    (void)event;
+    throw Error(ErrorCode::internal, "a host build has no device event tokens");
+#endif
+}
+
+// A vendor's event makes a token only in a library built for that vendor.
+kvpool_status token_from_event(const char* call, const std::string& vendor, void* event,
+                               kvpool_release_fn release, void* user, kvpool_token** out) {
+    return guarded([&] {
+        if (vendor != kvpool_backend())
+            throw Error(ErrorCode::invalid_argument, std::string(call) +
+                                                         ": this library is built for " +
+                                                         kvpool_backend() + ", not " + vendor);
+        require(event != nullptr, std::string(call) + ": event is NULL (never recorded?)");
+        kvpool_token*& slot = deref(out, "out");
+        slot = make_token(new_event_token(event), release, user);
+    });
+}
+
 } // namespace
 
 } // namespace kvpool::capi
@@ -285,19 +314,12 @@ kvpool_status kvpool_token_from_query(kvpool_query_fn query, kvpool_release_fn r
 
 kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release, void* user,
                                            kvpool_token** out) {
-    return guarded([&] {
-#if defined(KOKKOS_ENABLE_CUDA)
-        require(event != nullptr, "kvpool_token_from_cuda_event: event is NULL (never recorded?)");
-        deref(out, "out") =
-            make_token(new kvpool::CudaEventToken(static_cast<cudaEvent_t>(event)), release, user);
-#else
-        (void)event, (void)release, (void)user, (void)out;
-        throw kvpool::Error(
-            kvpool::ErrorCode::invalid_argument,
-            std::string("kvpool_token_from_cuda_event: this library is built for ") +
-                kvpool_backend() + ", not CUDA");
-#endif
-    });
+    return token_from_event("kvpool_token_from_cuda_event", "cuda", event, release, user, out);
+}
+
+kvpool_status kvpool_token_from_hip_event(void* event, kvpool_release_fn release, void* user,
+                                          kvpool_token** out) {
+    return token_from_event("kvpool_token_from_hip_event", "hip", event, release, user, out);
 }
 
 void kvpool_token_release(kvpool_token* token) {

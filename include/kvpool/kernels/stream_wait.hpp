@@ -1,17 +1,30 @@
 // Makes later work on an execution-space instance wait for a completion token.
 // Host backends finish their work before returning, so there is nothing to
-// enqueue; on CUDA an event token becomes a stream wait (cuda/event_token.hpp).
+// enqueue; on a GPU backend an event token becomes a stream wait on the
+// instance's stream (event_token.hpp), through the vendor's runtime traits.
 #pragma once
 
 #include <kvpool/completion_token.hpp>
+#include <kvpool/kernels/event_token.hpp>
+#include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 namespace kvpool::kernels {
 
-template <class ExecutionSpace> void enqueue_wait(const ExecutionSpace&, const CompletionToken&) {}
+template <class ExecutionSpace>
+void enqueue_wait([[maybe_unused]] const ExecutionSpace& space,
+                  [[maybe_unused]] const CompletionToken& token) {
+    using backend = NativeBackend<ExecutionSpace>;
+    if constexpr (backend::available)
+        enqueue_wait_on_stream<typename backend::runtime>(backend::stream(space), token);
+}
 
 } // namespace kvpool::kernels
 
+// The vendors' token types, for whoever makes tokens from engine events.
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <kvpool/kernels/cuda/event_token.hpp>
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+#include <kvpool/kernels/hip/event_token.hpp>
 #endif

@@ -1,6 +1,7 @@
-// The CUDA runtime as kvpool uses it: the traits the native kernels and the
-// stream events are written against (stream and event types, launch check,
-// events), and the check every runtime call goes through: a failure throws
+// The CUDA runtime as kvpool uses it: the traits the native kernels, stream
+// events, event tokens and staging are written against (stream and event
+// types, launch check, events, stream waits, stream-ordered memory and
+// copies), and the check every runtime call goes through: a failure throws
 // kvpool::Error(ErrorCode::device) with the runtime's message. No Kokkos, so
 // that the native source compiles without it.
 #pragma once
@@ -10,15 +11,19 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <string>
 
 namespace kvpool::kernels::cuda {
 
 inline void check(cudaError_t status, const char* call) {
-    if (status != cudaSuccess)
-        throw Error(ErrorCode::device, std::string("kvpool: ") + call +
-                                           " failed: " + cudaGetErrorName(status) + ": " +
-                                           cudaGetErrorString(status));
+    if (status == cudaSuccess)
+        return;
+    // Reported here, so cleared: a later launch check must not report it again.
+    (void)cudaGetLastError();
+    throw Error(ErrorCode::device, std::string("kvpool: ") + call +
+                                       " failed: " + cudaGetErrorName(status) + ": " +
+                                       cudaGetErrorString(status));
 }
 
 struct Runtime {
@@ -46,6 +51,29 @@ struct Runtime {
     }
     static void synchronize_event(event_type event) {
         check(cudaEventSynchronize(event), "cudaEventSynchronize");
+    }
+    // Later work on stream waits for the event, on the GPU.
+    static void stream_wait_event(stream_type stream, event_type event) {
+        check(cudaStreamWaitEvent(stream, event, 0), "cudaStreamWaitEvent");
+    }
+
+    // Stream-ordered device memory: usable by work enqueued on stream after
+    // the call, released after the work enqueued before the free.
+    static void* malloc_async(std::size_t bytes, stream_type stream) {
+        void* data = nullptr;
+        check(cudaMallocAsync(&data, bytes, stream), "cudaMallocAsync");
+        return data;
+    }
+    static void free_async(void* data, stream_type stream) {
+        check(cudaFreeAsync(data, stream), "cudaFreeAsync");
+    }
+    // For destructors, which cannot report a failure: the memory is released either way.
+    static void free(void* data) noexcept { (void)cudaFree(data); }
+    // host_src must be page-locked for the copy to be asynchronous.
+    static void copy_to_device_async(void* device_dst, const void* host_src, std::size_t bytes,
+                                     stream_type stream) {
+        check(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync (host to device)");
     }
 };
 

@@ -7,15 +7,18 @@
 
 #include <hip/hip_runtime.h>
 
+#include <cstddef>
 #include <string>
 
 namespace kvpool::kernels::hip {
 
 inline void check(hipError_t status, const char* call) {
-    if (status != hipSuccess)
-        throw Error(ErrorCode::device, std::string("kvpool: ") + call +
-                                           " failed: " + hipGetErrorName(status) + ": " +
-                                           hipGetErrorString(status));
+    if (status == hipSuccess)
+        return;
+    // Reported here, so cleared: a later launch check must not report it again.
+    (void)hipGetLastError();
+    throw Error(ErrorCode::device, std::string("kvpool: ") + call + " failed: " +
+                                       hipGetErrorName(status) + ": " + hipGetErrorString(status));
 }
 
 struct Runtime {
@@ -43,6 +46,29 @@ struct Runtime {
     }
     static void synchronize_event(event_type event) {
         check(hipEventSynchronize(event), "hipEventSynchronize");
+    }
+    // Later work on stream waits for the event, on the GPU.
+    static void stream_wait_event(stream_type stream, event_type event) {
+        check(hipStreamWaitEvent(stream, event, 0), "hipStreamWaitEvent");
+    }
+
+    // Stream-ordered device memory: usable by work enqueued on stream after
+    // the call, released after the work enqueued before the free.
+    static void* malloc_async(std::size_t bytes, stream_type stream) {
+        void* data = nullptr;
+        check(hipMallocAsync(&data, bytes, stream), "hipMallocAsync");
+        return data;
+    }
+    static void free_async(void* data, stream_type stream) {
+        check(hipFreeAsync(data, stream), "hipFreeAsync");
+    }
+    // For destructors, which cannot report a failure: the memory is released either way.
+    static void free(void* data) noexcept { (void)hipFree(data); }
+    // host_src must be page-locked for the copy to be asynchronous.
+    static void copy_to_device_async(void* device_dst, const void* host_src, std::size_t bytes,
+                                     stream_type stream) {
+        check(hipMemcpyAsync(device_dst, host_src, bytes, hipMemcpyHostToDevice, stream),
+              "hipMemcpyAsync (host to device)");
     }
 };
 
