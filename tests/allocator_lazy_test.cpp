@@ -1,6 +1,6 @@
 // Lazy compaction: holes, flushes, completion tokens, and the state-keeping calls.
-#include "manual_token.hpp"
 #include "test_support.hpp"
+#include <kvpool/completion_token.hpp>
 
 #include <algorithm>
 #include <random>

@@ -5,8 +5,8 @@
 // state, hole and free-id order, pending batches, every v2p entry), the device
 // tables match the host (check_invariants()), and every live token's stamped
 // KV bytes are found through translate.
-#include "manual_token.hpp"
 #include "test_support.hpp"
+#include <kvpool/completion_token.hpp>
 
 #include <kvpool/swa_pair.hpp>
 

@@ -11,7 +11,7 @@
 //
 // Reproduce one seed: kvpool_tests_<backend> "[mamba-differential]" --kvpool-seed N
 #include "mamba_run.hpp"
-#include "manual_token.hpp"
+#include <kvpool/completion_token.hpp>
 
 using namespace kvpool;
 using namespace kvpool::test;

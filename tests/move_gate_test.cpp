@@ -2,8 +2,8 @@
 // completion token) are neither moved nor reused by any lazy compaction path
 // until the token completes, and an allocation that needs them fails as out
 // of room.
-#include "manual_token.hpp"
 #include "test_support.hpp"
+#include <kvpool/completion_token.hpp>
 
 #include <functional>
 #include <memory>

@@ -3,10 +3,10 @@
 // calls. A restore brings both sides back to the snapshot (ids, pages, free
 // ids, device tables, data), a commit keeps everything, and a bad or stale
 // snapshot is refused without changing either side.
+#include <kvpool/completion_token.hpp>
 #include <kvpool/mamba_pair.hpp>
 #include <kvpool/swa_pair.hpp>
 
-#include "manual_token.hpp"
 #include "test_config.hpp"
 #include "test_random.hpp"
 #include "test_support.hpp"

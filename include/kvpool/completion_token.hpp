@@ -3,6 +3,7 @@
 // wraps a cudaEvent_t; on the host backends work is complete when it returns.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 namespace kvpool {
@@ -18,6 +19,17 @@ public:
 class CompletedToken final : public CompletionToken {
 public:
     bool is_complete() const override { return true; }
+};
+
+// A marker its owner completes by hand: an engine on a host backend that finishes
+// a step asynchronously, or a test that holds a forward pass open.
+class ManualToken final : public CompletionToken {
+public:
+    bool is_complete() const override { return done_.load(); }
+    void complete() { done_.store(true); }
+
+private:
+    std::atomic<bool> done_{false};
 };
 
 using CompletionTokenPtr = std::shared_ptr<const CompletionToken>;

@@ -12,26 +12,16 @@
 #include <kvpool/kernels/cuda/event_token.hpp>
 #endif
 
-#include <atomic>
 #include <deque>
 #include <memory>
 
 namespace kvpool::soak {
 
-class HostForwardToken final : public CompletionToken {
-public:
-    bool is_complete() const override { return done_.load(); }
-    void complete() { done_.store(true); }
-
-private:
-    std::atomic<bool> done_{false};
-};
-
 template <class ExecutionSpace> class ForwardEvents {
 public:
     // A token that completes when the work queued on space so far has.
     CompletionTokenPtr record(const ExecutionSpace&) {
-        in_flight_.push_back(std::make_shared<HostForwardToken>());
+        in_flight_.push_back(std::make_shared<ManualToken>());
         return in_flight_.back();
     }
     // Completes every forward but the newest: the engine's previous step is done.
@@ -49,7 +39,7 @@ public:
     }
 
 private:
-    std::deque<std::shared_ptr<HostForwardToken>> in_flight_;
+    std::deque<std::shared_ptr<ManualToken>> in_flight_;
 };
 
 #if defined(KOKKOS_ENABLE_CUDA)
