@@ -199,13 +199,13 @@ void AllocatorCore::take_physical(index_t num_pages, std::vector<index_t>& out,
     const index_t from_holes = std::min<index_t>(num_pages, usable_hole_pages());
     // Holes under a transfer stay where they are in the list.
     const std::vector<index_t> gated = gated_pages();
-    for (auto it = holes_.begin(); static_cast<index_t>(out.size()) < from_holes;) {
-        if (std::binary_search(gated.begin(), gated.end(), *it)) {
-            ++it;
+    for (std::size_t i = 0; static_cast<index_t>(out.size()) < from_holes;) {
+        if (std::binary_search(gated.begin(), gated.end(), holes_[i])) {
+            ++i;
             continue;
         }
-        out.push_back(*it);
-        it = holes_.erase(it);
+        out.push_back(holes_[i]);
+        holes_.erase_at(i);
     }
     drained = static_cast<std::size_t>(from_holes);
     const index_t extend = num_pages - from_holes;
@@ -226,9 +226,9 @@ void AllocatorCore::take_physical(index_t num_pages, std::vector<index_t>& out,
 void AllocatorCore::bind(const std::vector<index_t>& virtual_pages,
                          const std::vector<index_t>& physical_pages) {
     for (std::size_t i = 0; i < virtual_pages.size(); ++i) {
-        v2p_[virtual_pages[i]] = physical_pages[i];
-        p2v_[physical_pages[i]] = virtual_pages[i];
-        page_state_[physical_pages[i]] = PageState::live;
+        v2p_.set(virtual_pages[i], physical_pages[i]);
+        p2v_.set(physical_pages[i], virtual_pages[i]);
+        page_state_.set(physical_pages[i], PageState::live);
     }
     live_pages_ += static_cast<index_t>(virtual_pages.size());
     counters_.allocs += virtual_pages.empty() ? 0 : 1;
@@ -263,7 +263,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
     out.watermark_before = watermark_;
     const auto first = free_virtual_pages_.begin();
     out.virtual_pages.assign(first, first + num_pages);
-    free_virtual_pages_.erase(first, first + num_pages);
+    free_virtual_pages_.erase_front(static_cast<std::size_t>(num_pages));
     take_physical(num_pages, out.physical_pages, out.drained_holes);
     bind(out.virtual_pages, out.physical_pages);
     log_undo(out, true);
@@ -290,12 +290,12 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
         if (v < min_virtual_page_ || v >= virtual_table_pages_ || v2p_[v] != unbound)
             bad.push_back(v);
         else
-            v2p_[v] = seen;
+            v2p_.set(v, seen);
     }
     for (index_t i = 0; i < checked; ++i) {
         const index_t v = virtual_pages[i];
         if (v >= min_virtual_page_ && v < virtual_table_pages_ && v2p_[v] == seen)
-            v2p_[v] = unbound;
+            v2p_.set(v, unbound);
     }
     if (!bad.empty())
         throw Error(ErrorCode::invalid_argument,
@@ -322,7 +322,7 @@ void AllocatorCore::undo_allocation(const PageBinding& binding) {
         return;
     // An open backup window logged this allocation last: the undo consumes it.
     if (open_window_id_ != 0)
-        undo_log_.pop_back();
+        undo_log_.edit().pop_back();
     undo_binding(binding, options_.is_id_owner);
 }
 
@@ -332,17 +332,16 @@ void AllocatorCore::undo_binding(const PageBinding& binding, bool from_free_list
     const std::size_t drained_holes = binding.drained_holes;
     for (std::size_t i = 0; i < virtual_pages.size(); ++i) {
         const index_t v = virtual_pages[i], p = physical_pages[i];
-        v2p_[v] = unbound;
-        p2v_[p] = unbound;
+        v2p_.set(v, unbound);
+        p2v_.set(p, unbound);
         plan_.set_v2p(v, unbound);
         plan_.set_p2v(p, unbound);
-        page_state_[p] = i < drained_holes ? PageState::hole : PageState::outside;
+        page_state_.set(p, i < drained_holes ? PageState::hole : PageState::outside);
     }
     for (std::size_t i = drained_holes; i-- > 0;)
         holes_.push_front(physical_pages[i]);
     if (from_free_list)
-        free_virtual_pages_.insert(free_virtual_pages_.begin(), virtual_pages.begin(),
-                                   virtual_pages.end());
+        free_virtual_pages_.insert_front(virtual_pages.begin(), virtual_pages.end());
     watermark_ = binding.watermark_before;
     live_pages_ -= static_cast<index_t>(virtual_pages.size());
 }
@@ -396,7 +395,7 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
 void AllocatorCore::free_tokens(const index_t* virtual_tokens, index_t count, bool skip_unbound) {
     if (in_free_group_) {
         validated_pages(virtual_tokens, count, skip_unbound);
-        free_group_tokens_.insert(free_group_tokens_.end(), virtual_tokens, virtual_tokens + count);
+        free_group_tokens_.insert_back(virtual_tokens, virtual_tokens + count);
         return;
     }
     free_pages(validated_pages(virtual_tokens, count, skip_unbound));
@@ -411,13 +410,29 @@ void AllocatorCore::free_group_end() {
     if (!in_free_group_)
         return;
     // Tokens of one page may have been queued by several frees of the group.
-    const std::vector<index_t> pages = validated_pages(
-        free_group_tokens_.data(), static_cast<index_t>(free_group_tokens_.size()), true);
+    const std::vector<index_t> tokens(free_group_tokens_.begin(), free_group_tokens_.end());
+    const std::vector<index_t> pages =
+        validated_pages(tokens.data(), static_cast<index_t>(tokens.size()), true);
     if (!pages.empty())
         check_free_allowed();
     in_free_group_ = false;
     free_group_tokens_.clear();
     free_pages(pages);
+}
+
+void AllocatorCore::check_free_tokens(const index_t* virtual_tokens, index_t count,
+                                      bool skip_unbound) const {
+    const std::vector<index_t> pages = validated_pages(virtual_tokens, count, skip_unbound);
+    if (!in_free_group_ && !pages.empty())
+        check_free_allowed();
+}
+
+void AllocatorCore::check_free_group_end() const {
+    if (!in_free_group_)
+        return;
+    const std::vector<index_t> tokens(free_group_tokens_.begin(), free_group_tokens_.end());
+    if (!validated_pages(tokens.data(), static_cast<index_t>(tokens.size()), true).empty())
+        check_free_allowed();
 }
 
 void AllocatorCore::check_free_allowed() const {
@@ -437,8 +452,7 @@ void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
     else
         free_pages_eager(virtual_pages);
     if (options_.is_id_owner)
-        free_virtual_pages_.insert(free_virtual_pages_.end(), virtual_pages.begin(),
-                                   virtual_pages.end());
+        free_virtual_pages_.insert_back(virtual_pages.begin(), virtual_pages.end());
     ++counters_.frees;
     counters_.pages_freed += static_cast<index_t>(virtual_pages.size());
 }
@@ -447,10 +461,10 @@ void AllocatorCore::move_page(index_t src, index_t dst) {
     const index_t v = p2v_[src];
     plan_.move_src.push_back(src);
     plan_.move_dst.push_back(dst);
-    v2p_[v] = dst;
-    p2v_[dst] = v;
-    p2v_[src] = unbound;
-    page_state_[dst] = PageState::live;
+    v2p_.set(v, dst);
+    p2v_.set(dst, v);
+    p2v_.set(src, unbound);
+    page_state_.set(dst, PageState::live);
     plan_.set_v2p(v, dst);
     plan_.set_p2v(dst, v);
     plan_.set_p2v(src, unbound);
@@ -489,9 +503,9 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
         plan_.waits.push_back(latest_forward_done_);
     for (index_t v : virtual_pages) {
         const index_t p = v2p_[v];
-        v2p_[v] = unbound;
-        p2v_[p] = unbound;
-        page_state_[p] = PageState::outside;
+        v2p_.set(v, unbound);
+        p2v_.set(p, unbound);
+        page_state_.set(p, PageState::outside);
         plan_.set_v2p(v, unbound);
         // A hole's p2v entry is rewritten by the move that fills it.
         if (p >= vacated_lo && p < vacated_hi)
@@ -501,16 +515,16 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
     watermark_ = band.grown(watermark_, -k);
     for (std::size_t i = 0; i < survivors.size(); ++i) {
         move_page(survivors[i], holes[i]);
-        page_state_[survivors[i]] = PageState::outside;
+        page_state_.set(survivors[i], PageState::outside);
     }
 }
 
 void AllocatorCore::free_pages_lazy(const std::vector<index_t>& virtual_pages) {
     for (index_t v : virtual_pages) {
         const index_t p = v2p_[v];
-        v2p_[v] = unbound;
-        p2v_[p] = unbound;
-        page_state_[p] = PageState::hole;
+        v2p_.set(v, unbound);
+        p2v_.set(p, unbound);
+        page_state_.set(p, PageState::hole);
         holes_.push_back(p);
         plan_.set_v2p(v, unbound);
         plan_.set_p2v(p, unbound);
@@ -531,24 +545,25 @@ void AllocatorCore::set_latest_forward_done(CompletionTokenPtr token) {
 
 void AllocatorCore::set_inflight_forward(CompletionTokenPtr token, const index_t* virtual_tokens,
                                          index_t count) {
-    inflight_virtual_pages_.clear();
+    std::vector<index_t>& pages = inflight_virtual_pages_.edit();
+    pages.clear();
     if (!is_lazy() || !token || count <= 0) {
         inflight_forward_done_.reset();
         return;
     }
     for (index_t i = 0; i < count; ++i)
         if (virtual_tokens[i] >= 0)
-            inflight_virtual_pages_.push_back(virtual_tokens[i] / page_size());
-    std::sort(inflight_virtual_pages_.begin(), inflight_virtual_pages_.end());
-    inflight_virtual_pages_.erase(
-        std::unique(inflight_virtual_pages_.begin(), inflight_virtual_pages_.end()),
-        inflight_virtual_pages_.end());
+            pages.push_back(virtual_tokens[i] / page_size());
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
     inflight_forward_done_ = std::move(token);
 }
 
 void AllocatorCore::drain_pending(bool urgent) {
+    if (pending_.get().empty())
+        return;
     std::vector<PendingBatch> still_pending;
-    for (auto& batch : pending_) {
+    for (auto& batch : pending_.edit()) {
         const bool done = !batch.readers_done || batch.readers_done->is_complete();
         if (!done && !urgent) {
             still_pending.push_back(std::move(batch));
@@ -557,12 +572,12 @@ void AllocatorCore::drain_pending(bool urgent) {
         if (!done)
             plan_.waits.push_back(batch.readers_done);
         for (index_t p : batch.pages) {
-            page_state_[p] = PageState::hole;
+            page_state_.set(p, PageState::hole);
             holes_.push_back(p);
         }
         pending_pages_ -= static_cast<index_t>(batch.pages.size());
     }
-    pending_.swap(still_pending);
+    pending_.edit().swap(still_pending);
     note_holes_peak();
 }
 
@@ -571,12 +586,12 @@ void AllocatorCore::add_pending(const CompletionTokenPtr& readers_done,
     // One batch per token, as the reference keys them; a later batch of the
     // same token joins it (the reference's replaced the earlier pages, which
     // were then never reused).
-    for (auto& batch : pending_)
+    for (auto& batch : pending_.edit())
         if (batch.readers_done == readers_done) {
             batch.pages.insert(batch.pages.end(), pages.begin(), pages.end());
             return;
         }
-    pending_.push_back({readers_done, pages});
+    pending_.edit().push_back({readers_done, pages});
 }
 
 void AllocatorCore::drain_pending_reuse() {
@@ -589,9 +604,11 @@ index_t AllocatorCore::flush(bool urgent) {
     if (!is_lazy() || open_window_id_ != 0 || relocations_held_)
         return 0;
     drain_pending(urgent);
-    gates_.erase(std::remove_if(gates_.begin(), gates_.end(),
-                                [](const Gate& g) { return g.done->is_complete(); }),
-                 gates_.end());
+    const auto complete = [](const Gate& g) { return g.done->is_complete(); };
+    if (std::any_of(gates_.get().begin(), gates_.get().end(), complete)) {
+        std::vector<Gate>& gates = gates_.edit();
+        gates.erase(std::remove_if(gates.begin(), gates.end(), complete), gates.end());
+    }
     if (holes_.empty())
         return 0;
 
@@ -623,7 +640,7 @@ index_t AllocatorCore::flush(bool urgent) {
         const auto reclaimed = static_cast<index_t>(holes.size());
         const auto [first, last] = band.frontier_pages(watermark_, reclaimed);
         for (index_t p = first; p < last; ++p)
-            page_state_[p] = PageState::outside;
+            page_state_.set(p, PageState::outside);
         watermark_ = band.grown(watermark_, -reclaimed);
         counters_.pages_absorbed += reclaimed;
     } else {
@@ -650,7 +667,7 @@ index_t AllocatorCore::absorb_frontier_holes(std::vector<index_t>& holes,
     index_t absorbed = 0;
     while (!holes.empty() && holes.back() == band.frontier_page(watermark_) &&
            !std::binary_search(gated.begin(), gated.end(), holes.back())) {
-        page_state_[holes.back()] = PageState::outside;
+        page_state_.set(holes.back(), PageState::outside);
         holes.pop_back();
         watermark_ = band.grown(watermark_, -1);
         ++absorbed;
@@ -667,17 +684,17 @@ CompletionTokenPtr AllocatorCore::settle_forward(bool pack, std::vector<index_t>
         if (latest_forward_done_ && !latest_forward_done_->is_complete())
             plan_.waits.push_back(latest_forward_done_);
         inflight_forward_done_.reset();
-        inflight_virtual_pages_.clear();
+        inflight_virtual_pages_.edit().clear();
         return nullptr;
     }
     if (inflight_forward_done_ && !inflight_forward_done_->is_complete()) {
-        for (index_t v : inflight_virtual_pages_)
+        for (index_t v : inflight_virtual_pages_.get())
             if (v < virtual_table_pages_ && v2p_[v] != unbound)
                 write_set.push_back(v2p_[v]);
         std::sort(write_set.begin(), write_set.end());
-    } else {
+    } else if (inflight_forward_done_ || !inflight_virtual_pages_.get().empty()) {
         inflight_forward_done_.reset();
-        inflight_virtual_pages_.clear();
+        inflight_virtual_pages_.edit().clear();
     }
     return latest_forward_done_;
 }
@@ -701,7 +718,7 @@ std::vector<index_t> AllocatorCore::move_survivors(const std::vector<index_t>& h
             std::binary_search(write_set.begin(), write_set.end(), src))
             break;
         move_page(src, dst);
-        page_state_[src] = PageState::moved_out;
+        page_state_.set(src, PageState::moved_out);
         moved_from.push_back(src);
         src = band.toward_anchor(src);
     }
@@ -714,14 +731,14 @@ void AllocatorCore::release_moved_from(const CompletionTokenPtr& readers,
         return;
     if (!readers || readers->is_complete()) {
         for (index_t p : moved_from) {
-            page_state_[p] = PageState::hole;
+            page_state_.set(p, PageState::hole);
             holes_.push_back(p);
         }
         return;
     }
     // A forward still reads the moved-from pages: reuse waits for it.
     for (index_t p : moved_from)
-        page_state_[p] = PageState::pending;
+        page_state_.set(p, PageState::pending);
     pending_pages_ += static_cast<index_t>(moved_from.size());
     add_pending(readers, moved_from);
 }
@@ -762,12 +779,12 @@ void AllocatorCore::gate_transfer(CompletionTokenPtr token, const index_t* virtu
     pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
     if (pages.empty() || token->is_complete())
         return;
-    gates_.push_back({std::move(token), std::move(pages)});
+    gates_.edit().push_back({std::move(token), std::move(pages)});
 }
 
 std::vector<index_t> AllocatorCore::gated_pages() const {
     std::vector<index_t> pages;
-    for (const Gate& g : gates_)
+    for (const Gate& g : gates_.get())
         if (!g.done->is_complete())
             pages.insert(pages.end(), g.pages.begin(), g.pages.end());
     std::sort(pages.begin(), pages.end());
@@ -776,7 +793,7 @@ std::vector<index_t> AllocatorCore::gated_pages() const {
 }
 
 index_t AllocatorCore::usable_hole_pages() const {
-    if (gates_.empty())
+    if (gates_.get().empty())
         return hole_pages();
     const std::vector<index_t> gated = gated_pages();
     index_t usable = 0;
@@ -794,23 +811,23 @@ AllocatorSnapshot AllocatorCore::backup_state() {
     const bool opens = open_window_id_ == 0;
     if (opens) {
         open_window_id_ = next_window_id.fetch_add(1);
-        undo_log_.clear();
+        undo_log_.edit().clear();
     }
-    return {open_window_id_, undo_log_.size(), undo_log_.empty() ? 0 : undo_log_.back().serial,
-            opens};
+    const std::vector<UndoRecord>& log = undo_log_.get();
+    return {open_window_id_, log.size(), log.empty() ? 0 : log.back().serial, opens};
 }
 
 void AllocatorCore::log_undo(const PageBinding& binding, bool from_free_list) {
     if (open_window_id_ != 0)
-        undo_log_.push_back({binding, from_free_list, next_undo_serial_++});
+        undo_log_.edit().push_back({binding, from_free_list, next_undo_serial_++});
 }
 
 void AllocatorCore::check_snapshot(const AllocatorSnapshot& snapshot, const char* call) const {
     const std::size_t depth = snapshot.undo_depth;
-    const bool valid = snapshot.window_id != 0 && snapshot.window_id == open_window_id_ &&
-                       depth <= undo_log_.size() &&
-                       (depth == 0 ? snapshot.last_record == 0
-                                   : undo_log_[depth - 1].serial == snapshot.last_record);
+    const std::vector<UndoRecord>& log = undo_log_.get();
+    const bool valid =
+        snapshot.window_id != 0 && snapshot.window_id == open_window_id_ && depth <= log.size() &&
+        (depth == 0 ? snapshot.last_record == 0 : log[depth - 1].serial == snapshot.last_record);
     if (!valid)
         throw Error(ErrorCode::invalid_state,
                     fmt::format("{}: {} with a snapshot that is not of the open backup window, "
@@ -823,15 +840,15 @@ void AllocatorCore::commit_state(const AllocatorSnapshot& snapshot) {
     // An enclosing window still needs the records to undo.
     if (snapshot.opened_window) {
         open_window_id_ = 0;
-        undo_log_.clear();
+        undo_log_.edit().clear();
     }
 }
 
 void AllocatorCore::restore_state(const AllocatorSnapshot& snapshot) {
     check_snapshot(snapshot, "restore_state");
-    while (undo_log_.size() > snapshot.undo_depth) {
-        const UndoRecord r = std::move(undo_log_.back());
-        undo_log_.pop_back();
+    while (undo_log_.get().size() > snapshot.undo_depth) {
+        const UndoRecord r = std::move(undo_log_.edit().back());
+        undo_log_.edit().pop_back();
         undo_binding(r.binding, r.virtual_pages_from_free_list);
     }
     if (snapshot.opened_window)
@@ -852,26 +869,101 @@ void AllocatorCore::clear() {
     // Row 0 is the padding anchor: virtual page 0 <-> physical page 0 for ever.
     v2p_.assign(static_cast<std::size_t>(vpages), unbound);
     p2v_.assign(static_cast<std::size_t>(ppages), unbound);
-    v2p_[0] = 0;
-    p2v_[0] = 0;
+    v2p_.set(0, 0);
+    p2v_.set(0, 0);
     page_state_.assign(static_cast<std::size_t>(ppages), PageState::outside);
     watermark_ = BandDirection(geometry_).empty_watermark();
-    free_virtual_pages_.clear();
+    std::vector<index_t> free_ids;
     if (options_.is_id_owner)
         for (index_t v = min_virtual_page_; v < vpages; ++v)
-            free_virtual_pages_.push_back(v);
+            free_ids.push_back(v);
+    free_virtual_pages_.assign(free_ids.begin(), free_ids.end());
     holes_.clear();
-    pending_.clear();
+    pending_.edit().clear();
     pending_pages_ = 0;
     live_pages_ = 0;
     latest_forward_done_.reset();
     inflight_forward_done_.reset();
-    inflight_virtual_pages_.clear();
-    gates_.clear();
+    inflight_virtual_pages_.edit().clear();
+    gates_.edit().clear();
     in_free_group_ = false;
     free_group_tokens_.clear();
     open_window_id_ = 0;
-    undo_log_.clear();
+    undo_log_.edit().clear();
+}
+
+// ---------------------------------------------------------------- transactions
+
+AllocatorCore::Scalars AllocatorCore::scalars() const {
+    return {watermark_,
+            pending_pages_,
+            live_pages_,
+            latest_forward_done_,
+            inflight_forward_done_,
+            in_free_group_,
+            relocations_held_,
+            open_window_id_,
+            next_undo_serial_,
+            counters_};
+}
+
+template <class F> void AllocatorCore::for_each_journal(const F& f) {
+    f(free_virtual_pages_);
+    f(v2p_);
+    f(p2v_);
+    f(page_state_);
+    f(holes_);
+    f(pending_);
+    f(inflight_virtual_pages_);
+    f(gates_);
+    f(free_group_tokens_);
+    f(undo_log_);
+}
+
+void AllocatorCore::open_transaction() {
+    for_each_journal([](auto& j) { j.open(); });
+    saved_scalars_ = scalars();
+    transaction_open_ = true;
+}
+
+void AllocatorCore::checkpoint_transaction() {
+    for_each_journal([](auto& j) { j.checkpoint(); });
+    saved_scalars_ = scalars();
+}
+
+void AllocatorCore::close_transaction() {
+    for_each_journal([](auto& j) { j.close(); });
+    saved_scalars_ = {};
+    transaction_open_ = false;
+}
+
+void AllocatorCore::rollback_transaction() {
+    for_each_journal([](auto& j) { j.rollback(); });
+    const Scalars& s = saved_scalars_;
+    watermark_ = s.watermark;
+    pending_pages_ = s.pending_pages;
+    live_pages_ = s.live_pages;
+    latest_forward_done_ = s.latest_forward_done;
+    inflight_forward_done_ = s.inflight_forward_done;
+    in_free_group_ = s.in_free_group;
+    relocations_held_ = s.relocations_held;
+    open_window_id_ = s.open_window_id;
+    next_undo_serial_ = s.next_undo_serial;
+    counters_ = s.counters;
+    plan_.clear();
+    close_transaction();
+}
+
+AllocatorCore::ChangedRows AllocatorCore::changed_rows() const {
+    ChangedRows rows;
+    rows.all = v2p_.all_changed() || p2v_.all_changed();
+    v2p_.for_each_changed([&](std::size_t i) { rows.v2p.push_back(static_cast<index_t>(i)); });
+    p2v_.for_each_changed([&](std::size_t i) { rows.p2v.push_back(static_cast<index_t>(i)); });
+    for (auto* r : {&rows.v2p, &rows.p2v}) {
+        std::sort(r->begin(), r->end());
+        r->erase(std::unique(r->begin(), r->end()), r->end());
+    }
+    return rows;
 }
 
 } // namespace kvpool::detail

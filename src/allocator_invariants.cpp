@@ -60,7 +60,7 @@ void AllocatorCore::check_invariants() const {
     for (index_t p : holes_)
         if (page_state_[p] != PageState::hole)
             fail(fmt::format("listed hole {} is not a hole", p));
-    for (const auto& batch : pending_)
+    for (const auto& batch : pending_.get())
         for (index_t p : batch.pages)
             if (page_state_[p] != PageState::pending)
                 fail(fmt::format("pending page {} is not pending", p));

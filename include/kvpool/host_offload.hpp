@@ -63,6 +63,7 @@ public:
             kernels::portable::gather_rows(space, pool.first_rows(), pool.second_rows(),
                                            Kokkos::subview(tokens, std::make_pair(c0, c1)),
                                            staging_.data());
+            kvpool::detail::device_fault_point(DeviceOp::copy, "kvpool: copy_to_host");
             Kokkos::deep_copy(
                 space, Kokkos::subview(out, std::make_pair(c0 * token_bytes, c1 * token_bytes)),
                 Kokkos::subview(staging_, std::make_pair(index_t(0), (c1 - c0) * token_bytes)));
@@ -88,6 +89,7 @@ public:
         const index_t n = static_cast<index_t>(tokens.extent(0));
         for (index_t c0 = 0; c0 < n; c0 += chunk_tokens_) {
             const index_t c1 = c0 + chunk_tokens_ < n ? c0 + chunk_tokens_ : n;
+            kvpool::detail::device_fault_point(DeviceOp::copy, "kvpool: load_from_host");
             Kokkos::deep_copy(
                 space,
                 Kokkos::subview(staging_, std::make_pair(index_t(0), (c1 - c0) * token_bytes)),

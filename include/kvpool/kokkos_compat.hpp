@@ -5,7 +5,11 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kvpool/device_faults.hpp>
+#include <kvpool/error.hpp>
 #include <kvpool/types.hpp>
+
+#include <new>
 
 #include <string>
 #include <type_traits>
@@ -28,9 +32,29 @@ Range<ExecutionSpace> range(const ExecutionSpace& space, index_t n) {
     return Range<ExecutionSpace>(space, 0, n);
 }
 
-// A View allocation that skips the initialising kernel.
+// A View allocation through the device-fault seam (device_faults.hpp): an
+// injected fault, or memory the runtime refuses (Kokkos throws a bad_alloc
+// carrying the runtime's message), is Error(ErrorCode::device).
+template <class Make> auto checked_allocation(const std::string& label, const Make& make) {
+    const std::string what = "allocating " + label;
+    kvpool::detail::device_fault_point(DeviceOp::allocation, what.c_str());
+    try {
+        return make();
+    } catch (const std::bad_alloc& e) {
+        throw Error(ErrorCode::device, "kvpool: " + what + " failed: " + e.what());
+    }
+}
+
+// An initialised View, through the seam.
+template <class ViewType, class... Extents>
+ViewType allocated(const std::string& label, Extents... extents) {
+    return checked_allocation(label, [&] { return ViewType(label, extents...); });
+}
+
+// A View allocation that skips the initialising kernel, through the seam.
 template <class ViewType> ViewType uninitialized(const std::string& label, std::size_t n) {
-    return ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
+    return checked_allocation(
+        label, [&] { return ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n); });
 }
 
 #if defined(KOKKOS_ENABLE_HIP)

@@ -100,7 +100,9 @@ public:
 
     // ---- lazy compaction and state, forwarded to both sides
     index_t flush_opportunistic(const ExecutionSpace& space) {
-        return full_.flush_opportunistic(space) + state_.flush_opportunistic(space);
+        return full_.transaction(space, [&] {
+            return full_.flush_opportunistic(space) + state_.flush_opportunistic(space);
+        });
     }
     void set_latest_forward_done(const CompletionTokenPtr& token) {
         full_.set_latest_forward_done(token);
@@ -122,7 +124,7 @@ public:
     // move nothing. A bad or stale snapshot is an error that changes neither side.
     PairSnapshot backup_state() { return detail::backup_pair(full_, state_); }
     void restore_state(const ExecutionSpace& space, const PairSnapshot& snapshot) {
-        detail::restore_pair(space, full_, state_, snapshot);
+        full_.transaction(space, [&] { detail::restore_pair(space, full_, state_, snapshot); });
     }
     // Keeps the allocations since the snapshot; closes the windows it opened.
     void commit_state(const PairSnapshot& snapshot) {
@@ -132,8 +134,10 @@ public:
     void free_group_begin() { full_.free_group_begin(); }
     void free_group_end(const ExecutionSpace& space) { full_.free_group_end(space); }
     void clear(const ExecutionSpace& space) {
-        full_.clear(space);
-        state_.clear(space);
+        full_.transaction(space, [&] {
+            full_.clear(space);
+            state_.clear(space);
+        });
     }
     void check_invariants(const ExecutionSpace& space = ExecutionSpace()) const {
         full_.check_invariants(space);

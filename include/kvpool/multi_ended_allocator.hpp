@@ -17,8 +17,10 @@
 
 #include <deque>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -123,10 +125,12 @@ public:
     // false when there is no room (nothing changed).
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
         check_alloc("alloc", need_size, out);
-        if (!allocate_pages(space, need_size / page_size(), Request::whole_pages))
-            return fail_alloc(space);
-        emit_allocated_tokens(space, out);
-        return true;
+        return transaction(space, [&] {
+            if (!allocate_pages(space, need_size / page_size(), Request::whole_pages))
+                return fail_alloc(space);
+            emit_allocated_tokens(space, out);
+            return true;
+        });
     }
     // As above into a new View. The View is made before anything changes, so
     // that its failure changes nothing; a request beyond the side's capacity,
@@ -139,12 +143,14 @@ public:
             within_capacity ? kk::uninitialized<index_view>("kvpool::alloc_out",
                                                             static_cast<std::size_t>(need_size))
                             : index_view();
-        if (!allocate_pages(space, need_size / page_size(), Request::whole_pages)) {
-            fail_alloc(space);
-            return std::nullopt;
-        }
-        emit_allocated_tokens(space, out);
-        return out;
+        return transaction(space, [&]() -> std::optional<index_view> {
+            if (!allocate_pages(space, need_size / page_size(), Request::whole_pages)) {
+                fail_alloc(space);
+                return std::nullopt;
+            }
+            emit_allocated_tokens(space, out);
+            return out;
+        });
     }
     std::optional<index_view> alloc(index_t need_size) {
         return alloc(ExecutionSpace(), need_size);
@@ -154,12 +160,14 @@ public:
     // this side. False when there is no room (nothing changed).
     bool alloc_with_virtual(const ExecutionSpace& space,
                             const std::vector<index_t>& virtual_pages) {
-        if (!core_.bind_virtual_pages(virtual_pages.data(),
-                                      static_cast<index_t>(virtual_pages.size()), binding_))
-            return fail_alloc(space);
-        submit_peer(space);
-        apply_binding(space);
-        return true;
+        return transaction(space, [&] {
+            if (!core_.bind_virtual_pages(virtual_pages.data(),
+                                          static_cast<index_t>(virtual_pages.size()), binding_))
+                return fail_alloc(space);
+            submit_peer(space);
+            apply_binding(space);
+            return true;
+        });
     }
 
     // Prefill: request i grows from prefix_lens[i] to seq_lens[i] tokens; its
@@ -173,23 +181,25 @@ public:
             page_start(out_start.size());
         const index_t pages =
             extend_layout(prefix_lens, seq_lens, last_loc, out, out_start, page_start);
-        if (!allocate_pages(space, pages, Request::per_request))
-            return fail_alloc(space);
-        submit_peer(space);
-        const std::size_t v = staging_.add(binding_.virtual_pages);
-        const std::size_t p = staging_.add(binding_.physical_pages);
-        const std::size_t fp = stage_follower_pages();
-        const std::size_t pre = staging_.add(prefix_lens);
-        const std::size_t seq = staging_.add(seq_lens);
-        const std::size_t os = staging_.add(out_start);
-        const std::size_t ps = staging_.add(page_start);
-        staging_.upload(space);
-        const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
-        kernels::alloc_extend_bind(
-            space, kernels::AllocExtend{new_pages(v, p, fp, n), staging_.slice(pre, b),
-                                        staging_.slice(seq, b), staging_.slice(os, b),
-                                        staging_.slice(ps, b), last_loc, out});
-        return true;
+        return transaction(space, [&] {
+            if (!allocate_pages(space, pages, Request::per_request))
+                return fail_alloc(space);
+            submit_peer(space);
+            const std::size_t v = staging_.add(binding_.virtual_pages);
+            const std::size_t p = staging_.add(binding_.physical_pages);
+            const std::size_t fp = stage_follower_pages();
+            const std::size_t pre = staging_.add(prefix_lens);
+            const std::size_t seq = staging_.add(seq_lens);
+            const std::size_t os = staging_.add(out_start);
+            const std::size_t ps = staging_.add(page_start);
+            staging_.upload(space);
+            const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
+            kernels::alloc_extend_bind(
+                space, kernels::AllocExtend{new_pages(v, p, fp, n), staging_.slice(pre, b),
+                                            staging_.slice(seq, b), staging_.slice(os, b),
+                                            staging_.slice(ps, b), last_loc, out});
+            return true;
+        });
     }
 
     // Decode: one new token per request; seq_lens count it already.
@@ -198,20 +208,22 @@ public:
         const index_t batch = static_cast<index_t>(seq_lens.size());
         std::vector<index_t> page_start(static_cast<std::size_t>(batch));
         const index_t pages = decode_layout(seq_lens, last_loc, out, page_start);
-        if (!allocate_pages(space, pages, Request::per_request))
-            return fail_alloc(space);
-        submit_peer(space);
-        const std::size_t v = staging_.add(binding_.virtual_pages);
-        const std::size_t p = staging_.add(binding_.physical_pages);
-        const std::size_t fp = stage_follower_pages();
-        const std::size_t seq = staging_.add(seq_lens);
-        const std::size_t ps = staging_.add(page_start);
-        staging_.upload(space);
-        const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
-        kernels::alloc_decode_bind(
-            space, kernels::AllocDecode{new_pages(v, p, fp, n), staging_.slice(seq, b),
-                                        staging_.slice(ps, b), last_loc, out});
-        return true;
+        return transaction(space, [&] {
+            if (!allocate_pages(space, pages, Request::per_request))
+                return fail_alloc(space);
+            submit_peer(space);
+            const std::size_t v = staging_.add(binding_.virtual_pages);
+            const std::size_t p = staging_.add(binding_.physical_pages);
+            const std::size_t fp = stage_follower_pages();
+            const std::size_t seq = staging_.add(seq_lens);
+            const std::size_t ps = staging_.add(page_start);
+            staging_.upload(space);
+            const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
+            kernels::alloc_decode_bind(
+                space, kernels::AllocDecode{new_pages(v, p, fp, n), staging_.slice(seq, b),
+                                            staging_.slice(ps, b), last_loc, out});
+            return true;
+        });
     }
 
     // ---- the checks of the calls above, for a composite that must decide
@@ -241,28 +253,44 @@ public:
     // Frees the pages holding these virtual token ids (host array). Eager mode
     // compacts at once; lazy mode leaves holes for a flush.
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()));
-        submit(space);
+        transaction(space, [&] {
+            core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()));
+            submit(space);
+        });
     }
     void free(const std::vector<index_t>& virtual_tokens) {
         free(ExecutionSpace(), virtual_tokens);
     }
     // Like free, but ids already unbound are skipped (SWA tokens that left the window).
     void free_if_bound(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()), true);
-        submit(space);
+        transaction(space, [&] {
+            core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()),
+                              true);
+            submit(space);
+        });
+    }
+    // Throws what free (or free_if_bound) of these ids would throw now, changing nothing.
+    void check_free(const std::vector<index_t>& virtual_tokens, bool skip_unbound = false) const {
+        core_.check_free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()),
+                                skip_unbound);
     }
     void free_group_begin() { core_.free_group_begin(); }
     void free_group_end(const ExecutionSpace& space) {
-        core_.free_group_end();
-        submit(space);
+        transaction(space, [&] {
+            core_.free_group_end();
+            submit(space);
+        });
     }
+    // Throws what free_group_end would throw now, changing nothing.
+    void check_free_group_end() const { core_.check_free_group_end(); }
 
     // ---------------------------------------------------------------- lazy compaction
     index_t flush(const ExecutionSpace& space, bool urgent) {
-        const index_t moved = core_.flush(urgent);
-        submit(space);
-        return moved;
+        return transaction(space, [&] {
+            const index_t moved = core_.flush(urgent);
+            submit(space);
+            return moved;
+        });
     }
     // Capped, never waits: for quiescent points of the scheduler loop.
     index_t flush_opportunistic(const ExecutionSpace& space) { return flush(space, false); }
@@ -310,14 +338,46 @@ public:
     // Whether a backup_state() window is open (nothing may take ids from under a restore).
     bool backup_window_open() const { return core_.backup_window_open(); }
     void restore_state(const ExecutionSpace& space, const AllocatorSnapshot& snapshot) {
-        core_.restore_state(snapshot);
-        submit(space);
+        transaction(space, [&] {
+            core_.restore_state(snapshot);
+            submit(space);
+        });
     }
     // Keeps the allocations since the snapshot and closes the window it opened.
     void commit_state(const AllocatorSnapshot& snapshot) { core_.commit_state(snapshot); }
     void clear(const ExecutionSpace& space) {
-        core_.clear();
-        submit(space);
+        transaction(space, [&] {
+            core_.clear();
+            submit(space);
+        });
+    }
+
+    // ---------------------------------------------------------------- device failures
+    // Runs body as one transaction over this side and its peer. When anything
+    // in it throws (a device failure after the host decided, most of all),
+    // both sides' host state goes back to where it was and the device table
+    // rows it changed are rewritten from the host, so the error leaves the
+    // sides as they were. One exception: a side whose eager compaction ran on
+    // the device keeps it (the freed pages' bytes are overwritten), which is
+    // why composites compact that side last but one (see the SWA pair's free).
+    // A call inside another joins it. For composites of both sides.
+    template <class Body> auto transaction(const ExecutionSpace& space, const Body& body) {
+        if (core_.transaction_open())
+            return body();
+        for_each_side([](MultiEndedAllocator& s) { s.core_.open_transaction(); });
+        try {
+            if constexpr (std::is_void_v<decltype(body())>) {
+                body();
+                for_each_side([](MultiEndedAllocator& s) { s.core_.close_transaction(); });
+            } else {
+                auto result = body();
+                for_each_side([](MultiEndedAllocator& s) { s.core_.close_transaction(); });
+                return result;
+            }
+        } catch (...) {
+            roll_back(space);
+            throw;
+        }
     }
 
     // Host invariants, then the device tables against the host mirror. Fences.
@@ -358,6 +418,58 @@ private:
                             " tokens, which is not a non-negative multiple of "
                             "page_size " +
                             std::to_string(page_size()) + ". " + state_string());
+    }
+
+    template <class F> void for_each_side(const F& f) {
+        f(*this);
+        if (peer_)
+            f(*peer_);
+    }
+
+    // Undoes an open transaction on both sides (see transaction()). Called
+    // while its exception propagates: a failure to restore the device tables
+    // is reported with it, and the sides must then be cleared.
+    void roll_back(const ExecutionSpace& space) {
+        std::vector<std::pair<MultiEndedAllocator*, detail::AllocatorCore::ChangedRows>> changed;
+        for_each_side([&](MultiEndedAllocator& s) {
+            changed.emplace_back(&s, s.core_.changed_rows());
+            s.core_.rollback_transaction();
+        });
+        try {
+            for (const auto& [side, rows] : changed)
+                side->restore_device_rows(space, rows);
+        } catch (const Error& e) {
+            throw Error(ErrorCode::device,
+                        std::string("kvpool: undoing a call after a failure: restoring the device "
+                                    "tables failed: ") +
+                            e.what() + "; the allocator must be cleared");
+        }
+    }
+
+    // Device v2p / p2v rows rewritten from the host mirror.
+    void restore_device_rows(const ExecutionSpace& space,
+                             const detail::AllocatorCore::ChangedRows& rows) {
+        std::vector<index_t> vi = rows.v2p, pi = rows.p2v;
+        if (rows.all) {
+            vi.resize(static_cast<std::size_t>(core_.virtual_table_pages()));
+            pi.resize(static_cast<std::size_t>(geometry().num_physical_pages));
+            std::iota(vi.begin(), vi.end(), index_t(0));
+            std::iota(pi.begin(), pi.end(), index_t(0));
+        }
+        if (vi.empty() && pi.empty())
+            return;
+        std::vector<index_t> vv(vi.size()), pv(pi.size());
+        for (std::size_t k = 0; k < vi.size(); ++k)
+            vv[k] = core_.physical_page_of(vi[k]);
+        for (std::size_t k = 0; k < pi.size(); ++k)
+            pv[k] = core_.virtual_page_of(pi[k]);
+        const std::size_t a = staging_.add(vi), b = staging_.add(vv);
+        const std::size_t c = staging_.add(pi), d = staging_.add(pv);
+        staging_.upload(space);
+        kernels::apply_table_writes(space, kernels::TableWrites{v2p_, staging_.slice(a, vi.size()),
+                                                                staging_.slice(b, vv.size()), p2v_,
+                                                                staging_.slice(c, pi.size()),
+                                                                staging_.slice(d, pv.size())});
     }
 
     // out(t) = the t-th token of the pages just bound, binding them on the device.
@@ -481,7 +593,8 @@ private:
     // rows entries and the trailing sentinel, all unbound but row 0 (page 0 <->
     // page 0: the padding anchor).
     static index_view new_table(const ExecutionSpace& space, const char* label, index_t rows) {
-        index_view table(std::string(label), static_cast<std::size_t>(rows) + 1);
+        const auto table = kk::uninitialized<index_view>(label, static_cast<std::size_t>(rows) + 1);
+        kernels::launch_fault_point<ExecutionSpace>("kvpool::fill_table");
         Kokkos::deep_copy(space, table, unbound);
         Kokkos::deep_copy(space, Kokkos::subview(table, 0), index_t(0));
         return table;
@@ -546,11 +659,15 @@ private:
             apply_plan(Kokkos::subview(move_lists, std::make_pair(std::size_t(0), moves)),
                        Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)));
         } else {
+            // The writes first: the moves are the one step an undo cannot take back.
+            kernels::apply_table_writes(space, writes);
             if (moves > 0)
                 move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
-            kernels::apply_table_writes(space, writes);
         }
         plan.clear();
+        // An eager compaction overwrote the freed pages: it stays, whatever fails next.
+        if (moves > 0 && !core_.is_lazy() && core_.transaction_open())
+            core_.checkpoint_transaction();
     }
 
     // Where the move kernel reads its page lists: zero-copy from the staging

@@ -90,8 +90,8 @@ public:
                const const_index_view& ids) {
         const index_t n = static_cast<index_t>(ids.extent(0));
         require_segment("write", slot, start, n);
-        record_host(slot, start, n, nullptr);
         kernels::portable::write_row(space, table_, slot, start, ids);
+        record_host(slot, start, n, nullptr);
     }
 
     // The same from host ids (uploaded on space), which host_row() then returns.
@@ -99,12 +99,12 @@ public:
                const std::vector<index_t>& ids) {
         const index_t n = static_cast<index_t>(ids.size());
         require_segment("write", slot, start, n);
-        record_host(slot, start, n, ids.data());
         if (n == 0)
             return;
         const std::size_t at = staging_.add(ids);
         staging_.upload(space);
         kernels::portable::write_row(space, table_, slot, start, staging_.slice(at, ids.size()));
+        record_host(slot, start, n, ids.data());
     }
 
     // Many rows in one launch (e.g. one new token per request in a decode
@@ -128,8 +128,6 @@ public:
                         "write: lengths add up to " + std::to_string(offsets.back()) +
                             " ids, but ids has " + std::to_string(ids.extent(0)));
         require_disjoint(slots, starts, lengths);
-        for (std::size_t r = 0; r < slots.size(); ++r)
-            record_host(slots[r], starts[r], lengths[r], nullptr);
         if (offsets.back() == 0)
             return;
         const std::size_t rows = staging_.add(slots);
@@ -139,6 +137,10 @@ public:
         kernels::portable::write_rows(space, table_, staging_.slice(rows, slots.size()),
                                       staging_.slice(first, slots.size()),
                                       staging_.slice(offs, offsets.size()), ids);
+        // The host learns of a write once it is enqueued: a device failure
+        // before leaves the mirror as it was.
+        for (std::size_t r = 0; r < slots.size(); ++r)
+            record_host(slots[r], starts[r], lengths[r], nullptr);
     }
 
     // ---------------------------------------------------------------- host mirror

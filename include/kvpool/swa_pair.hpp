@@ -74,40 +74,52 @@ public:
     // sides urgently, as the reference does), then allocates on both sides.
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
         full_.check_alloc("alloc", need_size, out);
-        if (!make_room(space, need_size / page_size()))
-            return false;
-        return full_.alloc(space, need_size, out);
+        return full_.transaction(space, [&] {
+            return make_room(space, need_size / page_size()) && full_.alloc(space, need_size, out);
+        });
     }
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
         full_.check_alloc_size("alloc", need_size);
-        if (!make_room(space, need_size / page_size()))
-            return std::nullopt;
-        return full_.alloc(space, need_size);
+        return full_.transaction(space, [&]() -> std::optional<index_view> {
+            if (!make_room(space, need_size / page_size()))
+                return std::nullopt;
+            return full_.alloc(space, need_size);
+        });
     }
 
     bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
                       const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
                       const index_view& out) {
-        if (!make_room(space, full_.extend_pages(prefix_lens, seq_lens, last_loc, out)))
-            return false;
-        return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+        const index_t pages = full_.extend_pages(prefix_lens, seq_lens, last_loc, out);
+        return full_.transaction(space, [&] {
+            return make_room(space, pages) &&
+                   full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+        });
     }
 
     bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
                       const const_index_view& last_loc, const index_view& out) {
-        if (!make_room(space, full_.decode_pages(seq_lens, last_loc, out)))
-            return false;
-        return full_.alloc_decode(space, seq_lens, last_loc, out);
+        const index_t pages = full_.decode_pages(seq_lens, last_loc, out);
+        return full_.transaction(space, [&] {
+            return make_room(space, pages) && full_.alloc_decode(space, seq_lens, last_loc, out);
+        });
     }
 
     // ---- free
     // Releases both sides; SWA pages already released by free_swa are skipped.
     // Checked on both sides before either changes.
+    // The SWA side is freed first: should the full side's part then fail on
+    // the device, the pair is left as free_swa(ids) leaves it, which a
+    // repeated free completes (the other order would leave SWA pages bound to
+    // ids the full side has given back).
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
         if (!swa_.core().in_free_group())
             swa_.core().check_free_allowed();
-        full_.free(space, virtual_tokens); // validates the ids: the full side owns them
-        swa_.free_if_bound(space, virtual_tokens);
+        full_.check_free(virtual_tokens); // the full side owns the ids
+        full_.transaction(space, [&] {
+            swa_.free_if_bound(space, virtual_tokens);
+            full_.free(space, virtual_tokens);
+        });
     }
     // Tokens that left the window: the SWA side only; the virtual ids stay live.
     void free_swa(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
@@ -122,11 +134,15 @@ public:
         full_.free_group_begin();
         swa_.free_group_begin();
     }
+    // The SWA side first, as in free().
     void free_group_end(const ExecutionSpace& space) {
         if (swa_.core().in_free_group())
             swa_.core().check_free_allowed();
-        full_.free_group_end(space);
-        swa_.free_group_end(space);
+        full_.check_free_group_end();
+        full_.transaction(space, [&] {
+            swa_.free_group_end(space);
+            full_.free_group_end(space);
+        });
     }
 
     // ---- translate
@@ -142,7 +158,9 @@ public:
 
     // ---- lazy compaction, forwarded to both sides
     index_t flush_opportunistic(const ExecutionSpace& space) {
-        return full_.flush_opportunistic(space) + swa_.flush_opportunistic(space);
+        return full_.transaction(space, [&] {
+            return full_.flush_opportunistic(space) + swa_.flush_opportunistic(space);
+        });
     }
     void set_latest_forward_done(const CompletionTokenPtr& token) {
         full_.set_latest_forward_done(token);
@@ -165,14 +183,16 @@ public:
     // sides. A bad or stale snapshot is an error that changes neither side.
     PairSnapshot backup_state() { return detail::backup_pair(full_, swa_); }
     void restore_state(const ExecutionSpace& space, const PairSnapshot& snapshot) {
-        detail::restore_pair(space, full_, swa_, snapshot);
+        full_.transaction(space, [&] { detail::restore_pair(space, full_, swa_, snapshot); });
     }
     // Keeps the allocations since the snapshot; closes the windows it opened.
     void commit_state(const PairSnapshot& snapshot) { detail::commit_pair(full_, swa_, snapshot); }
 
     void clear(const ExecutionSpace& space) {
-        full_.clear(space);
-        swa_.clear(space);
+        full_.transaction(space, [&] {
+            full_.clear(space);
+            swa_.clear(space);
+        });
     }
     void check_invariants(const ExecutionSpace& space = ExecutionSpace()) const {
         full_.check_invariants(space);

@@ -9,6 +9,7 @@
 #include <kvpool/completion_token.hpp>
 #include <kvpool/counters.hpp>
 #include <kvpool/detail/device_plan.hpp>
+#include <kvpool/detail/journal.hpp>
 #include <kvpool/pool_layout.hpp>
 
 #include <cstdint>
@@ -53,9 +54,9 @@ public:
     index_t index_headroom_pages() const;
     index_t watermark() const { return watermark_; }
     // Holes in the order allocations reuse them (front first).
-    const std::deque<index_t>& hole_list() const { return holes_; }
+    const std::deque<index_t>& hole_list() const { return holes_.items(); }
     // Free virtual pages in the order allocations take them (front first).
-    const std::deque<index_t>& free_virtual_pages() const { return free_virtual_pages_; }
+    const std::deque<index_t>& free_virtual_pages() const { return free_virtual_pages_.items(); }
     // Rows of the v2p table: the id owner's virtual page space.
     index_t virtual_table_pages() const { return static_cast<index_t>(v2p_.size()); }
     index_t band_pages() const;
@@ -99,6 +100,9 @@ public:
     // Throws the invalid_state error a free of bound pages raises now (inside a
     // backup window), so a composite can check both sides before freeing either.
     void check_free_allowed() const;
+    // Throw what free_tokens (resp. free_group_end) would throw now, changing nothing.
+    void check_free_tokens(const index_t* virtual_tokens, index_t count, bool skip_unbound) const;
+    void check_free_group_end() const;
 
     // ---- lazy compaction ----
     // One compaction pass; returns pages moved. Urgent packs fully and waits for
@@ -149,7 +153,25 @@ public:
         CompletionTokenPtr readers_done;
         std::vector<index_t> pages;
     };
-    const std::vector<PendingBatch>& pending_batches() const { return pending_; }
+    const std::vector<PendingBatch>& pending_batches() const { return pending_.get(); }
+
+    // ---- transactions: undoing what the host decided when the device fails ----
+    // While one is open every change is journaled. rollback_transaction()
+    // restores the state at the opening (or at the last checkpoint) and drops
+    // the device plan; close_transaction() keeps the changes. The device
+    // tables are the caller's to restore: changed_rows() names their rows.
+    void open_transaction();
+    void checkpoint_transaction();
+    void close_transaction();
+    void rollback_transaction();
+    bool transaction_open() const { return transaction_open_; }
+    struct ChangedRows {
+        bool all = false; // the tables were rebuilt (clear())
+        std::vector<index_t> v2p;
+        std::vector<index_t> p2v;
+    };
+    // Rows of v2p and p2v changed since the opening or the last checkpoint.
+    ChangedRows changed_rows() const;
 
 private:
     // Tests corrupt and repair the state through it to force internal errors.
@@ -211,29 +233,43 @@ private:
     index_t virtual_table_pages_ = 0; // the owner's virtual page space
     index_t min_virtual_page_ = 0;    // below this, virtual pages are never minted
     index_t watermark_ = 0;           // up: first page past the band; down: last page below it
-    std::deque<index_t> free_virtual_pages_; // id owner only
-    std::vector<index_t> v2p_;
-    std::vector<index_t> p2v_;
-    std::vector<PageState> page_state_;
-    std::deque<index_t> holes_;
-    std::vector<PendingBatch> pending_;
+    JournaledDeque<index_t> free_virtual_pages_; // id owner only
+    JournaledTable<index_t> v2p_;
+    JournaledTable<index_t> p2v_;
+    JournaledTable<PageState> page_state_;
+    JournaledDeque<index_t> holes_;
+    JournaledValue<std::vector<PendingBatch>> pending_;
     index_t pending_pages_ = 0;
     index_t live_pages_ = 0;
 
     CompletionTokenPtr latest_forward_done_;
     CompletionTokenPtr inflight_forward_done_;
-    std::vector<index_t> inflight_virtual_pages_;
-    std::vector<Gate> gates_; // completed ones are dropped by the next flush or gate
+    JournaledValue<std::vector<index_t>> inflight_virtual_pages_;
+    JournaledValue<std::vector<Gate>>
+        gates_; // completed ones are dropped by the next flush or gate
 
     bool in_free_group_ = false;
-    std::vector<index_t> free_group_tokens_;
+    JournaledDeque<index_t> free_group_tokens_;
 
     std::uint64_t open_window_id_ = 0; // 0: no backup window open
-    std::vector<UndoRecord> undo_log_;
+    JournaledValue<std::vector<UndoRecord>> undo_log_;
     std::uint64_t next_undo_serial_ = 1;
 
     AllocatorCounters counters_;
     DevicePlan plan_;
+
+    // The scalars a transaction restores, as they were at its opening.
+    struct Scalars {
+        index_t watermark, pending_pages, live_pages;
+        CompletionTokenPtr latest_forward_done, inflight_forward_done;
+        bool in_free_group, relocations_held;
+        std::uint64_t open_window_id, next_undo_serial;
+        AllocatorCounters counters;
+    };
+    Scalars scalars() const;
+    template <class F> void for_each_journal(const F& f);
+    bool transaction_open_ = false;
+    Scalars saved_scalars_{};
 };
 
 // Pages that alloc_extend needs: for each request, pages covering seq_len that

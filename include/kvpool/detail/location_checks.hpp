@@ -35,6 +35,8 @@ std::vector<index_t> read_ids(const ExecutionSpace& space, const IdView& ids) {
         using value_type = std::remove_const_t<typename IdView::value_type>;
         Kokkos::View<value_type*, Kokkos::HostSpace> host(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, "kvpool::checked_ids"), n);
+        kvpool::detail::device_fault_point(DeviceOp::copy,
+                                           "kvpool: copying ids to the host for their check");
         Kokkos::deep_copy(space, host, ids);
         space.fence();
         for (std::size_t i = 0; i < n; ++i)

@@ -49,6 +49,7 @@ public:
     // Makes everything added since the last upload readable by kernels enqueued
     // next on space.
     void upload(const ExecutionSpace& space) {
+        kvpool::detail::device_fault_point(DeviceOp::upload, "kvpool: staging upload");
         if (!filling_)
             start_filling();
         filling_ = false;

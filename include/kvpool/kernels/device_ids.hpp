@@ -57,6 +57,7 @@ void async_upload(const ExecutionSpace& space, index_t* device_dst, const index_
         using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
         Kokkos::View<index_t*, typename ExecutionSpace::memory_space, Unmanaged> dst(device_dst, n);
         Kokkos::View<const index_t*, Kokkos::HostSpace, Unmanaged> src(host_src, n);
+        kvpool::detail::device_fault_point(DeviceOp::upload, "kvpool: staged ids upload");
         Kokkos::deep_copy(space, dst, src);
     }
 }

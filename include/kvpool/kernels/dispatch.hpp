@@ -6,6 +6,7 @@
 // Ops that have only a portable version are called in kernels::portable.
 #pragma once
 
+#include <kvpool/kernels/launch_fault.hpp>
 #include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kernels/native_kernels.hpp>
 #include <kvpool/kernels/op_args.hpp>
@@ -39,14 +40,15 @@ template <class Op> bool contiguous(const Op& op) {
         op.views());
 }
 
-// launch_native(kernels, stream) where ExecutionSpace has native kernels that
-// take op (Supported: the native kernel takes its types) and its Views are contiguous;
+// One launch fault point, then launch_native(kernels, stream) where ExecutionSpace has native
+// kernels that take op (Supported: the native kernel takes its types) and its Views are contiguous;
 // launch_portable() otherwise.
 template <bool Supported = true, class ExecutionSpace, class Op, class Native, class Portable>
-void launch(const ExecutionSpace& space, const Op& op, const Native& launch_native,
-            const Portable& launch_portable) {
+void launch(const ExecutionSpace& space, const char* name, const Op& op,
+            const Native& launch_native, const Portable& launch_portable) {
     static_assert(accessible<ExecutionSpace, decltype(op.views())>::value,
                   "kvpool: every View of a device op must be accessible from its execution space");
+    launch_fault_point<ExecutionSpace>(name);
     using backend = NativeBackend<ExecutionSpace>;
     if constexpr (backend::available && Supported) {
         if (contiguous(op))
@@ -61,14 +63,16 @@ void launch(const ExecutionSpace& space, const Op& op, const Native& launch_nati
 template <class ExecutionSpace, class BytesView, class PageView>
 void move_pages(const ExecutionSpace& space, const PageMoves<BytesView, PageView>& op) {
     dispatch_detail::launch(
-        space, op, [&](auto native, auto stream) { native.move_pages(stream, op.raw()); },
+        space, "kvpool::move_pages", op,
+        [&](auto native, auto stream) { native.move_pages(stream, op.raw()); },
         [&] { portable::move_pages(space, op); });
 }
 
 template <class ExecutionSpace, class TableView, class IndexView>
 void apply_table_writes(const ExecutionSpace& space, const TableWrites<TableView, IndexView>& op) {
     dispatch_detail::launch(
-        space, op, [&](auto native, auto stream) { native.apply_table_writes(stream, op.raw()); },
+        space, "kvpool::apply_table_writes", op,
+        [&](auto native, auto stream) { native.apply_table_writes(stream, op.raw()); },
         [&] { portable::apply_table_writes(space, op); });
 }
 
@@ -76,7 +80,7 @@ void apply_table_writes(const ExecutionSpace& space, const TableWrites<TableView
 template <class ExecutionSpace, class Moves, class Writes>
 void apply_plan(const ExecutionSpace& space, const CompactionPlan<Moves, Writes>& op) {
     dispatch_detail::launch(
-        space, op,
+        space, "kvpool::apply_plan", op,
         [&](auto native, auto stream) {
             native.apply_plan(stream, op.moves.raw(), op.writes.raw());
         },
@@ -94,14 +98,15 @@ void translate_tokens(const ExecutionSpace& space,
     constexpr bool native_out =
         std::is_same_v<out_type, index_t> || std::is_same_v<out_type, std::int32_t>;
     dispatch_detail::launch<native_out>(
-        space, op, [&](auto native, auto stream) { native.translate_tokens(stream, op.raw()); },
+        space, "kvpool::translate_tokens", op,
+        [&](auto native, auto stream) { native.translate_tokens(stream, op.raw()); },
         [&] { portable::translate_tokens(space, op); });
 }
 
 template <class ExecutionSpace, class Pages, class OutView>
 void bind_pages_emit_tokens(const ExecutionSpace& space, const AllocTokens<Pages, OutView>& op) {
     dispatch_detail::launch(
-        space, op,
+        space, "kvpool::bind_pages_emit_tokens", op,
         [&](auto native, auto stream) { native.bind_pages_emit_tokens(stream, op.raw()); },
         [&] { portable::bind_pages_emit_tokens(space, op); });
 }
@@ -110,7 +115,8 @@ template <class ExecutionSpace, class Pages, class IndexView, class LastLocView,
 void alloc_extend_bind(const ExecutionSpace& space,
                        const AllocExtend<Pages, IndexView, LastLocView, OutView>& op) {
     dispatch_detail::launch(
-        space, op, [&](auto native, auto stream) { native.alloc_extend_bind(stream, op.raw()); },
+        space, "kvpool::alloc_extend_bind", op,
+        [&](auto native, auto stream) { native.alloc_extend_bind(stream, op.raw()); },
         [&] { portable::alloc_extend_bind(space, op); });
 }
 
@@ -118,7 +124,8 @@ template <class ExecutionSpace, class Pages, class IndexView, class LastLocView,
 void alloc_decode_bind(const ExecutionSpace& space,
                        const AllocDecode<Pages, IndexView, LastLocView, OutView>& op) {
     dispatch_detail::launch(
-        space, op, [&](auto native, auto stream) { native.alloc_decode_bind(stream, op.raw()); },
+        space, "kvpool::alloc_decode_bind", op,
+        [&](auto native, auto stream) { native.alloc_decode_bind(stream, op.raw()); },
         [&] { portable::alloc_decode_bind(space, op); });
 }
 

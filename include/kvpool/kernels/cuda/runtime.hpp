@@ -6,6 +6,7 @@
 // that the native source compiles without it.
 #pragma once
 
+#include <kvpool/device_faults.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kernels/native_kernels.hpp>
 
@@ -30,6 +31,8 @@ struct Runtime {
     using stream_type = cudaStream_t;
     using event_type = cudaEvent_t;
 
+    // An injected launch fault (device_faults.hpp), as the runtime reports a refused launch.
+    static void fail_launch(const char* kernel) { check(cudaErrorLaunchOutOfResources, kernel); }
     // After a kernel launch: the launch error, if any.
     static void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
@@ -61,7 +64,10 @@ struct Runtime {
     // the call, released after the work enqueued before the free.
     static void* malloc_async(std::size_t bytes, stream_type stream) {
         void* data = nullptr;
-        check(cudaMallocAsync(&data, bytes, stream), "cudaMallocAsync");
+        check(detail::device_fault_due(DeviceOp::allocation)
+                  ? cudaErrorMemoryAllocation
+                  : cudaMallocAsync(&data, bytes, stream),
+              "cudaMallocAsync");
         return data;
     }
     static void free_async(void* data, stream_type stream) {
@@ -72,7 +78,9 @@ struct Runtime {
     // host_src must be page-locked for the copy to be asynchronous.
     static void copy_to_device_async(void* device_dst, const void* host_src, std::size_t bytes,
                                      stream_type stream) {
-        check(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream),
+        check(detail::device_fault_due(DeviceOp::upload)
+                  ? cudaErrorInvalidValue
+                  : cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream),
               "cudaMemcpyAsync (host to device)");
     }
 };

@@ -2,6 +2,7 @@
 // No Kokkos, so that the native source compiles without it.
 #pragma once
 
+#include <kvpool/device_faults.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kernels/native_kernels.hpp>
 
@@ -25,6 +26,8 @@ struct Runtime {
     using stream_type = hipStream_t;
     using event_type = hipEvent_t;
 
+    // An injected launch fault (device_faults.hpp), as the runtime reports a refused launch.
+    static void fail_launch(const char* kernel) { check(hipErrorLaunchOutOfResources, kernel); }
     // After a kernel launch: the launch error, if any.
     static void check_launch(const char* kernel) { check(hipGetLastError(), kernel); }
 
@@ -56,7 +59,9 @@ struct Runtime {
     // the call, released after the work enqueued before the free.
     static void* malloc_async(std::size_t bytes, stream_type stream) {
         void* data = nullptr;
-        check(hipMallocAsync(&data, bytes, stream), "hipMallocAsync");
+        check(detail::device_fault_due(DeviceOp::allocation) ? hipErrorOutOfMemory
+                                                             : hipMallocAsync(&data, bytes, stream),
+              "hipMallocAsync");
         return data;
     }
     static void free_async(void* data, stream_type stream) {
@@ -67,7 +72,9 @@ struct Runtime {
     // host_src must be page-locked for the copy to be asynchronous.
     static void copy_to_device_async(void* device_dst, const void* host_src, std::size_t bytes,
                                      stream_type stream) {
-        check(hipMemcpyAsync(device_dst, host_src, bytes, hipMemcpyHostToDevice, stream),
+        check(detail::device_fault_due(DeviceOp::upload)
+                  ? hipErrorInvalidValue
+                  : hipMemcpyAsync(device_dst, host_src, bytes, hipMemcpyHostToDevice, stream),
               "hipMemcpyAsync (host to device)");
     }
 };

@@ -4,6 +4,7 @@
 // and on CUDA alike.
 #pragma once
 
+#include <kvpool/kernels/launch_fault.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 #include <cstdint>
@@ -12,6 +13,7 @@ namespace kvpool::kernels::portable {
 
 template <class ExecutionSpace, class BytesView>
 void fill_bytes(const ExecutionSpace& space, const BytesView& bytes, std::uint8_t value) {
+    launch_fault_point<ExecutionSpace>("kvpool::fill_bytes");
     std::uint8_t* const base = bytes.data();
     const index_t size = static_cast<index_t>(bytes.extent(0));
     // Words from the first 8-byte boundary; the bytes around them one by one.

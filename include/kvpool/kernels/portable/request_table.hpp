@@ -2,6 +2,7 @@
 // requests, row by row. The host has checked every row and column.
 #pragma once
 
+#include <kvpool/kernels/launch_fault.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 namespace kvpool::kernels::portable {
@@ -10,6 +11,7 @@ namespace kvpool::kernels::portable {
 template <class ExecutionSpace, class TableView, class ValueView>
 void write_row(const ExecutionSpace& space, const TableView& table, index_t row, index_t start,
                const ValueView& values) {
+    launch_fault_point<ExecutionSpace>("kvpool::write_row");
     const index_t n = static_cast<index_t>(values.extent(0));
     if (n == 0)
         return;
@@ -24,6 +26,7 @@ void write_row(const ExecutionSpace& space, const TableView& table, index_t row,
 template <class ExecutionSpace, class TableView, class IndexView, class ValueView>
 void write_rows(const ExecutionSpace& space, const TableView& table, const IndexView& rows,
                 const IndexView& starts, const IndexView& offsets, const ValueView& values) {
+    launch_fault_point<ExecutionSpace>("kvpool::write_rows");
     const index_t n = static_cast<index_t>(values.extent(0));
     const index_t batch = static_cast<index_t>(rows.extent(0));
     if (n == 0)

@@ -4,6 +4,7 @@
 // One launch each; rows are copied in the widest word their alignment allows.
 #pragma once
 
+#include <kvpool/kernels/launch_fault.hpp>
 #include <kvpool/kernels/row_map.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
@@ -44,6 +45,7 @@ inline index_t common_word_bytes(const RowMap& a, const RowMap& b) {
 template <template <class, class> class Kernel, class ExecutionSpace, class Params>
 void launch(const char* label, const ExecutionSpace& space, const Params& params,
             index_t word_bytes) {
+    launch_fault_point<ExecutionSpace>(label);
     switch (word_bytes) {
     case 8: {
         const Kernel<std::uint64_t, Params> k(params);

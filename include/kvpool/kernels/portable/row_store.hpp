@@ -2,6 +2,7 @@
 // their physical locations, K and V (or MLA latent and rope) in one launch.
 #pragma once
 
+#include <kvpool/kernels/launch_fault.hpp>
 #include <kvpool/kernels/row_map.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
@@ -45,6 +46,7 @@ template <class T, class ExecutionSpace, class LocView, class SrcA, class SrcB>
 void store_rows(const ExecutionSpace& space, index_t layer, const LocView& loc, const RowMap& a,
                 index_t a_offset, const SrcA& src_a, const RowMap& b, index_t b_offset,
                 const SrcB& src_b) {
+    launch_fault_point<ExecutionSpace>("kvpool::store_rows");
     const index_t n = static_cast<index_t>(loc.extent(0));
     const index_t a_count = static_cast<index_t>(src_a.extent(1) * src_a.extent(2));
     const index_t b_count = static_cast<index_t>(src_b.extent(1) * src_b.extent(2));
@@ -70,6 +72,7 @@ void store_rows(const ExecutionSpace& space, index_t layer, const LocView& loc, 
 template <class T, class ExecutionSpace, class LocView, class Src>
 void store_rows(const ExecutionSpace& space, index_t layer, const LocView& loc, const RowMap& rows,
                 index_t offset, const Src& src) {
+    launch_fault_point<ExecutionSpace>("kvpool::store_rows");
     const index_t n = static_cast<index_t>(loc.extent(0));
     const index_t count = static_cast<index_t>(src.extent(1) * src.extent(2));
     if (n == 0 || count == 0)

@@ -2,6 +2,7 @@
 // (HybridReqToTokenPool): request slot -> Mamba state slot and track slots.
 #pragma once
 
+#include <kvpool/kernels/launch_fault.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 namespace kvpool::kernels::portable {
@@ -12,6 +13,7 @@ template <class ExecutionSpace, class MapView, class TrackMapView, class IndexVi
 void set_state_mapping(const ExecutionSpace& space, const MapView& mamba_map,
                        const TrackMapView& track_map, const IndexView& reqs, const IndexView& mamba,
                        const IndexView& tracks) {
+    launch_fault_point<ExecutionSpace>("kvpool::set_state_mapping");
     const index_t n = static_cast<index_t>(reqs.extent(0));
     const index_t columns = static_cast<index_t>(track_map.extent(1));
     if (n == 0)
@@ -28,6 +30,7 @@ void set_state_mapping(const ExecutionSpace& space, const MapView& mamba_map,
 template <class ExecutionSpace, class MapView, class InView, class OutView>
 void gather_state_slots(const ExecutionSpace& space, const MapView& map, const InView& req_indices,
                         const OutView& out) {
+    launch_fault_point<ExecutionSpace>("kvpool::gather_state_slots");
     const index_t n = static_cast<index_t>(req_indices.extent(0));
     const index_t rows = static_cast<index_t>(map.extent(0));
     if (n == 0)
