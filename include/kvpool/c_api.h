@@ -79,6 +79,16 @@ KVPOOL_C_EXPORT kvpool_status kvpool_finalize_when_unused(void);
 /* Live handles of every kind (tokens excluded). */
 KVPOOL_C_EXPORT int64_t kvpool_live_handles(void);
 
+/* The device-fault seam (kvpool/device_faults.hpp), for tests of an engine's
+ * error handling. op: 0 allocation, 1 upload, 2 copy, 3 launch. The nth such
+ * device operation from now on (1: the next), issued on the calling thread,
+ * fails once: the call reports KVPOOL_ERROR_RUNTIME and changes nothing. */
+KVPOOL_C_EXPORT kvpool_status kvpool_device_faults_fail_nth(int op, int64_t nth);
+/* Disarms every fault and zeroes the counts (calling thread). */
+KVPOOL_C_EXPORT void kvpool_device_faults_reset(void);
+/* Device operations of kind op the calling thread issued since the last reset; -1 for a bad op. */
+KVPOOL_C_EXPORT int64_t kvpool_device_faults_count(int op);
+
 /* ------------------------------------------------------------------ completion tokens
  * The engine's "forward done" marker. A token keeps what it wraps alive through
  * `release(user)`, called once when kvpool drops its last reference. */

@@ -2,6 +2,8 @@
 // space instance per stream, error translation, completion tokens.
 #include "handles.hpp"
 
+#include <kvpool/device_faults.hpp>
+
 #include <atomic>
 #include <cstdlib>
 #include <exception>
@@ -302,6 +304,28 @@ kvpool_status kvpool_finalize_when_unused(void) {
 
 int64_t kvpool_live_handles(void) {
     return live_handles.load();
+}
+
+kvpool_status kvpool_device_faults_fail_nth(int op, int64_t nth) {
+    return guarded([&] {
+        require(op >= 0 && op < kvpool::device_op_kinds,
+                "kvpool_device_faults_fail_nth: op " + std::to_string(op) +
+                    " is none of 0 (allocation), 1 (upload), 2 (copy), 3 (launch)");
+        require(nth >= 1, "kvpool_device_faults_fail_nth: nth " + std::to_string(nth) +
+                              " (counts from 1, the next operation)");
+        kvpool::device_faults::fail_nth(static_cast<kvpool::DeviceOp>(op),
+                                        static_cast<std::uint64_t>(nth));
+    });
+}
+
+void kvpool_device_faults_reset(void) {
+    kvpool::device_faults::reset();
+}
+
+int64_t kvpool_device_faults_count(int op) {
+    if (op < 0 || op >= kvpool::device_op_kinds)
+        return -1;
+    return static_cast<int64_t>(kvpool::device_faults::count(static_cast<kvpool::DeviceOp>(op)));
 }
 
 kvpool_status kvpool_token_from_query(kvpool_query_fn query, kvpool_release_fn release, void* user,

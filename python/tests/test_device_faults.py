@@ -1,0 +1,92 @@
+"""Device failures injected through the seam at every device operation of a
+call: the call raises RuntimeFailure, the pair is as before, and the same call
+then succeeds as it does on a twin that saw no fault."""
+
+import pytest
+import torch
+
+from kvpool import device_faults, errors
+from kvpool.sglang import UnifiedSWATokenToKVPoolAllocator
+from support import swa_pool
+
+
+def pair(device, lazy, page_size):
+    pool = swa_pool(device, page_size, 1 << 15)
+    a = UnifiedSWATokenToKVPoolAllocator(
+        unified_buffer=pool,
+        kvcache=None,
+        device=device,
+        full_max_total_num_tokens=10000,
+        swa_max_total_num_tokens=10000,
+        page_size=page_size,
+        lazy_compaction=lazy,
+    )
+    ids = a.alloc(16 * page_size)
+    a.free(ids[2 * page_size : 6 * page_size].clone())
+    return a, ids
+
+
+def state(a):
+    full, swa = a.full_attn_allocator, a.swa_attn_allocator
+    return (
+        a.available_size(),
+        full.allocated_count(),
+        swa.allocated_count(),
+        full.virtual_to_physical.cpu().tolist(),
+        swa.virtual_to_physical.cpu().tolist(),
+        full.physical_to_virtual.cpu().tolist(),
+        swa.physical_to_virtual.cpu().tolist(),
+    )
+
+
+CALLS = {
+    "alloc": lambda a, ids, ps: a.alloc(3 * ps),
+    "free": lambda a, ids, ps: a.free(ids[-2 * ps :].clone()),
+    "free_swa": lambda a, ids, ps: a.free_swa(ids[-2 * ps :].clone()),
+}
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("page_size", [1, 4])
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_every_device_fault_leaves_the_pair_as_it_was(device, lazy, page_size, call):
+    run = CALLS[call]
+    tried = 0
+    for kind in device_faults.KINDS:
+        dry, dry_ids = pair(device, lazy, page_size)
+        device_faults.reset()
+        run(dry, dry_ids, page_size)
+        ops = device_faults.count(kind)
+        for n in range(1, ops + 1):
+            a, ids = pair(device, lazy, page_size)
+            twin, twin_ids = pair(device, lazy, page_size)
+            before = state(a)
+            device_faults.reset()
+            device_faults.fail_nth(kind, n)
+            try:
+                with pytest.raises(errors.RuntimeFailure, match="failed: "):
+                    run(a, ids, page_size)
+            finally:
+                device_faults.reset()
+            after = state(a)
+            allowed = [before]
+            if call == "free" and not lazy:
+                # The SWA side's eager compaction stays when the full side's part fails.
+                other, other_ids = pair(device, lazy, page_size)
+                other.free_swa(other_ids[-2 * page_size :].clone())
+                allowed.append(state(other))
+            assert after in allowed, f"{kind} {n} of {ops}"
+            run(a, ids, page_size)
+            run(twin, twin_ids, page_size)
+            assert state(a) == state(twin)
+            tried += 1
+    assert tried > 0
+
+
+def test_the_seam_refuses_bad_kinds_and_positions():
+    with pytest.raises(ValueError):
+        device_faults.fail_nth("memcpy", 1)
+    with pytest.raises(errors.InvalidArgumentError):
+        device_faults.fail_nth("launch", 0)
+    device_faults.reset()
+    assert all(device_faults.count(k) == 0 for k in device_faults.KINDS)
