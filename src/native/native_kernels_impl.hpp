@@ -89,21 +89,37 @@ __global__ void apply_plan_kernel(uint4* __restrict__ base, index_t vectors_per_
         table_write(writes, (block - move_blocks) * blockDim.x + threadIdx.x);
 }
 
+// page_shift >= 0: page_size is 1 << page_shift, and the page and offset of a
+// token are a shift and a mask instead of a 64-bit division (SGLang's default
+// page sizes, 1 and 16 among them, are all powers of two).
 template <class Out>
 __global__ void translate_kernel(const index_t* __restrict__ v2p, index_t virtual_pages,
-                                 index_t page_size, const index_t* in, index_t n, Out* out) {
+                                 index_t page_size, int page_shift, const index_t* __restrict__ in,
+                                 index_t n, Out* __restrict__ out) {
     const index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x;
     if (i >= n)
         return;
     const index_t token = in[i];
-    const index_t page = token / page_size;
     index_t physical = 0;
-    if (token >= 0 && page < virtual_pages) {
-        physical = v2p[page] * page_size + token % page_size;
-        if (physical < 0)
-            physical = 0;
+    if (token >= 0) {
+        const index_t page = page_shift >= 0 ? token >> page_shift : token / page_size;
+        const index_t offset = page_shift >= 0 ? token & (page_size - 1) : token % page_size;
+        if (page < virtual_pages) {
+            physical = v2p[page] * page_size + offset;
+            if (physical < 0)
+                physical = 0;
+        }
     }
     out[i] = static_cast<Out>(physical);
+}
+
+inline int power_of_two_shift(index_t n) {
+    if (n <= 0 || (n & (n - 1)) != 0)
+        return -1;
+    int shift = 0;
+    while ((index_t(1) << shift) != n)
+        ++shift;
+    return shift;
 }
 
 // Binds new page k: virtual_pages[k] <-> physical_pages[k], and the follower's.
@@ -184,7 +200,8 @@ void translate(typename Runtime::stream_type stream, const native::Translation<O
     if (op.tokens == 0)
         return;
     translate_kernel<<<blocks_for(op.tokens), threads_per_block, 0, stream>>>(
-        op.v2p, op.virtual_pages, op.page_size, op.in, op.tokens, op.out);
+        op.v2p, op.virtual_pages, op.page_size, power_of_two_shift(op.page_size), op.in, op.tokens,
+        op.out);
     Runtime::check_launch("kvpool::translate_tokens");
 }
 
