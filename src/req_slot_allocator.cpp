@@ -35,6 +35,14 @@ std::optional<std::vector<index_t>> ReqSlotAllocator::alloc(index_t n) {
     return slots;
 }
 
+void ReqSlotAllocator::undo_alloc(const std::vector<index_t>& slots) {
+    for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
+        allocated_[static_cast<std::size_t>(*it)] = 0;
+        --generation_[static_cast<std::size_t>(*it)];
+        free_.push_front(*it);
+    }
+}
+
 void ReqSlotAllocator::free(const index_t* slots, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i)
         require_allocated("free", slots[i]);

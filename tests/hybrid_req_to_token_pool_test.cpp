@@ -2,6 +2,7 @@
 // ping-pong track slots in normal and lazy mode. Misuse throws and changes
 // nothing; running out is a clean no-allocation.
 #include "req_table_test_support.hpp"
+#include <kvpool/device_faults.hpp>
 
 #include <optional>
 #include <string>
@@ -271,4 +272,66 @@ TEST_CASE("hybrid req table: clear resets slots, state allocator and device maps
     CHECK(h.mamba_slot(1) == 1);
     CHECK(h.mamba_next_track_idx(1) == 0);
     h.check_invariants(Space());
+}
+
+TEST_CASE("hybrid req table: a device failure in alloc or a track slot changes nothing",
+          "[req-table][hybrid][device-faults]") {
+    for (const bool lazy : {false, true}) {
+        INFO((lazy ? "lazy" : "normal") << " ping-pong buffer");
+        // Two requests already hold state; the call allocates two more (or,
+        // lazy, a track slot of request 1).
+        const auto run = [lazy](Hybrid& h) {
+            if (lazy)
+                CHECK(h.alloc_mamba_ping_pong_slot(Space(), 1, 1));
+            else
+                CHECK(h.alloc(Space(), 2).has_value());
+        };
+        std::uint64_t tried = 0;
+        for (DeviceOp op : {DeviceOp::allocation, DeviceOp::upload, DeviceOp::launch}) {
+            std::uint64_t ops = 0;
+            {
+                FreeListStates states(12);
+                Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
+                REQUIRE(h.alloc(Space(), 2));
+                device_faults::reset();
+                run(h);
+                ops = device_faults::count(op);
+                device_faults::reset();
+            }
+            for (std::uint64_t n = 1; n <= ops; ++n, ++tried) {
+                INFO(to_string(op) << " " << n << " of " << ops);
+                FreeListStates states(12), twin_states(12);
+                Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
+                Hybrid twin(Space(), 6, 8, twin_states, extra_buffer(lazy));
+                REQUIRE(h.alloc(Space(), 2));
+                REQUIRE(twin.alloc(Space(), 2));
+                const auto snapshot = [&] {
+                    std::string s = describe(h, states);
+                    for (index_t r = 1; r <= h.size(); ++r)
+                        s += fmt::format(" g{}", h.generation(r));
+                    return s;
+                };
+                const std::string before = snapshot();
+                device_faults::fail_nth(op, n);
+                try {
+                    if (lazy)
+                        h.alloc_mamba_ping_pong_slot(Space(), 1, 1);
+                    else
+                        h.alloc(Space(), 2);
+                    FAIL("the call succeeded");
+                } catch (const Error& e) {
+                    INFO(e.what());
+                    CHECK(e.code() == ErrorCode::device);
+                }
+                device_faults::reset();
+                CHECK(snapshot() == before);
+                h.check_invariants();
+                run(h);
+                run(twin);
+                CHECK(describe(h, states) == describe(twin, twin_states));
+                h.check_invariants();
+            }
+        }
+        CHECK(tried > 0);
+    }
 }

@@ -58,6 +58,19 @@ public:
             free_.push_back(s);
     }
 
+    // Its free list and live set as they were, should body throw.
+    void atomically(const Space&, const std::function<void()>& body) override {
+        const std::deque<index_t> free = free_;
+        const std::set<index_t> live = live_;
+        try {
+            body();
+        } catch (...) {
+            free_ = free;
+            live_ = live;
+            throw;
+        }
+    }
+
     index_t available_size() const { return static_cast<index_t>(free_.size()); }
     bool is_live(index_t s) const { return live_.count(s) != 0; }
     const std::set<index_t>& live() const { return live_; }

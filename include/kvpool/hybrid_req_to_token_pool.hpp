@@ -278,12 +278,16 @@ public:
                                                       std::to_string(idx) + " of request slot " +
                                                       std::to_string(req) + " holds slot " +
                                                       std::to_string(track(req, idx)));
-        auto slot = states_->alloc(space, 1);
-        if (!slot)
-            return false;
-        require_fresh(*slot, 1);
-        put_track(space, req, idx, slot->front());
-        return true;
+        bool got = false;
+        states_->atomically(space, [&] {
+            auto slot = states_->alloc(space, 1);
+            if (!slot)
+                return;
+            require_fresh(*slot, 1);
+            put_track(space, req, idx, slot->front());
+            got = true;
+        });
+        return got;
     }
 
     // ---------------------------------------------------------------- checks
@@ -420,7 +424,10 @@ private:
                                                  ", some negative, repeated or already held");
     }
 
-    // mamba_slots[i]: adopted slot, or unbound for a fresh one.
+    // mamba_slots[i]: adopted slot, or unbound for a fresh one. The device
+    // maps are written before the host learns of the requests, inside the
+    // state allocator's atomically(): a device failure takes the state slots
+    // and the request slots back and leaves the pool as it was.
     std::optional<std::vector<index_t>> alloc_requests(const ExecutionSpace& space,
                                                        const std::vector<index_t>& mamba_slots) {
         const index_t n = static_cast<index_t>(mamba_slots.size());
@@ -430,56 +437,75 @@ private:
         const index_t need =
             static_cast<index_t>(std::count(mamba_slots.begin(), mamba_slots.end(), unbound)) +
             n * first_tracks;
-        std::vector<index_t> fresh;
-        if (need > 0) {
-            auto got = states_->alloc(space, need);
-            if (!got)
-                return std::nullopt;
-            require_fresh(*got, need);
-            fresh = std::move(*got);
-        }
-        std::vector<index_t> reqs = *Base::alloc(n);
-        // Fresh slots in the reference's order: each request's Mamba slot, then its tracks.
-        std::vector<index_t> tracks(static_cast<std::size_t>(n * track_columns_), unbound);
-        std::vector<index_t> mamba(mamba_slots);
-        std::size_t next = 0;
-        for (index_t i = 0; i < n; ++i) {
-            const index_t r = reqs[static_cast<std::size_t>(i)];
-            index_t& m = mamba[static_cast<std::size_t>(i)];
-            if (m == unbound)
-                m = fresh[next++];
-            for (index_t j = 0; j < first_tracks; ++j)
-                tracks[static_cast<std::size_t>(i * track_columns_ + j)] = fresh[next++];
-            mamba_[static_cast<std::size_t>(r)] = m;
-            held_.insert(m);
-            for (index_t j = 0; j < track_columns_; ++j) {
-                track(r, j) = tracks[static_cast<std::size_t>(i * track_columns_ + j)];
-                if (track(r, j) != unbound)
-                    held_.insert(track(r, j));
+        std::optional<std::vector<index_t>> result;
+        states_->atomically(space, [&] {
+            std::vector<index_t> fresh;
+            if (need > 0) {
+                auto got = states_->alloc(space, need);
+                if (!got)
+                    return;
+                require_fresh(*got, need);
+                fresh = std::move(*got);
             }
-            next_track_[static_cast<std::size_t>(r)] = 0;
-        }
-        if (n > 0) {
-            auto& staging = this->staging_;
-            const std::size_t at_reqs = staging.add(reqs);
-            const std::size_t at_mamba = staging.add(mamba);
-            const std::size_t at_tracks = staging.add(tracks);
-            staging.upload(space);
-            kernels::portable::set_state_mapping(
-                space, mamba_map_, track_map_, staging.slice(at_reqs, reqs.size()),
-                staging.slice(at_mamba, mamba.size()), staging.slice(at_tracks, tracks.size()));
-        }
-        return reqs;
+            std::vector<index_t> reqs = *Base::alloc(n);
+            // Fresh slots in the reference's order: each request's Mamba slot, then its tracks.
+            std::vector<index_t> tracks(static_cast<std::size_t>(n * track_columns_), unbound);
+            std::vector<index_t> mamba(mamba_slots);
+            std::size_t next = 0;
+            for (index_t i = 0; i < n; ++i) {
+                index_t& m = mamba[static_cast<std::size_t>(i)];
+                if (m == unbound)
+                    m = fresh[next++];
+                for (index_t j = 0; j < first_tracks; ++j)
+                    tracks[static_cast<std::size_t>(i * track_columns_ + j)] = fresh[next++];
+            }
+            try {
+                write_state_mapping(space, reqs, mamba, tracks);
+            } catch (...) {
+                this->slots_.undo_alloc(reqs);
+                throw;
+            }
+            for (index_t i = 0; i < n; ++i) {
+                const index_t r = reqs[static_cast<std::size_t>(i)];
+                mamba_[static_cast<std::size_t>(r)] = mamba[static_cast<std::size_t>(i)];
+                held_.insert(mamba[static_cast<std::size_t>(i)]);
+                for (index_t j = 0; j < track_columns_; ++j) {
+                    track(r, j) = tracks[static_cast<std::size_t>(i * track_columns_ + j)];
+                    if (track(r, j) != unbound)
+                        held_.insert(track(r, j));
+                }
+                next_track_[static_cast<std::size_t>(r)] = 0;
+            }
+            result = std::move(reqs);
+        });
+        return result;
     }
 
+    void write_state_mapping(const ExecutionSpace& space, const std::vector<index_t>& reqs,
+                             const std::vector<index_t>& mamba,
+                             const std::vector<index_t>& tracks) {
+        if (reqs.empty())
+            return;
+        auto& staging = this->staging_;
+        const std::size_t at_reqs = staging.add(reqs);
+        const std::size_t at_mamba = staging.add(mamba);
+        const std::size_t at_tracks = staging.add(tracks);
+        staging.upload(space);
+        kernels::portable::set_state_mapping(
+            space, mamba_map_, track_map_, staging.slice(at_reqs, reqs.size()),
+            staging.slice(at_mamba, mamba.size()), staging.slice(at_tracks, tracks.size()));
+    }
+
+    // The device entry first: a failed write leaves the host as it was.
     void put_track(const ExecutionSpace& space, index_t req, index_t idx, index_t value) {
+        kernels::launch_fault_point<ExecutionSpace>("kvpool::put_track");
+        Kokkos::deep_copy(space, Kokkos::subview(track_map_, req, idx), value);
         index_t& entry = track(req, idx);
         if (entry != unbound)
             held_.erase(entry);
         if (value != unbound)
             held_.insert(value);
         entry = value;
-        Kokkos::deep_copy(space, Kokkos::subview(track_map_, req, idx), value);
     }
 
     void release_host_state(index_t req) {

@@ -3,6 +3,7 @@
 
 #include <kvpool/types.hpp>
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -19,6 +20,15 @@ public:
     // Every slot free, including slots handed on by the pool (kept or donated
     // track slots): the reference's clear() resets its whole Mamba allocator.
     virtual void clear(const ExecutionSpace& space) = 0;
+    // Runs body so that, should it throw, what it allocated here is taken
+    // back and the allocator is exactly as before (a request table's device
+    // write after the allocation may fail). An allocator whose free does not
+    // undo an alloc exactly (one that compacts, or reorders its free list)
+    // overrides this; the default runs body as it is.
+    virtual void atomically(const ExecutionSpace& space, const std::function<void()>& body) {
+        (void)space;
+        body();
+    }
 };
 
 } // namespace kvpool

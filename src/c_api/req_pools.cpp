@@ -34,6 +34,9 @@ public:
         side_.free(space, slots);
     }
     void clear(const Space& space) override { side_.clear(space); }
+    void atomically(const Space& space, const std::function<void()>& body) override {
+        side_.transaction(space, body);
+    }
 
 private:
     std::shared_ptr<SideOwner> owner_;

@@ -29,6 +29,9 @@ public:
 
     // n slots, or nullopt when fewer are free (nothing changed).
     std::optional<std::vector<index_t>> alloc(index_t n);
+    // Takes back the slots the last alloc handed out, exactly (free list order
+    // and generations as before it).
+    void undo_alloc(const std::vector<index_t>& slots);
     // Every slot is checked before any is freed: a slot out of range, the
     // padding row, a free slot or one named twice throws and changes nothing.
     void free(const index_t* slots, std::size_t n);
