@@ -15,6 +15,7 @@ from kvpool.sglang import (
     UnifiedMambaPool,
     UnifiedMHATokenToKVPool,
     UnifiedSWAKVPool,
+    UnifiedSWATokenToKVPoolAllocator,
 )
 
 HEADS, HEAD_DIM = 2, 4
@@ -50,6 +51,19 @@ def swa_pool(device, page_size, total_bytes=1 << 17):
         sub_pool_specs=[mha_spec("full", 2, "up"), mha_spec("swa", 3, "down")],
         device=device,
         page_size=page_size,
+    )
+
+
+def swa_allocator(device, page_size, lazy=True, total_bytes=1 << 15):
+    """An SWA pair over swa_pool(device, page_size, total_bytes), without a KV cache."""
+    return UnifiedSWATokenToKVPoolAllocator(
+        unified_buffer=swa_pool(device, page_size, total_bytes),
+        kvcache=None,
+        device=device,
+        full_max_total_num_tokens=10000,
+        swa_max_total_num_tokens=10000,
+        page_size=page_size,
+        lazy_compaction=lazy,
     )
 
 

@@ -6,21 +6,11 @@ import pytest
 import torch
 
 from kvpool import device_faults, errors
-from kvpool.sglang import UnifiedSWATokenToKVPoolAllocator
-from support import swa_pool
+from support import swa_allocator
 
 
 def pair(device, lazy, page_size):
-    pool = swa_pool(device, page_size, 1 << 15)
-    a = UnifiedSWATokenToKVPoolAllocator(
-        unified_buffer=pool,
-        kvcache=None,
-        device=device,
-        full_max_total_num_tokens=10000,
-        swa_max_total_num_tokens=10000,
-        page_size=page_size,
-        lazy_compaction=lazy,
-    )
+    a = swa_allocator(device, page_size, lazy)
     ids = a.alloc(16 * page_size)
     a.free(ids[2 * page_size : 6 * page_size].clone())
     return a, ids

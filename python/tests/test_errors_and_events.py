@@ -9,20 +9,11 @@ import torch
 import kvpool
 from kvpool import errors
 from kvpool.sglang import UnifiedSWATokenToKVPoolAllocator
-from support import FakeEvent, swa_pool
+from support import FakeEvent, swa_allocator, swa_pool
 
 
 def pair(device, lazy=True, page_size=1):
-    pool = swa_pool(device, page_size, 1 << 15)
-    return UnifiedSWATokenToKVPoolAllocator(
-        unified_buffer=pool,
-        kvcache=None,
-        device=device,
-        full_max_total_num_tokens=10000,
-        swa_max_total_num_tokens=10000,
-        page_size=page_size,
-        lazy_compaction=lazy,
-    )
+    return swa_allocator(device, page_size, lazy)
 
 
 def state(a):

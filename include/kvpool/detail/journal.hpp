@@ -13,28 +13,14 @@
 
 namespace kvpool::detail {
 
-// A fixed-size table written entry by entry; whole reassignments (clear())
-// save a copy.
-template <class T> class JournaledTable {
+// What the table and the queue journals share: the log of changes since
+// the opening or the last checkpoint, and a copy of the whole container
+// taken before a rebuild (once). Derived undoes one entry at a time.
+template <class Derived, class Entry, class Items> class Journal {
 public:
-    const T& operator[](std::size_t i) const { return items_[i]; }
-    std::size_t size() const { return items_.size(); }
-
-    void set(std::size_t i, T value) {
-        if (open_)
-            log_.push_back({i, items_[i]});
-        items_[i] = value;
-    }
-    void assign(std::size_t n, T value) {
-        if (open_ && !saved_)
-            saved_ = {log_.size(), items_};
-        items_.assign(n, value);
-    }
-
     void open() {
         open_ = true;
-        log_.clear();
-        saved_.reset();
+        checkpoint();
     }
     // Keeps the changes; logging goes on from here while open.
     void checkpoint() {
@@ -46,41 +32,86 @@ public:
         open_ = false;
     }
     void rollback() {
-        const std::size_t saved_at = saved_ ? saved_->first : log_.size();
-        undo_down_to(saved_at);
+        auto& self = static_cast<Derived&>(*this);
+        self.undo_down_to(saved_ ? saved_->first : log_.size());
         if (saved_)
-            items_ = std::move(saved_->second);
-        undo_down_to(0);
+            self.items_ = std::move(saved_->second);
+        self.undo_down_to(0);
         saved_.reset();
     }
-    // Entries changed since the journal was opened or checkpointed, with
-    // repeats; all() when the whole table was reassigned.
-    bool all_changed() const { return saved_.has_value(); }
+
+protected:
+    void log(const Entry& e) {
+        if (open_)
+            log_.push_back(e);
+    }
+    void save(const Items& items) {
+        if (open_ && !saved_)
+            saved_ = {log_.size(), items};
+    }
+
+    bool open_ = false;
+    std::vector<Entry> log_;
+    std::optional<std::pair<std::size_t, Items>> saved_;
+};
+
+template <class T> struct TableEntry {
+    std::size_t index;
+    T old;
+};
+
+// A fixed-size table written entry by entry; whole reassignments (clear())
+// save a copy.
+template <class T>
+class JournaledTable : public Journal<JournaledTable<T>, TableEntry<T>, std::vector<T>> {
+    using Base = Journal<JournaledTable<T>, TableEntry<T>, std::vector<T>>;
+    friend Base;
+
+public:
+    const T& operator[](std::size_t i) const { return items_[i]; }
+    std::size_t size() const { return items_.size(); }
+
+    void set(std::size_t i, T value) {
+        this->log({i, items_[i]});
+        items_[i] = value;
+    }
+    void assign(std::size_t n, T value) {
+        this->save(items_);
+        items_.assign(n, value);
+    }
+
+    // Whether the whole table was reassigned since the opening or checkpoint.
+    bool all_changed() const { return this->saved_.has_value(); }
+    // Entries changed since the opening or the last checkpoint, with repeats.
     template <class F> void for_each_changed(const F& f) const {
-        for (const Entry& e : log_)
+        for (const TableEntry<T>& e : this->log_)
             f(e.index);
     }
 
 private:
-    struct Entry {
-        std::size_t index;
-        T old;
-    };
     void undo_down_to(std::size_t end) {
-        while (log_.size() > end) {
-            items_[log_.back().index] = log_.back().old;
-            log_.pop_back();
+        while (this->log_.size() > end) {
+            items_[this->log_.back().index] = this->log_.back().old;
+            this->log_.pop_back();
         }
     }
 
     std::vector<T> items_;
-    bool open_ = false;
-    std::vector<Entry> log_;
-    std::optional<std::pair<std::size_t, std::vector<T>>> saved_;
+};
+
+enum class QueueChange { pushed_back, pushed_front, erased };
+template <class T> struct QueueEntry {
+    QueueChange kind;
+    std::size_t position;
+    T value;
 };
 
 // A queue of ids changed at both ends and, rarely, in the middle.
-template <class T> class JournaledDeque {
+template <class T>
+class JournaledDeque : public Journal<JournaledDeque<T>, QueueEntry<T>, std::deque<T>> {
+    using Base = Journal<JournaledDeque<T>, QueueEntry<T>, std::deque<T>>;
+    friend Base;
+
 public:
     using const_iterator = typename std::deque<T>::const_iterator;
     const std::deque<T>& items() const { return items_; }
@@ -91,11 +122,11 @@ public:
     const T& operator[](std::size_t i) const { return items_[i]; }
 
     void push_back(T value) {
-        log({Kind::pushed_back, 0, value});
+        this->log({QueueChange::pushed_back, 0, value});
         items_.push_back(value);
     }
     void push_front(T value) {
-        log({Kind::pushed_front, 0, value});
+        this->log({QueueChange::pushed_front, 0, value});
         items_.push_front(value);
     }
     // Inserts [first, last) before the front, in order.
@@ -109,7 +140,7 @@ public:
     }
     // Removes the entry at position i.
     void erase_at(std::size_t i) {
-        log({Kind::erased, i, items_[i]});
+        this->log({QueueChange::erased, i, items_[i]});
         items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
     }
     void erase_front(std::size_t n) {
@@ -118,63 +149,27 @@ public:
     }
     // Replaces everything (a whole rebuild: saves a copy once).
     template <class It> void assign(It first, It last) {
-        save();
+        this->save(items_);
         items_.assign(first, last);
     }
     void clear() {
-        save();
+        this->save(items_);
         items_.clear();
     }
 
-    void open() {
-        open_ = true;
-        log_.clear();
-        saved_.reset();
-    }
-    void checkpoint() {
-        log_.clear();
-        saved_.reset();
-    }
-    void close() {
-        checkpoint();
-        open_ = false;
-    }
-    void rollback() {
-        const std::size_t saved_at = saved_ ? saved_->first : log_.size();
-        undo_down_to(saved_at);
-        if (saved_)
-            items_ = std::move(saved_->second);
-        undo_down_to(0);
-        saved_.reset();
-    }
-
 private:
-    enum class Kind { pushed_back, pushed_front, erased };
-    struct Entry {
-        Kind kind;
-        std::size_t position;
-        T value;
-    };
-    void log(const Entry& e) {
-        if (open_)
-            log_.push_back(e);
-    }
-    void save() {
-        if (open_ && !saved_)
-            saved_ = {log_.size(), items_};
-    }
     void undo_down_to(std::size_t end) {
-        while (log_.size() > end) {
-            const Entry e = log_.back();
-            log_.pop_back();
+        while (this->log_.size() > end) {
+            const QueueEntry<T> e = this->log_.back();
+            this->log_.pop_back();
             switch (e.kind) {
-            case Kind::pushed_back:
+            case QueueChange::pushed_back:
                 items_.pop_back();
                 break;
-            case Kind::pushed_front:
+            case QueueChange::pushed_front:
                 items_.pop_front();
                 break;
-            case Kind::erased:
+            case QueueChange::erased:
                 items_.insert(items_.begin() + static_cast<std::ptrdiff_t>(e.position), e.value);
                 break;
             }
@@ -182,9 +177,6 @@ private:
     }
 
     std::deque<T> items_;
-    bool open_ = false;
-    std::vector<Entry> log_;
-    std::optional<std::pair<std::size_t, std::deque<T>>> saved_;
 };
 
 // Any other value (a small vector, a struct of counters): copied once, on its
