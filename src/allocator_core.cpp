@@ -260,6 +260,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
         ++counters_.failed_allocs;
         return false;
     }
+    const Unjournaled quiet(*this, take_transaction_allocation(out, true));
     out.watermark_before = watermark_;
     const auto first = free_virtual_pages_.begin();
     out.virtual_pages.assign(first, first + num_pages);
@@ -309,6 +310,7 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
         ++counters_.failed_allocs;
         return false;
     }
+    const Unjournaled quiet(*this, take_transaction_allocation(out, false));
     out.watermark_before = watermark_;
     out.virtual_pages.assign(virtual_pages, virtual_pages + count);
     take_physical(count, out.physical_pages, out.drained_holes);
@@ -320,10 +322,15 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
 void AllocatorCore::undo_allocation(const PageBinding& binding) {
     if (binding.virtual_pages.empty())
         return;
+    // The transaction's unjournaled allocation is undone unjournaled too.
+    const bool unjournaled = transaction_allocation_.binding == &binding;
+    const Unjournaled quiet(*this, unjournaled);
     // An open backup window logged this allocation last: the undo consumes it.
     if (open_window_id_ != 0)
         undo_log_.edit().pop_back();
     undo_binding(binding, options_.is_id_owner);
+    if (unjournaled)
+        transaction_allocation_ = {};
 }
 
 void AllocatorCore::undo_binding(const PageBinding& binding, bool from_free_list) {
@@ -447,6 +454,17 @@ void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
     if (virtual_pages.empty())
         return;
     check_free_allowed();
+    // Inside a transaction the first free goes unjournaled: undo_free takes it back.
+    const bool unjournaled = transaction_open_ && !transaction_free_.applied &&
+                             transaction_allocation_.binding == nullptr;
+    const Unjournaled quiet(*this, unjournaled);
+    if (unjournaled) {
+        transaction_free_ = {};
+        transaction_free_.recording = true;
+        transaction_free_.virtual_pages = virtual_pages;
+        for (index_t v : virtual_pages)
+            transaction_free_.physical_pages.push_back(v2p_[v]);
+    }
     if (is_lazy())
         free_pages_lazy(virtual_pages);
     else
@@ -455,6 +473,27 @@ void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
         free_virtual_pages_.insert_back(virtual_pages.begin(), virtual_pages.end());
     ++counters_.frees;
     counters_.pages_freed += static_cast<index_t>(virtual_pages.size());
+    if (unjournaled) {
+        transaction_free_.recording = false;
+        transaction_free_.applied = true;
+    }
+}
+
+void AllocatorCore::undo_free(const TransactionFree& f) {
+    if (options_.is_id_owner)
+        free_virtual_pages_.erase_back(f.virtual_pages.size());
+    if (is_lazy())
+        holes_.erase_back(f.virtual_pages.size());
+    for (std::size_t i = f.move_src.size(); i-- > 0;) {
+        v2p_.set(f.moved_virtual[i], f.move_src[i]);
+        p2v_.set(f.move_src[i], f.moved_virtual[i]);
+        page_state_.set(f.move_src[i], PageState::live);
+    }
+    for (std::size_t i = 0; i < f.virtual_pages.size(); ++i) {
+        v2p_.set(f.virtual_pages[i], f.physical_pages[i]);
+        p2v_.set(f.physical_pages[i], f.virtual_pages[i]);
+        page_state_.set(f.physical_pages[i], PageState::live);
+    }
 }
 
 void AllocatorCore::move_page(index_t src, index_t dst) {
@@ -513,6 +552,12 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
     }
     live_pages_ -= k;
     watermark_ = band.grown(watermark_, -k);
+    if (transaction_free_.recording) {
+        for (index_t p : survivors)
+            transaction_free_.moved_virtual.push_back(p2v_[p]);
+        transaction_free_.move_src = survivors;
+        transaction_free_.move_dst = holes;
+    }
     for (std::size_t i = 0; i < survivors.size(); ++i) {
         move_page(survivors[i], holes[i]);
         page_state_.set(survivors[i], PageState::outside);
@@ -920,24 +965,70 @@ template <class F> void AllocatorCore::for_each_journal(const F& f) {
     f(undo_log_);
 }
 
+AllocatorCore::Unjournaled::Unjournaled(AllocatorCore& core, bool active)
+    : core_(core), active_(active) {
+    unsigned bit = 1;
+    if (active_)
+        core_.for_each_journal([&](auto& j) {
+            was_open_ |= j.suspend() ? bit : 0u;
+            bit <<= 1;
+        });
+}
+
+AllocatorCore::Unjournaled::~Unjournaled() {
+    if (!active_)
+        return;
+    unsigned bit = 1;
+    core_.for_each_journal([&](auto& j) {
+        j.resume((was_open_ & bit) != 0);
+        bit <<= 1;
+    });
+}
+
+bool AllocatorCore::take_transaction_allocation(const PageBinding& binding, bool from_free_list) {
+    if (!transaction_open_ || transaction_allocation_.binding != nullptr ||
+        transaction_free_.applied)
+        return false;
+    transaction_allocation_ = {&binding, from_free_list, open_window_id_ != 0};
+    return true;
+}
+
 void AllocatorCore::open_transaction() {
     for_each_journal([](auto& j) { j.open(); });
     saved_scalars_ = scalars();
+    transaction_allocation_ = {};
+    transaction_free_.applied = false;
     transaction_open_ = true;
 }
 
 void AllocatorCore::checkpoint_transaction() {
     for_each_journal([](auto& j) { j.checkpoint(); });
     saved_scalars_ = scalars();
+    transaction_allocation_ = {};
+    transaction_free_.applied = false;
 }
 
 void AllocatorCore::close_transaction() {
     for_each_journal([](auto& j) { j.close(); });
     saved_scalars_ = {};
+    transaction_allocation_ = {};
+    transaction_free_.applied = false;
     transaction_open_ = false;
 }
 
 void AllocatorCore::rollback_transaction() {
+    if (const PageBinding* binding = transaction_allocation_.binding) {
+        const Unjournaled quiet(*this, true);
+        if (transaction_allocation_.logged_undo)
+            undo_log_.edit().pop_back();
+        undo_binding(*binding, transaction_allocation_.from_free_list);
+        transaction_allocation_ = {};
+    }
+    if (transaction_free_.applied) {
+        const Unjournaled quiet(*this, true);
+        undo_free(transaction_free_);
+        transaction_free_.applied = false;
+    }
     for_each_journal([](auto& j) { j.rollback(); });
     const Scalars& s = saved_scalars_;
     watermark_ = s.watermark;
@@ -959,6 +1050,19 @@ AllocatorCore::ChangedRows AllocatorCore::changed_rows() const {
     rows.all = v2p_.all_changed() || p2v_.all_changed();
     v2p_.for_each_changed([&](std::size_t i) { rows.v2p.push_back(static_cast<index_t>(i)); });
     p2v_.for_each_changed([&](std::size_t i) { rows.p2v.push_back(static_cast<index_t>(i)); });
+    if (transaction_free_.applied) {
+        const TransactionFree& f = transaction_free_;
+        rows.v2p.insert(rows.v2p.end(), f.virtual_pages.begin(), f.virtual_pages.end());
+        rows.v2p.insert(rows.v2p.end(), f.moved_virtual.begin(), f.moved_virtual.end());
+        rows.p2v.insert(rows.p2v.end(), f.physical_pages.begin(), f.physical_pages.end());
+        rows.p2v.insert(rows.p2v.end(), f.move_src.begin(), f.move_src.end());
+    }
+    if (const PageBinding* binding = transaction_allocation_.binding) {
+        rows.v2p.insert(rows.v2p.end(), binding->virtual_pages.begin(),
+                        binding->virtual_pages.end());
+        rows.p2v.insert(rows.p2v.end(), binding->physical_pages.begin(),
+                        binding->physical_pages.end());
+    }
     for (auto* r : {&rows.v2p, &rows.p2v}) {
         std::sort(r->begin(), r->end());
         r->erase(std::unique(r->begin(), r->end()), r->end());

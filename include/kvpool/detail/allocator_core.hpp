@@ -270,6 +270,45 @@ private:
     template <class F> void for_each_journal(const F& f);
     bool transaction_open_ = false;
     Scalars saved_scalars_{};
+
+    // An allocation inside a transaction is not journaled entry by entry (a
+    // prefill binds thousands of pages): its binding undoes it, first thing in
+    // a rollback. One per transaction; a second one is journaled.
+    struct TransactionAllocation {
+        const PageBinding* binding = nullptr;
+        bool from_free_list = false;
+        bool logged_undo = false;
+    };
+    TransactionAllocation transaction_allocation_;
+    // A free inside a transaction, likewise: the pages it freed and where
+    // they were, and the survivors an eager free moved, undo it. Either kind
+    // goes unjournaled only as the first of its kind and the core's last
+    // change in the transaction (the calls end with it), so that rollback
+    // may undo it before the journal.
+    struct TransactionFree {
+        bool recording = false;
+        bool applied = false;
+        std::vector<index_t> virtual_pages, physical_pages;
+        std::vector<index_t> moved_virtual, move_src, move_dst;
+    };
+    TransactionFree transaction_free_;
+    void undo_free(const TransactionFree& f);
+    // Whether the allocation about to fill binding goes unjournaled (and is
+    // recorded as the transaction's allocation).
+    bool take_transaction_allocation(const PageBinding& binding, bool from_free_list);
+    // Journals suspended for its lifetime when active.
+    class Unjournaled {
+    public:
+        Unjournaled(AllocatorCore& core, bool active);
+        ~Unjournaled();
+        Unjournaled(const Unjournaled&) = delete;
+        Unjournaled& operator=(const Unjournaled&) = delete;
+
+    private:
+        AllocatorCore& core_;
+        bool active_;
+        unsigned was_open_ = 0; // a bit per journal
+    };
 };
 
 // Pages that alloc_extend needs: for each request, pages covering seq_len that

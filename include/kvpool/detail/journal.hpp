@@ -31,6 +31,13 @@ public:
         checkpoint();
         open_ = false;
     }
+    // Stops logging for a change that is undone another way (and resumes).
+    bool suspend() {
+        const bool was_open = open_;
+        open_ = false;
+        return was_open;
+    }
+    void resume(bool was_open) { open_ = was_open; }
     void rollback() {
         auto& self = static_cast<Derived&>(*this);
         self.undo_down_to(saved_ ? saved_->first : log_.size());
@@ -45,9 +52,13 @@ protected:
         if (open_)
             log_.push_back(e);
     }
-    void save(const Items& items) {
-        if (open_ && !saved_)
-            saved_ = {log_.size(), items};
+    // Before a rebuild: the container moves into the saved copy (the
+    // rebuild replaces it anyway); false when nothing was saved.
+    bool save(Items& items) {
+        if (!open_ || saved_)
+            return false;
+        saved_.emplace(log_.size(), std::move(items));
+        return true;
     }
 
     bool open_ = false;
@@ -76,8 +87,10 @@ public:
         items_[i] = value;
     }
     void assign(std::size_t n, T value) {
-        this->save(items_);
-        items_.assign(n, value);
+        if (this->save(items_))
+            items_ = std::vector<T>(n, value);
+        else
+            items_.assign(n, value);
     }
 
     // Whether the whole table was reassigned since the opening or checkpoint.
@@ -131,30 +144,52 @@ public:
     }
     // Inserts [first, last) before the front, in order.
     template <class It> void insert_front(It first, It last) {
-        for (It it = last; it != first;)
-            push_front(*--it);
+        if (!this->open_)
+            items_.insert(items_.begin(), first, last);
+        else
+            for (It it = last; it != first;)
+                push_front(*--it);
     }
     template <class It> void insert_back(It first, It last) {
-        for (It it = first; it != last; ++it)
-            push_back(*it);
+        if (!this->open_)
+            items_.insert(items_.end(), first, last);
+        else
+            for (It it = first; it != last; ++it)
+                push_back(*it);
     }
     // Removes the entry at position i.
     void erase_at(std::size_t i) {
         this->log({QueueChange::erased, i, items_[i]});
         items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
     }
-    void erase_front(std::size_t n) {
-        for (std::size_t k = 0; k < n; ++k)
-            erase_at(0);
+    void erase_back(std::size_t n) {
+        for (std::size_t k = 0; k < n; ++k) {
+            this->log({QueueChange::erased, items_.size() - 1, items_.back()});
+            items_.pop_back();
+        }
     }
-    // Replaces everything (a whole rebuild: saves a copy once).
+    void erase_front(std::size_t n) {
+        if (!this->open_) {
+            items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(n));
+            return;
+        }
+        for (std::size_t k = 0; k < n; ++k) {
+            this->log({QueueChange::erased, 0, items_.front()});
+            items_.pop_front();
+        }
+    }
+    // Replaces everything (a whole rebuild: the old contents are kept once).
     template <class It> void assign(It first, It last) {
-        this->save(items_);
-        items_.assign(first, last);
+        if (this->save(items_))
+            items_ = std::deque<T>(first, last);
+        else
+            items_.assign(first, last);
     }
     void clear() {
-        this->save(items_);
-        items_.clear();
+        if (this->save(items_))
+            items_ = std::deque<T>();
+        else
+            items_.clear();
     }
 
 private:
@@ -199,6 +234,12 @@ public:
         checkpoint();
         open_ = false;
     }
+    bool suspend() {
+        const bool was_open = open_;
+        open_ = false;
+        return was_open;
+    }
+    void resume(bool was_open) { open_ = was_open; }
     void rollback() {
         if (saved_)
             value_ = std::move(*saved_);
