@@ -104,8 +104,11 @@ public:
     // Releases both sides; SWA pages already released by free_swa are skipped.
     // Checked on both sides before either changes.
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        if (!swa_.core().in_free_group())
+        if (!swa_.core().in_free_group()) {
             swa_.core().check_free_allowed();
+            swa_.core().check_free_gates(virtual_tokens.data(),
+                                         static_cast<index_t>(virtual_tokens.size()));
+        }
         full_.free(space, virtual_tokens); // validates the ids: the full side owns them
         swa_.free_if_bound(space, virtual_tokens);
     }
@@ -123,10 +126,25 @@ public:
         swa_.free_group_begin();
     }
     void free_group_end(const ExecutionSpace& space) {
-        if (swa_.core().in_free_group())
+        if (swa_.core().in_free_group()) {
             swa_.core().check_free_allowed();
+            swa_.core().check_free_gates(nullptr, 0);
+        }
         full_.free_group_end(space);
         swa_.free_group_end(space);
+    }
+
+    // ---- move gate (MultiEndedAllocator::gate_transfer)
+    // A transfer reads these ids' pages on both sides: the full side's, and
+    // the SWA side's where still bound (ids that left the window have none
+    // there). Checked on both sides before either changes.
+    void gate_transfer(const CompletionTokenPtr& token,
+                       const std::vector<index_t>& virtual_tokens) {
+        const auto count = static_cast<index_t>(virtual_tokens.size());
+        full_.core().check_gate_transfer(token, virtual_tokens.data(), count, false);
+        swa_.core().check_gate_transfer(token, virtual_tokens.data(), count, true);
+        full_.gate_transfer(token, virtual_tokens);
+        swa_.gate_transfer_if_bound(token, virtual_tokens);
     }
 
     // ---- translate
