@@ -4,6 +4,7 @@
 // token of a GPU backend), and is refused, changing nothing, where it cannot
 // (the host backends, and tokens that are not events). The pairs gate both
 // sides at once and check both before either changes.
+#include "move_gate_support.hpp"
 #include "test_support.hpp"
 #include <kvpool/completion_token.hpp>
 #include <kvpool/detail/allocator_core.hpp>
@@ -34,14 +35,6 @@ std::vector<index_t> take(Pool& pool, Allocator& a, int tag, index_t tokens) {
 
 std::vector<index_t> slice(const std::vector<index_t>& v, index_t from, index_t to) {
     return {v.begin() + from, v.begin() + to};
-}
-
-std::vector<index_t> without(const std::vector<index_t>& v, const std::vector<index_t>& gone) {
-    std::vector<index_t> kept;
-    for (index_t t : v)
-        if (std::find(gone.begin(), gone.end(), t) == gone.end())
-            kept.push_back(t);
-    return kept;
 }
 
 std::vector<index_t> physical(const Allocator& a, const std::vector<index_t>& tokens) {

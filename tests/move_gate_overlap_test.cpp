@@ -8,11 +8,11 @@
 // traffic, its token completed by hand, and an eager free that would touch the
 // gated pages is refused until then. Either way the copied bytes must be the
 // ones stamped before the transfer began.
+#include "move_gate_support.hpp"
 #include "test_support.hpp"
 #include <kvpool/completion_token.hpp>
 #include <kvpool/kernels/stream_wait.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
@@ -135,14 +135,6 @@ std::vector<index_t> page_tokens(const std::vector<index_t>& tokens,
     for (index_t p : pages)
         out.insert(out.end(), tokens.begin() + p * page_size, tokens.begin() + (p + 1) * page_size);
     return out;
-}
-
-std::vector<index_t> without(const std::vector<index_t>& v, const std::vector<index_t>& gone) {
-    std::vector<index_t> kept;
-    for (index_t t : v)
-        if (std::find(gone.begin(), gone.end(), t) == gone.end())
-            kept.push_back(t);
-    return kept;
 }
 
 std::vector<index_t> take(Pool& pool, Allocator& a, int tag, index_t pages) {
