@@ -420,8 +420,11 @@ void AllocatorCore::free_group_end() {
     const std::vector<index_t> tokens(free_group_tokens_.begin(), free_group_tokens_.end());
     const std::vector<index_t> pages =
         validated_pages(tokens.data(), static_cast<index_t>(tokens.size()), true);
-    if (!pages.empty())
+    if (!pages.empty()) {
         check_free_allowed();
+        if (!is_lazy())
+            eager_free_gate_waits(pages);
+    }
     in_free_group_ = false;
     free_group_tokens_.clear();
     free_pages(pages);
@@ -480,6 +483,8 @@ void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
 }
 
 void AllocatorCore::undo_free(const TransactionFree& f) {
+    if (f.gates_before)
+        gates_.edit() = *f.gates_before;
     if (options_.is_id_owner)
         free_virtual_pages_.erase_back(f.virtual_pages.size());
     if (is_lazy())
@@ -536,6 +541,20 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
     if (survivors.size() != holes.size())
         fail(fmt::format("eager compaction of {} freed pages found {} survivors for {} holes", k,
                          survivors.size(), holes.size()));
+    const std::vector<CompletionTokenPtr> gate_waits = eager_free_gate_waits(virtual_pages);
+
+    // Every later launch on the instance waits for these transfers: their gates are settled.
+    plan_.waits.insert(plan_.waits.end(), gate_waits.begin(), gate_waits.end());
+    const auto settled = [&](const Gate& g) {
+        return g.done->is_complete() ||
+               std::find(gate_waits.begin(), gate_waits.end(), g.done) != gate_waits.end();
+    };
+    if (std::any_of(gates_.get().begin(), gates_.get().end(), settled)) {
+        if (transaction_free_.recording)
+            transaction_free_.gates_before = gates_.get();
+        std::vector<Gate>& gates = gates_.edit();
+        gates.erase(std::remove_if(gates.begin(), gates.end(), settled), gates.end());
+    }
 
     // The forward pass in flight may still read the pages about to move.
     if (latest_forward_done_ && !latest_forward_done_->is_complete())
@@ -791,16 +810,30 @@ void AllocatorCore::release_moved_from(const CompletionTokenPtr& readers,
 // ---------------------------------------------------------------- move gate
 
 void AllocatorCore::gate_transfer(CompletionTokenPtr token, const index_t* virtual_tokens,
-                                  index_t count) {
+                                  index_t count, bool skip_unbound) {
+    std::vector<index_t> pages = gate_pages_of(token, virtual_tokens, count, skip_unbound);
+    if (pages.empty() || token->is_complete())
+        return;
+    std::vector<Gate>& gates = gates_.edit();
+    gates.erase(std::remove_if(gates.begin(), gates.end(),
+                               [](const Gate& g) { return g.done->is_complete(); }),
+                gates.end());
+    gates.push_back({std::move(token), std::move(pages)});
+}
+
+void AllocatorCore::check_gate_transfer(const CompletionTokenPtr& token,
+                                        const index_t* virtual_tokens, index_t count,
+                                        bool skip_unbound) const {
+    gate_pages_of(token, virtual_tokens, count, skip_unbound);
+}
+
+std::vector<index_t> AllocatorCore::gate_pages_of(const CompletionTokenPtr& token,
+                                                  const index_t* virtual_tokens, index_t count,
+                                                  bool skip_unbound) const {
     if (!token)
         throw Error(
             ErrorCode::invalid_argument,
             fmt::format("{}: gate_transfer without a completion token", geometry_.spec.name));
-    if (!is_lazy())
-        throw Error(ErrorCode::wrong_role,
-                    fmt::format("{}: gate_transfer on an eager side (its frees compact at once); "
-                                "use lazy compaction",
-                                geometry_.spec.name));
     if (open_window_id_ != 0)
         throw Error(ErrorCode::invalid_state,
                     fmt::format("{}: gate_transfer inside a backup window. State: {}",
@@ -813,7 +846,7 @@ void AllocatorCore::gate_transfer(CompletionTokenPtr token, const index_t* virtu
         const index_t t = virtual_tokens[i];
         if (is_slot_allocated(t))
             pages.push_back(v2p_[t / page_size()]);
-        else
+        else if (!skip_unbound)
             unallocated.push_back(t);
     }
     if (!unallocated.empty())
@@ -822,9 +855,58 @@ void AllocatorCore::gate_transfer(CompletionTokenPtr token, const index_t* virtu
                                 geometry_.spec.name, first_ids(unallocated), state_string()));
     std::sort(pages.begin(), pages.end());
     pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-    if (pages.empty() || token->is_complete())
+    return pages;
+}
+
+void AllocatorCore::check_free_gates(const index_t* virtual_tokens, index_t count) const {
+    if (is_lazy() || gates_.get().empty())
         return;
-    gates_.edit().push_back({std::move(token), std::move(pages)});
+    std::vector<index_t> tokens(virtual_tokens, virtual_tokens + std::max<index_t>(0, count));
+    if (in_free_group_)
+        tokens.insert(tokens.end(), free_group_tokens_.begin(), free_group_tokens_.end());
+    std::vector<index_t> pages;
+    for (index_t t : tokens)
+        if (is_slot_allocated(t))
+            pages.push_back(t / page_size());
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+    eager_free_gate_waits(pages);
+}
+
+std::vector<CompletionTokenPtr>
+AllocatorCore::eager_free_gate_waits(const std::vector<index_t>& virtual_pages) const {
+    std::vector<CompletionTokenPtr> waits;
+    if (gates_.get().empty() || virtual_pages.empty())
+        return waits;
+    // The compaction overwrites every freed page (a move's destination, or the
+    // gap the peer takes over) and reads every page at the frontier it vacates.
+    std::vector<index_t> touched;
+    for (index_t v : virtual_pages)
+        touched.push_back(v2p_[v]);
+    const auto [first, last] = BandDirection(geometry_).frontier_pages(
+        watermark_, static_cast<index_t>(virtual_pages.size()));
+    for (index_t p = std::max(first, geometry_.min_page_index);
+         p < std::min(last, geometry_.num_physical_pages); ++p)
+        touched.push_back(p);
+    std::sort(touched.begin(), touched.end());
+    for (const Gate& g : gates_.get()) {
+        const bool hit = std::any_of(g.pages.begin(), g.pages.end(), [&](index_t p) {
+            return std::binary_search(touched.begin(), touched.end(), p);
+        });
+        if (!hit || g.done->is_complete())
+            continue;
+        if (!stream_wait_check_ || !stream_wait_check_(*g.done))
+            throw Error(ErrorCode::invalid_state,
+                        fmt::format("{}: free would move or overwrite pages {} under a transfer "
+                                    "not complete (gate_transfer), and no stream wait can order "
+                                    "this eager compaction after it (a host backend, or a token "
+                                    "that is not an event of the instance's GPU runtime): "
+                                    "complete the transfer first. State: {}",
+                                    geometry_.spec.name, first_ids(g.pages), state_string()));
+        if (std::find(waits.begin(), waits.end(), g.done) == waits.end())
+            waits.push_back(g.done);
+    }
+    return waits;
 }
 
 std::vector<index_t> AllocatorCore::gated_pages() const {

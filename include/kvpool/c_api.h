@@ -247,6 +247,17 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_set_latest_forward_done(kvpool_al
 KVPOOL_C_EXPORT kvpool_status
 kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const kvpool_token* token,
                                       const int64_t* virtual_tokens_host, int64_t count);
+/* Move gate: a transfer (disaggregated prefill, host offload) reads the pages
+ * of these virtual tokens (host) until token completes. No compaction moves
+ * or overwrites them meanwhile: a lazy side leaves them where they are (an
+ * allocation that needs them fails), an eager free that touches them waits
+ * for an event token on the stream, and with any other token (or on the host
+ * backend) is refused with KVPOOL_ERROR_INVALID_STATE until it completes.
+ * Ids not allocated, or inside a backup window: an error, nothing gated. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_gate_transfer(kvpool_allocator* a,
+                                                             const kvpool_token* token,
+                                                             const int64_t* virtual_tokens_host,
+                                                             int64_t count);
 /* Virtual -> physical token ids (tombstones and -1 clamp to the sink, 0). out
  * has n entries, int64 (out_int32 = 0) or int32, and may be in itself. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
@@ -311,6 +322,12 @@ KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* 
 KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
                                                        const int64_t* virtual_tokens_host,
                                                        int64_t count);
+/* The move gate (kvpool_allocator_gate_transfer) on both sides: the full
+ * side's pages and the SWA side's still bound; checked on both first. */
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_gate_transfer(kvpool_swa_pair* pair,
+                                                            const kvpool_token* token,
+                                                            const int64_t* virtual_tokens_host,
+                                                            int64_t count);
 /* A backup window over both sides (speculative decoding): restore_state undoes
  * every allocation on either side since the snapshot, commit_state keeps them;
  * both sides or neither. Inside it, frees are refused and flushes move nothing.
@@ -346,6 +363,11 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, in
                                                      kvpool_allocator** out);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair,
                                                       kvpool_mamba_sizes* out);
+/* The move gate (kvpool_allocator_gate_transfer) on full tokens and state
+ * slots (host arrays; either count may be 0); checked on both sides first. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_gate_transfer(
+    kvpool_mamba_pair* pair, const kvpool_token* token, const int64_t* virtual_tokens_host,
+    int64_t count, const int64_t* state_slots_host, int64_t slot_count);
 /* A backup window over the full side and the state slots, as the SWA pair's.
  * A request table cannot take state slots from a side inside a window (a
  * restore would take them back from under it). */

@@ -98,6 +98,20 @@ public:
         state_.translate(space, virtual_slots, out);
     }
 
+    // ---- move gate (MultiEndedAllocator::gate_transfer)
+    // A transfer reads these full-side tokens' pages and these state slots
+    // (the state side's ids) until token completes. Checked on both sides
+    // before either changes.
+    void gate_transfer(const CompletionTokenPtr& token, const std::vector<index_t>& virtual_tokens,
+                       const std::vector<index_t>& state_slots = {}) {
+        full_.core().check_gate_transfer(token, virtual_tokens.data(),
+                                         static_cast<index_t>(virtual_tokens.size()), false);
+        state_.core().check_gate_transfer(token, state_slots.data(),
+                                          static_cast<index_t>(state_slots.size()), false);
+        full_.gate_transfer(token, virtual_tokens);
+        state_.gate_transfer(token, state_slots);
+    }
+
     // ---- lazy compaction and state, forwarded to both sides
     index_t flush_opportunistic(const ExecutionSpace& space) {
         return full_.transaction(space, [&] {

@@ -52,6 +52,7 @@ public:
         : pool_(&pool), core_(pool.layout().side(side_name), pool.total_bytes(), options),
           p2v_table_(new_table(space, "kvpool::p2v", core_.geometry().num_physical_pages)),
           p2v_(rows_of(p2v_table_)) {
+        core_.set_stream_wait_check(&kernels::orders_on_stream<ExecutionSpace>);
         resize_virtual_table(space);
     }
 
@@ -306,12 +307,20 @@ public:
 
     // Pages an engine copies out while the pool runs (disaggregated prefill,
     // host offload, a radix cache writing back): until token completes, no
-    // flush moves the pages now holding these virtual tokens, and once freed
-    // they are not reused; an allocation that needs them returns no
-    // allocation. Lazy sides only; see AllocatorCore::gate_transfer.
+    // compaction moves or overwrites the pages now holding these virtual
+    // tokens. A lazy side leaves them where they are (an allocation that needs
+    // them returns no allocation); an eager free that touches them makes this
+    // instance wait for the token (an event token on a GPU backend) and is
+    // refused where it cannot. See AllocatorCore::gate_transfer.
     void gate_transfer(CompletionTokenPtr token, const std::vector<index_t>& virtual_tokens) {
         core_.gate_transfer(std::move(token), virtual_tokens.data(),
                             static_cast<index_t>(virtual_tokens.size()));
+    }
+    // As gate_transfer, for the ids still bound here (a pair's SWA side).
+    void gate_transfer_if_bound(CompletionTokenPtr token,
+                                const std::vector<index_t>& virtual_tokens) {
+        core_.gate_transfer(std::move(token), virtual_tokens.data(),
+                            static_cast<index_t>(virtual_tokens.size()), true);
     }
 
     // ---------------------------------------------------------------- translate

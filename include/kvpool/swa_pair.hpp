@@ -113,9 +113,15 @@ public:
     // repeated free completes (the other order would leave SWA pages bound to
     // ids the full side has given back).
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        if (!swa_.core().in_free_group())
+        if (!swa_.core().in_free_group()) {
             swa_.core().check_free_allowed();
+            swa_.core().check_free_gates(virtual_tokens.data(),
+                                         static_cast<index_t>(virtual_tokens.size()));
+        }
         full_.check_free(virtual_tokens); // the full side owns the ids
+        if (!full_.core().in_free_group())
+            full_.core().check_free_gates(virtual_tokens.data(),
+                                          static_cast<index_t>(virtual_tokens.size()));
         full_.transaction(space, [&] {
             swa_.free_if_bound(space, virtual_tokens);
             full_.free(space, virtual_tokens);
@@ -136,13 +142,30 @@ public:
     }
     // The SWA side first, as in free().
     void free_group_end(const ExecutionSpace& space) {
-        if (swa_.core().in_free_group())
+        if (swa_.core().in_free_group()) {
             swa_.core().check_free_allowed();
+            swa_.core().check_free_gates(nullptr, 0);
+        }
         full_.check_free_group_end();
+        if (full_.core().in_free_group())
+            full_.core().check_free_gates(nullptr, 0);
         full_.transaction(space, [&] {
             swa_.free_group_end(space);
             full_.free_group_end(space);
         });
+    }
+
+    // ---- move gate (MultiEndedAllocator::gate_transfer)
+    // A transfer reads these ids' pages on both sides: the full side's, and
+    // the SWA side's where still bound (ids that left the window have none
+    // there). Checked on both sides before either changes.
+    void gate_transfer(const CompletionTokenPtr& token,
+                       const std::vector<index_t>& virtual_tokens) {
+        const auto count = static_cast<index_t>(virtual_tokens.size());
+        full_.core().check_gate_transfer(token, virtual_tokens.data(), count, false);
+        swa_.core().check_gate_transfer(token, virtual_tokens.data(), count, true);
+        full_.gate_transfer(token, virtual_tokens);
+        swa_.gate_transfer_if_bound(token, virtual_tokens);
     }
 
     // ---- translate

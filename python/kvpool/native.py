@@ -336,6 +336,16 @@ class Side(_Allocates, _Handle):
             lib.kvpool_allocator_set_inflight_forward(self._h, token_handle_or_none, ids.ptr, ids.n)
         )
 
+    def gate_transfer(self, marker, virtual_tokens):
+        """Move gate: a transfer reads the pages of these virtual tokens until marker
+        (an object with query(), or a recorded torch.cuda.Event) says it is done;
+        no compaction moves or overwrites them meanwhile (see the C API's
+        kvpool_allocator_gate_transfer). An eager free that would is refused with
+        InvalidStateError unless marker is a device event."""
+        _token, handle = token_handle(marker)
+        ids = host_ids(virtual_tokens, "virtual_tokens")
+        check(lib.kvpool_allocator_gate_transfer(self._h, handle, ids.ptr, ids.n))
+
     # ---------------------------------------------------------------- translate
     def translate(self, virtual_tokens, out):
         """Virtual -> physical token ids into out (int64 or int32, contiguous, same
@@ -455,6 +465,13 @@ class SwaPair(_Allocates, _Pair):
         ids = host_ids(virtual_tokens, "free_index")
         check(lib.kvpool_swa_pair_free_swa(self._h, stream_of(self.device), ids.ptr, ids.n))
 
+    def gate_transfer(self, marker, virtual_tokens):
+        """Side.gate_transfer on both sides: the full side's pages, the SWA side's
+        still bound; checked on both before either changes."""
+        _token, handle = token_handle(marker)
+        ids = host_ids(virtual_tokens, "virtual_tokens")
+        check(lib.kvpool_swa_pair_gate_transfer(self._h, handle, ids.ptr, ids.n))
+
 
 class MambaPair(_Pair):
     """The Mamba pair: ``full`` KV (paged) and ``state`` slots (page size 1), own ids each."""
@@ -474,6 +491,16 @@ class MambaPair(_Pair):
     def sizes(self):
         check(lib.kvpool_mamba_pair_sizes(self._h, byref(self._sizes)))
         return self._sizes
+
+    def gate_transfer(self, marker, virtual_tokens, state_slots=()):
+        """Side.gate_transfer on full tokens and state slots; checked on both sides
+        before either changes."""
+        _token, handle = token_handle(marker)
+        ids = host_ids(virtual_tokens, "virtual_tokens")
+        slots = host_ids(state_slots, "state_slots")
+        check(
+            lib.kvpool_mamba_pair_gate_transfer(self._h, handle, ids.ptr, ids.n, slots.ptr, slots.n)
+        )
 
 
 def set_forward_done(sides, marker):

@@ -286,6 +286,14 @@ kvpool_status kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const k
     });
 }
 
+kvpool_status kvpool_allocator_gate_transfer(kvpool_allocator* a, const kvpool_token* token,
+                                             const int64_t* virtual_tokens_host, int64_t count) {
+    return guarded([&] {
+        side_of(a).gate_transfer(token ? token->token : nullptr,
+                                 host_ids(virtual_tokens_host, count));
+    });
+}
+
 kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
                                          const int64_t* virtual_tokens, int64_t n, void* out,
                                          int out_int32) {

@@ -37,6 +37,16 @@ kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair, kvpool_mamb
     });
 }
 
+kvpool_status kvpool_mamba_pair_gate_transfer(kvpool_mamba_pair* pair, const kvpool_token* token,
+                                              const int64_t* virtual_tokens_host, int64_t count,
+                                              const int64_t* state_slots_host, int64_t slot_count) {
+    return guarded([&] {
+        pair_of(pair).gate_transfer(token ? token->token : nullptr,
+                                    host_ids(virtual_tokens_host, count),
+                                    host_ids(state_slots_host, slot_count));
+    });
+}
+
 kvpool_status kvpool_mamba_pair_backup_state(kvpool_mamba_pair* pair, kvpool_pair_snapshot** out) {
     return guarded([&] { backup_pair_state(pair, out); });
 }

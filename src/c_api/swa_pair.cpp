@@ -81,6 +81,14 @@ kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
         [&] { pair_of(pair).free_swa(space_of(stream), host_ids(virtual_tokens_host, count)); });
 }
 
+kvpool_status kvpool_swa_pair_gate_transfer(kvpool_swa_pair* pair, const kvpool_token* token,
+                                            const int64_t* virtual_tokens_host, int64_t count) {
+    return guarded([&] {
+        pair_of(pair).gate_transfer(token ? token->token : nullptr,
+                                    host_ids(virtual_tokens_host, count));
+    });
+}
+
 kvpool_status kvpool_swa_pair_backup_state(kvpool_swa_pair* pair, kvpool_pair_snapshot** out) {
     return guarded([&] { backup_pair_state(pair, out); });
 }

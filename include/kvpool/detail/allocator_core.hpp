@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,14 +119,38 @@ public:
 
     // ---- move gate: pages under an in-flight transfer ----
     // Until token completes, the physical pages now holding these virtual
-    // tokens are not moved by a flush, and once freed are neither reused,
-    // moved into nor given back to the gap; an allocation that needs them
-    // fails as out of room. Lazy sides only (an eager free must compact at
-    // once); refused inside a backup window (a restore would give the pages
-    // back). Misuse throws and changes nothing.
-    void gate_transfer(CompletionTokenPtr token, const index_t* virtual_tokens, index_t count);
+    // tokens are neither moved nor overwritten. A lazy side's flush leaves
+    // them where they are, and once freed they are neither reused, moved into
+    // nor given back to the gap; an allocation that needs them fails as out of
+    // room. An eager free must compact at once: when its compaction reads or
+    // writes a gated page, the plan carries a stream wait on the gate's token
+    // (the move runs after the transfer, and so does every later launch on
+    // the instance, so the gate is then settled). Where no stream wait can
+    // order it (see set_stream_wait_check), such a free is refused with
+    // invalid_state and changes nothing: deferring the compaction would leave
+    // holes in an eager band, which must stay dense (the reference's eager
+    // side has none, and a peer counts on the gap it gives back). Refused
+    // inside a backup window (a restore would give the pages back).
+    // skip_unbound gates only the ids still bound here (a pair's SWA side).
+    // Misuse throws and changes nothing.
+    void gate_transfer(CompletionTokenPtr token, const index_t* virtual_tokens, index_t count,
+                       bool skip_unbound = false);
+    // Throws what gate_transfer would throw for these arguments, changing
+    // nothing: a composite checks every side before it gates any.
+    void check_gate_transfer(const CompletionTokenPtr& token, const index_t* virtual_tokens,
+                             index_t count, bool skip_unbound) const;
     // Physical pages under transfers not yet complete, ascending.
     std::vector<index_t> gated_pages() const;
+    // Whether a token can order the device work of this side's plans without
+    // blocking the host (an event token of the instance's GPU runtime); unset,
+    // none can.
+    using stream_wait_check = bool (*)(const CompletionToken&);
+    void set_stream_wait_check(stream_wait_check check) { stream_wait_check_ = check; }
+    // Throws the invalid_state error an eager free of these tokens raises for
+    // pages under a transfer no stream wait can order (the queued tokens of an
+    // open free group with it), so a composite can check both sides before
+    // freeing either. Ids that are not bound are left to the free to report.
+    void check_free_gates(const index_t* virtual_tokens, index_t count) const;
 
     // ---- speculative decoding ----
     bool backup_window_open() const { return open_window_id_ != 0; }
@@ -194,6 +219,14 @@ private:
     };
 
     void undo_binding(const PageBinding& binding, bool from_free_list);
+    // The pages of an eager free's compaction under a transfer not complete:
+    // the gates' tokens its plan must wait for; throws if one cannot be waited
+    // for on the stream.
+    std::vector<CompletionTokenPtr>
+    eager_free_gate_waits(const std::vector<index_t>& virtual_pages) const;
+    std::vector<index_t> gate_pages_of(const CompletionTokenPtr& token,
+                                       const index_t* virtual_tokens, index_t count,
+                                       bool skip_unbound) const;
     // Holes an allocation may reuse: those under no transfer.
     index_t usable_hole_pages() const;
     index_t available_pages(index_t extra_gap_bytes) const;
@@ -245,8 +278,9 @@ private:
     CompletionTokenPtr latest_forward_done_;
     CompletionTokenPtr inflight_forward_done_;
     JournaledValue<std::vector<index_t>> inflight_virtual_pages_;
-    JournaledValue<std::vector<Gate>>
-        gates_; // completed ones are dropped by the next flush or gate
+    // Completed ones are dropped by the next flush, eager free or gate.
+    JournaledValue<std::vector<Gate>> gates_;
+    stream_wait_check stream_wait_check_ = nullptr;
 
     bool in_free_group_ = false;
     JournaledDeque<index_t> free_group_tokens_;
@@ -290,6 +324,7 @@ private:
         bool applied = false;
         std::vector<index_t> virtual_pages, physical_pages;
         std::vector<index_t> moved_virtual, move_src, move_dst;
+        std::optional<std::vector<Gate>> gates_before; // gates the free settled
     };
     TransactionFree transaction_free_;
     void undo_free(const TransactionFree& f);

@@ -23,6 +23,11 @@ private:
     event_type event_;
 };
 
+// Whether a stream can wait for the token on the GPU: an event of this runtime.
+template <class Runtime> bool is_event_token(const CompletionToken& token) {
+    return dynamic_cast<const EventToken<Runtime>*>(&token) != nullptr;
+}
+
 // Later work on stream waits for the token on the GPU, without blocking the
 // host. A token that is not an event (a host-side marker) can only be waited
 // for on the host.

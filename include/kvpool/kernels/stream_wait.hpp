@@ -19,6 +19,17 @@ void enqueue_wait([[maybe_unused]] const ExecutionSpace& space,
         enqueue_wait_on_stream<typename backend::runtime>(backend::stream(space), token);
 }
 
+// Whether enqueue_wait orders later work on the instance after the token
+// without blocking the host: only an event token of the instance's GPU runtime.
+template <class ExecutionSpace>
+bool orders_on_stream([[maybe_unused]] const CompletionToken& token) {
+    using backend = NativeBackend<ExecutionSpace>;
+    if constexpr (backend::available)
+        return is_event_token<typename backend::runtime>(token);
+    else
+        return false;
+}
+
 } // namespace kvpool::kernels
 
 // The vendors' token types, for whoever makes tokens from engine events.
