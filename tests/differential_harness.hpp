@@ -231,6 +231,24 @@ protected:
         auto real = library_call();
         return std::make_pair(std::move(real), std::move(expected));
     }
+    // replay() of an allocation: where the model's returns no allocation, the
+    // library's state just before its call is kept for after_allocation(), which
+    // checks that a failed allocation changes nothing (only then: the string
+    // costs more than the call).
+    template <class ModelCall, class LibraryCall>
+    auto replay_allocation(ModelCall&& model_call, LibraryCall&& library_call) {
+        bool model_failed = false;
+        return replay(
+            [&] {
+                auto expected = model_call();
+                model_failed = !expected;
+                return expected;
+            },
+            [&] {
+                states_before_failure_ = model_failed ? real_states() : std::string();
+                return library_call();
+            });
+    }
     template <class ModelCall, class LibraryCall>
     void replay_void(ModelCall&& model_call, LibraryCall&& library_call) {
         replay(
@@ -278,14 +296,16 @@ protected:
         stats_.pending_seen += pending;
     }
 
-    // After an allocation: one that flushed a side may have moved its pages;
-    // a failure that flushed nothing changed nothing.
-    void after_allocation(bool flushed, bool ok, const std::string& before) {
+    // After an allocation (replay_allocation(), then expect_allocation()): one
+    // that flushed a side may have moved its pages; a failure that flushed
+    // nothing changed nothing.
+    void after_allocation(bool flushed, bool ok) {
         if (flushed) {
             ++stats_.peer_flushes;
             data_check_due_ = true;
         } else if (!ok) {
-            expect_eq(real_states(), before, "state of both sides after a failed allocation");
+            expect_eq(real_states(), states_before_failure_,
+                      "state of both sides after a failed allocation");
         }
     }
 
@@ -445,21 +465,24 @@ protected:
     void expect_live_data(const std::string& n, const Allocator& real, const ReferenceSide& model,
                           int tag, const std::vector<index_t>& tokens) {
         ++stats_.data_checks;
-        // Sorted vectors, not sets: this runs after every step of a fuzzer's run.
-        std::vector<index_t> pages, live;
-        pages.reserve(tokens.size());
+        // Sorted vectors, not sets, kept across calls: this runs after every step of a fuzzer's
+        // run.
+        std::vector<index_t>& pages = check_pages_;
+        std::vector<index_t>& live = check_live_;
+        pages.clear();
+        live.clear();
         for (index_t t : tokens)
             pages.push_back(t / real.page_size());
         std::sort(pages.begin(), pages.end());
         pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-        live.reserve(model.live().size());
         for (const auto& [v, p] : model.live())
             live.push_back(v);
         if (pages != live)
             fail(fmt::format("{}: pages the requests hold vs the model's live pages: real {} != "
                              "model {}",
                              n, pages, live));
-        if (const std::size_t bad = check_stamps(*pool_, real, tag, tokens); bad != 0)
+        if (const std::size_t bad = check_stamps(*pool_, real, tag, tokens, data_scratch_);
+            bad != 0)
             fail(fmt::format(
                 "{}: {} live tokens lost their KV data (the first is in the UNSCOPED_INFO above)",
                 n, bad));
@@ -505,10 +528,13 @@ protected:
     std::deque<std::string> recent_;
     ForwardEvents events_;
     RunStats stats_;
-    bool data_check_due_ = false;    // the KV data check runs after this step
-    mutable CoreCopies probe_cores_; // the probes' scratch copies of two cores
+    bool data_check_due_ = false;       // the KV data check runs after this step
+    std::string states_before_failure_; // see replay_allocation()
+    mutable CoreCopies probe_cores_;    // the probes' scratch copies of two cores
+    DataCheckScratch data_scratch_;     // the data check's and the stamps' buffers
 
 private:
+    std::vector<index_t> check_pages_, check_live_; // expect_live_data's buffers
     std::vector<std::string> names_;
     std::vector<Allocator*> real_;
     std::vector<ReferenceSide*> model_;

@@ -129,15 +129,15 @@ private:
     // State slots: count of them, beyond: the count exceeds schedulable.
     std::optional<std::vector<index_t>> alloc_slots(index_t count, const char* what) {
         const bool beyond = count > model_->state().schedulable_available_size();
-        const std::string before = real_states();
-        auto [got, expected] = replay([&] { return model_->state().alloc(count); },
-                                      [&] { return pair_->alloc_state_slots(Space(), count); });
+        auto [got, expected] =
+            replay_allocation([&] { return model_->state().alloc(count); },
+                              [&] { return pair_->alloc_state_slots(Space(), count); });
         const std::vector<index_t> slots = got ? to_host(*got) : std::vector<index_t>{};
         expect_allocation(what, got.has_value(), expected, slots, beyond);
-        after_allocation(model_->state().last_alloc_flushed_peer(), got.has_value(), before);
+        after_allocation(model_->state().last_alloc_flushed_peer(), got.has_value());
         if (!got)
             return std::nullopt;
-        stamp_tokens(*pool_, pair_->state(), state_tag, slots);
+        stamp_tokens(*pool_, pair_->state(), state_tag, slots, data_scratch_);
         return slots;
     }
 
@@ -160,7 +160,6 @@ private:
         if (!slots)
             return;
 
-        const std::string before = real_states();
         std::vector<index_t> ids;
         bool ok;
         std::optional<std::vector<index_t>> expected;
@@ -169,8 +168,8 @@ private:
             pages += (s + ps - 1) / ps;
         const bool beyond = pages * ps > model_->available_size();
         if (whole_pages) {
-            auto [got, model] = replay([&] { return model_->full().alloc(seq[0]); },
-                                       [&] { return pair_->alloc(Space(), seq[0]); });
+            auto [got, model] = replay_allocation([&] { return model_->full().alloc(seq[0]); },
+                                                  [&] { return pair_->alloc(Space(), seq[0]); });
             ok = got.has_value();
             expected = model;
             if (ok)
@@ -182,7 +181,7 @@ private:
                 tokens += s;
             auto out =
                 kk::uninitialized<IndexView>("test::extend_out", static_cast<std::size_t>(tokens));
-            std::tie(ok, expected) = replay(
+            std::tie(ok, expected) = replay_allocation(
                 [&] { return model_->full().alloc_extend(prefix, seq, last_loc); },
                 [&] {
                     return pair_->alloc_extend(Space(), prefix, seq, to_device(last_loc), out);
@@ -191,14 +190,14 @@ private:
                 ids = to_host(out);
         }
         expect_allocation(whole_pages ? "alloc" : "alloc_extend", ok, expected, ids, beyond);
-        after_allocation(model_->full().last_alloc_flushed_peer(), ok, before);
+        after_allocation(model_->full().last_alloc_flushed_peer(), ok);
         if (!ok) {
             replay_void([&] { model_->state().free(*slots); },
                         [&] { pair_->free_state_slots(Space(), *slots); });
             data_check_due_ = true;
             return;
         }
-        stamp_tokens(*pool_, pair_->full(), full_tag, ids);
+        stamp_tokens(*pool_, pair_->full(), full_tag, ids, data_scratch_);
         last_allocated_ = ids;
         auto next = ids.begin();
         for (index_t i = 0; i < k; ++i) {
@@ -228,17 +227,16 @@ private:
             seq, last_loc, model_->full().available_size()));
         auto out =
             kk::uninitialized<IndexView>("test::extend_out", static_cast<std::size_t>(tokens));
-        const std::string before = real_states();
         const bool beyond = pages * ps > model_->available_size();
-        auto [ok, expected] = replay(
+        auto [ok, expected] = replay_allocation(
             [&] { return model_->full().alloc_extend(prefix, seq, last_loc); },
             [&] { return pair_->alloc_extend(Space(), prefix, seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_extend", ok, expected, ids, beyond);
-        after_allocation(model_->full().last_alloc_flushed_peer(), ok, before);
+        after_allocation(model_->full().last_alloc_flushed_peer(), ok);
         if (!ok)
             return;
-        stamp_tokens(*pool_, pair_->full(), full_tag, ids);
+        stamp_tokens(*pool_, pair_->full(), full_tag, ids, data_scratch_);
         last_allocated_ = ids;
         auto next = ids.begin();
         for (std::size_t b = 0; b < chosen.size(); ++b) {
@@ -259,16 +257,15 @@ private:
         begin_op(fmt::format("alloc_decode(seq_lens={}, last_loc={}) [full available {}]", seq,
                              last_loc, model_->full().available_size()));
         auto out = kk::uninitialized<IndexView>("test::decode_out", seq.size());
-        const std::string before = real_states();
-        auto [ok, expected] =
-            replay([&] { return model_->full().alloc_decode(seq, last_loc); },
-                   [&] { return pair_->alloc_decode(Space(), seq, to_device(last_loc), out); });
+        auto [ok, expected] = replay_allocation(
+            [&] { return model_->full().alloc_decode(seq, last_loc); },
+            [&] { return pair_->alloc_decode(Space(), seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_decode", ok, expected, ids);
-        after_allocation(model_->full().last_alloc_flushed_peer(), ok, before);
+        after_allocation(model_->full().last_alloc_flushed_peer(), ok);
         if (!ok)
             return;
-        stamp_tokens(*pool_, pair_->full(), full_tag, ids);
+        stamp_tokens(*pool_, pair_->full(), full_tag, ids, data_scratch_);
         last_allocated_ = ids;
         for (std::size_t k = 0; k < chosen.size(); ++k)
             requests_[chosen[k]].tokens.push_back(ids[k]);
@@ -327,16 +324,15 @@ private:
         begin_op(fmt::format(
             "alloc({} tokens) beyond schedulable [available_size() {}, state pending {}]", need,
             model_->available_size(), model_->state().pending_pages()));
-        const std::string before = real_states();
-        auto [got, expected] = replay([&] { return model_->full().alloc(need); },
-                                      [&] { return pair_->alloc(Space(), need); });
+        auto [got, expected] = replay_allocation([&] { return model_->full().alloc(need); },
+                                                 [&] { return pair_->alloc(Space(), need); });
         const std::vector<index_t> ids = got ? to_host(*got) : std::vector<index_t>{};
         expect_allocation("alloc beyond schedulable", got.has_value(), expected, ids, true);
-        after_allocation(model_->full().last_alloc_flushed_peer(), got.has_value(), before);
+        after_allocation(model_->full().last_alloc_flushed_peer(), got.has_value());
         if (!got)
             return;
         // The request it would be has no state slot: give the KV back.
-        stamp_tokens(*pool_, pair_->full(), full_tag, ids);
+        stamp_tokens(*pool_, pair_->full(), full_tag, ids, data_scratch_);
         replay_void([&] { model_->full().free(ids); }, [&] { pair_->free(Space(), ids); });
         data_check_due_ = true;
     }

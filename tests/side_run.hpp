@@ -261,16 +261,15 @@ private:
             s, fmt::format("{} [available {}, schedulable {}, peer holes {}, peer pending {}]",
                            what, m.available_size(), m.schedulable_available_size(),
                            model_[1 - s]->hole_count(), model_[1 - s]->pending_pages()));
-        const std::string before = real_states();
-        auto [got, expected] =
-            replay([&] { return m.alloc(need); }, [&] { return r.alloc(Space(), need); });
+        auto [got, expected] = replay_allocation([&] { return m.alloc(need); },
+                                                 [&] { return r.alloc(Space(), need); });
         const std::vector<index_t> ids = got ? to_host(*got) : std::vector<index_t>{};
         expect_allocation("alloc", got.has_value(), expected, ids, beyond);
-        after_allocation(model_[s]->last_alloc_flushed_peer(), got.has_value(), before);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), got.has_value());
         last_alloc_failed_ = !got;
         if (!got || ids.empty())
             return;
-        stamp_tokens(*pool_, r, s, ids);
+        stamp_tokens(*pool_, r, s, ids, data_scratch_);
         last_allocated_[s] = ids;
         requests_[s].push_back({ids, need, true});
     }
@@ -324,16 +323,15 @@ private:
                         m.available_size(), m.schedulable_available_size()));
         auto out =
             kk::uninitialized<IndexView>("test::extend_out", static_cast<std::size_t>(tokens));
-        const std::string before = real_states();
-        auto [ok, expected] =
-            replay([&] { return m.alloc_extend(prefix, seq, last_loc); },
-                   [&] { return r.alloc_extend(Space(), prefix, seq, to_device(last_loc), out); });
+        auto [ok, expected] = replay_allocation(
+            [&] { return m.alloc_extend(prefix, seq, last_loc); },
+            [&] { return r.alloc_extend(Space(), prefix, seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_extend", ok, expected, ids, beyond);
-        after_allocation(model_[s]->last_alloc_flushed_peer(), ok, before);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), ok);
         if (!ok)
             return;
-        stamp_tokens(*pool_, r, s, ids);
+        stamp_tokens(*pool_, r, s, ids, data_scratch_);
         last_allocated_[s] = ids;
         std::size_t o = 0;
         for (std::size_t b = 0; b < seq.size(); ++b) {
@@ -372,16 +370,15 @@ private:
             s, fmt::format("alloc_decode(seq_lens={}, last_loc={}) [available {}, schedulable {}]",
                            seq, last_loc, m.available_size(), m.schedulable_available_size()));
         auto out = kk::uninitialized<IndexView>("test::decode_out", seq.size());
-        const std::string before = real_states();
-        auto [ok, expected] =
-            replay([&] { return m.alloc_decode(seq, last_loc); },
-                   [&] { return r.alloc_decode(Space(), seq, to_device(last_loc), out); });
+        auto [ok, expected] = replay_allocation(
+            [&] { return m.alloc_decode(seq, last_loc); },
+            [&] { return r.alloc_decode(Space(), seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_decode", ok, expected, ids);
-        after_allocation(model_[s]->last_alloc_flushed_peer(), ok, before);
+        after_allocation(model_[s]->last_alloc_flushed_peer(), ok);
         if (!ok)
             return;
-        stamp_tokens(*pool_, r, s, ids);
+        stamp_tokens(*pool_, r, s, ids, data_scratch_);
         last_allocated_[s] = ids;
         for (std::size_t k = 0; k < growable.size(); ++k) {
             Request& req = requests_[s][growable[k]];

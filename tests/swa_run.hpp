@@ -188,8 +188,8 @@ private:
     }
 
     void stamp(const std::vector<index_t>& ids) {
-        stamp_tokens(*pool_, pair_->full(), full_tag, ids);
-        stamp_tokens(*pool_, pair_->swa(), swa_tag, ids);
+        stamp_tokens(*pool_, pair_->full(), full_tag, ids, data_scratch_);
+        stamp_tokens(*pool_, pair_->swa(), swa_tag, ids, data_scratch_);
         last_allocated_ = ids;
     }
 
@@ -217,16 +217,15 @@ private:
         begin_op(fmt::format("alloc({} tokens){} [available {}, after flush {}]", pages * ps,
                              size == Size::beyond ? " beyond capacity" : "", available * ps,
                              after_flush * ps));
-        const std::string before = real_states();
-        auto [got, expected] = replay([&] { return model_->alloc(pages * ps); },
-                                      [&] { return pair_->alloc(Space(), pages * ps); });
+        auto [got, expected] = replay_allocation([&] { return model_->alloc(pages * ps); },
+                                                 [&] { return pair_->alloc(Space(), pages * ps); });
         const std::vector<index_t> ids = got ? to_host(*got) : std::vector<index_t>{};
         expect_allocation("alloc", got.has_value(), expected, ids, pages > available);
         if (must_succeed && !got)
             fail("an allocation of at most available_size() (after the flush) failed");
         if (size == Size::beyond && got)
             fail("an allocation beyond what the flushes can free succeeded");
-        after_allocation(model_->last_alloc_flushed(), got.has_value(), before);
+        after_allocation(model_->last_alloc_flushed(), got.has_value());
         if (!got || ids.empty())
             return;
         stamp(ids);
@@ -271,16 +270,15 @@ private:
                              model_->available_size(), model_->available_after_flush_size()));
         auto out =
             kk::uninitialized<IndexView>("test::extend_out", static_cast<std::size_t>(tokens));
-        const std::string before = real_states();
         const bool beyond = pages * ps > model_->available_size();
-        auto [ok, expected] = replay(
+        auto [ok, expected] = replay_allocation(
             [&] { return model_->alloc_extend(prefix, seq, last_loc); },
             [&] { return pair_->alloc_extend(Space(), prefix, seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_extend", ok, expected, ids, beyond);
         if (size == Size::beyond && ok)
             fail("alloc_extend beyond what the flushes can free succeeded");
-        after_allocation(model_->last_alloc_flushed(), ok, before);
+        after_allocation(model_->last_alloc_flushed(), ok);
         if (!ok)
             return;
         stamp(ids);
@@ -311,13 +309,12 @@ private:
             "alloc_decode(seq_lens={}, last_loc={}) [available {}, after flush {}]", seq, last_loc,
             model_->available_size(), model_->available_after_flush_size()));
         auto out = kk::uninitialized<IndexView>("test::decode_out", seq.size());
-        const std::string before = real_states();
-        auto [ok, expected] =
-            replay([&] { return model_->alloc_decode(seq, last_loc); },
-                   [&] { return pair_->alloc_decode(Space(), seq, to_device(last_loc), out); });
+        auto [ok, expected] = replay_allocation(
+            [&] { return model_->alloc_decode(seq, last_loc); },
+            [&] { return pair_->alloc_decode(Space(), seq, to_device(last_loc), out); });
         const std::vector<index_t> ids = ok ? to_host(out) : std::vector<index_t>{};
         expect_allocation("alloc_decode", ok, expected, ids);
-        after_allocation(model_->last_alloc_flushed(), ok, before);
+        after_allocation(model_->last_alloc_flushed(), ok);
         if (!ok)
             return;
         stamp(ids);

@@ -6,6 +6,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,30 +42,77 @@ inline std::uint8_t stamp_byte(int side_tag, index_t virtual_token, index_t k) {
     return static_cast<std::uint8_t>((x >> 29) ^ (x >> 7));
 }
 
+// Reused buffers of the data check's round trips (virtual ids in, physical ids
+// out, a host image of the pool's bytes): a fuzzer's run checks after every
+// step, where fresh Views and mirrors each time cost more than the check.
+class DataCheckScratch {
+public:
+    // The physical token ids translate() gives for the virtual ones, on the host.
+    const std::vector<index_t>& translate(const Allocator& allocator,
+                                          const std::vector<index_t>& virtual_tokens) {
+        const std::size_t n = virtual_tokens.size();
+        if (ids_.extent(0) < 2 * n) {
+            ids_ = kk::uninitialized<IndexView>("test::data_check_ids", 2 * n + 64);
+            host_ids_ = Kokkos::create_mirror_view(ids_);
+        }
+        const IndexView in(ids_.data(), n), out(ids_.data() + n, n);
+        const IndexView::HostMirror host_in(host_ids_.data(), n), host_out(host_ids_.data() + n, n);
+        std::copy(virtual_tokens.begin(), virtual_tokens.end(), host_in.data());
+        Kokkos::deep_copy(in, host_in);
+        allocator.translate(Space(), in, out);
+        Kokkos::deep_copy(host_out, out);
+        physical_.assign(host_out.data(), host_out.data() + n);
+        return physical_;
+    }
+    // The pool's bytes on the host, current.
+    const Pool::bytes_view::HostMirror& download(const Pool& pool) {
+        if (source_ != pool.bytes().data()) {
+            bytes_ = Kokkos::create_mirror_view(pool.bytes());
+            source_ = pool.bytes().data();
+        }
+        Kokkos::deep_copy(bytes_, pool.bytes());
+        return bytes_;
+    }
+    void upload(Pool& pool) const { Kokkos::deep_copy(pool.bytes(), bytes_); }
+
+private:
+    IndexView ids_;
+    IndexView::HostMirror host_ids_;
+    std::vector<index_t> physical_;
+    Pool::bytes_view::HostMirror bytes_;
+    const std::uint8_t* source_ = nullptr; // the pool bytes_ mirrors
+};
+
 // Writes each token's stamp at the physical slot translate() gives for it.
 inline void stamp_tokens(Pool& pool, const Allocator& allocator, int side_tag,
-                         const std::vector<index_t>& virtual_tokens) {
+                         const std::vector<index_t>& virtual_tokens, DataCheckScratch& scratch) {
     if (virtual_tokens.empty())
         return;
-    const auto physical = to_host(allocator.translate(Space(), to_device(virtual_tokens)));
-    auto bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pool.bytes());
+    const std::vector<index_t>& physical = scratch.translate(allocator, virtual_tokens);
+    const auto& bytes = scratch.download(pool);
     const index_t entry = allocator.geometry().spec.entry_bytes;
     for (std::size_t i = 0; i < virtual_tokens.size(); ++i) {
         std::uint8_t* kv = bytes.data() + physical[i] * entry;
         for (index_t k = 0; k < entry; ++k)
             kv[k] = stamp_byte(side_tag, virtual_tokens[i], k);
     }
-    Kokkos::deep_copy(pool.bytes(), bytes);
+    scratch.upload(pool);
+}
+inline void stamp_tokens(Pool& pool, const Allocator& allocator, int side_tag,
+                         const std::vector<index_t>& virtual_tokens) {
+    DataCheckScratch scratch;
+    stamp_tokens(pool, allocator, side_tag, virtual_tokens, scratch);
 }
 
 // Every live token's bytes must be found, intact, through translate().
 // Returns the number of bad tokens (0 on success) and reports the first.
 inline std::size_t check_stamps(const Pool& pool, const Allocator& allocator, int side_tag,
-                                const std::vector<index_t>& live_tokens) {
+                                const std::vector<index_t>& live_tokens,
+                                DataCheckScratch& scratch) {
     if (live_tokens.empty())
         return 0;
-    const auto physical = to_host(allocator.translate(Space(), to_device(live_tokens)));
-    auto bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pool.bytes());
+    const std::vector<index_t>& physical = scratch.translate(allocator, live_tokens);
+    const auto& bytes = scratch.download(pool);
     const index_t entry = allocator.geometry().spec.entry_bytes;
     std::size_t bad = 0;
     for (std::size_t i = 0; i < live_tokens.size(); ++i) {
@@ -78,6 +126,11 @@ inline std::size_t check_stamps(const Pool& pool, const Allocator& allocator, in
                                   << physical[i] << " lost its data");
     }
     return bad;
+}
+inline std::size_t check_stamps(const Pool& pool, const Allocator& allocator, int side_tag,
+                                const std::vector<index_t>& live_tokens) {
+    DataCheckScratch scratch;
+    return check_stamps(pool, allocator, side_tag, live_tokens, scratch);
 }
 
 // Invariants plus the data check, the closing step of every allocator test.
