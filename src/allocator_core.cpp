@@ -286,17 +286,21 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     // are undone before anything else reads the table.
     constexpr index_t seen = unbound - 1;
     index_t checked = 0;
-    for (; checked < count; ++checked) {
-        const index_t v = virtual_pages[checked];
-        if (v < min_virtual_page_ || v >= virtual_table_pages_ || v2p_[v] != unbound)
-            bad.push_back(v);
-        else
-            v2p_.set(v, seen);
-    }
-    for (index_t i = 0; i < checked; ++i) {
-        const index_t v = virtual_pages[i];
-        if (v >= min_virtual_page_ && v < virtual_table_pages_ && v2p_[v] == seen)
-            v2p_.set(v, unbound);
+    {
+        // The marks undo themselves: a transaction need not journal them.
+        const Unjournaled quiet(*this, transaction_open_);
+        for (; checked < count; ++checked) {
+            const index_t v = virtual_pages[checked];
+            if (v < min_virtual_page_ || v >= virtual_table_pages_ || v2p_[v] != unbound)
+                bad.push_back(v);
+            else
+                v2p_.set(v, seen);
+        }
+        for (index_t i = 0; i < checked; ++i) {
+            const index_t v = virtual_pages[i];
+            if (v >= min_virtual_page_ && v < virtual_table_pages_ && v2p_[v] == seen)
+                v2p_.set(v, unbound);
+        }
     }
     if (!bad.empty())
         throw Error(ErrorCode::invalid_argument,
