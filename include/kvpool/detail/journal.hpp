@@ -13,22 +13,16 @@
 
 namespace kvpool::detail {
 
-// What the table and the queue journals share: the log of changes since
-// the opening or the last checkpoint, and a copy of the whole container
-// taken before a rebuild (once). Derived undoes one entry at a time.
-template <class Derived, class Entry, class Items> class Journal {
+// Opening, closing and suspending a journal; Derived drops what it logged
+// in checkpoint().
+template <class Derived> class JournalSwitch {
 public:
     void open() {
         open_ = true;
-        checkpoint();
-    }
-    // Keeps the changes; logging goes on from here while open.
-    void checkpoint() {
-        log_.clear();
-        saved_.reset();
+        static_cast<Derived&>(*this).checkpoint();
     }
     void close() {
-        checkpoint();
+        static_cast<Derived&>(*this).checkpoint();
         open_ = false;
     }
     // Stops logging for a change that is undone another way (and resumes).
@@ -38,6 +32,21 @@ public:
         return was_open;
     }
     void resume(bool was_open) { open_ = was_open; }
+
+protected:
+    bool open_ = false;
+};
+
+// What the table and the queue journals share: the log of changes since
+// the opening or the last checkpoint, and a copy of the whole container
+// taken before a rebuild (once). Derived undoes one entry at a time.
+template <class Derived, class Entry, class Items> class Journal : public JournalSwitch<Derived> {
+public:
+    // Keeps the changes; logging goes on from here while open.
+    void checkpoint() {
+        log_.clear();
+        saved_.reset();
+    }
     void rollback() {
         auto& self = static_cast<Derived&>(*this);
         self.undo_down_to(saved_ ? saved_->first : log_.size());
@@ -49,19 +58,18 @@ public:
 
 protected:
     void log(const Entry& e) {
-        if (open_)
+        if (this->open_)
             log_.push_back(e);
     }
     // Before a rebuild: the container moves into the saved copy (the
     // rebuild replaces it anyway); false when nothing was saved.
     bool save(Items& items) {
-        if (!open_ || saved_)
+        if (!this->open_ || saved_)
             return false;
         saved_.emplace(log_.size(), std::move(items));
         return true;
     }
 
-    bool open_ = false;
     std::vector<Entry> log_;
     std::optional<std::pair<std::size_t, Items>> saved_;
 };
@@ -216,30 +224,16 @@ private:
 
 // Any other value (a small vector, a struct of counters): copied once, on its
 // first change while open.
-template <class T> class JournaledValue {
+template <class T> class JournaledValue : public JournalSwitch<JournaledValue<T>> {
 public:
     const T& get() const { return value_; }
     T& edit() {
-        if (open_ && !saved_)
+        if (this->open_ && !saved_)
             saved_ = value_;
         return value_;
     }
 
-    void open() {
-        open_ = true;
-        saved_.reset();
-    }
     void checkpoint() { saved_.reset(); }
-    void close() {
-        checkpoint();
-        open_ = false;
-    }
-    bool suspend() {
-        const bool was_open = open_;
-        open_ = false;
-        return was_open;
-    }
-    void resume(bool was_open) { open_ = was_open; }
     void rollback() {
         if (saved_)
             value_ = std::move(*saved_);
@@ -248,7 +242,6 @@ public:
 
 private:
     T value_{};
-    bool open_ = false;
     std::optional<T> saved_;
 };
 
