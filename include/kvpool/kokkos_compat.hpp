@@ -35,13 +35,14 @@ Range<ExecutionSpace> range(const ExecutionSpace& space, index_t n) {
 // A View allocation through the device-fault seam (device_faults.hpp): an
 // injected fault, or memory the runtime refuses (Kokkos throws a bad_alloc
 // carrying the runtime's message), is Error(ErrorCode::device).
+// The message is built only when the allocation fails (a hot call allocates its output View).
 template <class Make> auto checked_allocation(const std::string& label, const Make& make) {
-    const std::string what = "allocating " + label;
-    kvpool::detail::device_fault_point(DeviceOp::allocation, what.c_str());
+    if (kvpool::detail::device_fault_due(DeviceOp::allocation))
+        kvpool::detail::throw_injected_fault(DeviceOp::allocation, ("allocating " + label).c_str());
     try {
         return make();
     } catch (const std::bad_alloc& e) {
-        throw Error(ErrorCode::device, "kvpool: " + what + " failed: " + e.what());
+        throw Error(ErrorCode::device, "kvpool: allocating " + label + " failed: " + e.what());
     }
 }
 

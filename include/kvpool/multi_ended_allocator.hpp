@@ -186,9 +186,7 @@ public:
             if (!allocate_pages(space, pages, Request::per_request))
                 return fail_alloc(space);
             submit_peer(space);
-            const std::size_t v = staging_.add(binding_.virtual_pages);
-            const std::size_t p = staging_.add(binding_.physical_pages);
-            const std::size_t fp = stage_follower_pages();
+            const StagedBinding staged = stage_binding();
             const std::size_t pre = staging_.add(prefix_lens);
             const std::size_t seq = staging_.add(seq_lens);
             const std::size_t os = staging_.add(out_start);
@@ -196,7 +194,7 @@ public:
             staging_.upload(space);
             const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
             kernels::alloc_extend_bind(
-                space, kernels::AllocExtend{new_pages(v, p, fp, n), staging_.slice(pre, b),
+                space, kernels::AllocExtend{new_pages(staged, n), staging_.slice(pre, b),
                                             staging_.slice(seq, b), staging_.slice(os, b),
                                             staging_.slice(ps, b), last_loc, out});
             return true;
@@ -213,15 +211,13 @@ public:
             if (!allocate_pages(space, pages, Request::per_request))
                 return fail_alloc(space);
             submit_peer(space);
-            const std::size_t v = staging_.add(binding_.virtual_pages);
-            const std::size_t p = staging_.add(binding_.physical_pages);
-            const std::size_t fp = stage_follower_pages();
+            const StagedBinding staged = stage_binding();
             const std::size_t seq = staging_.add(seq_lens);
             const std::size_t ps = staging_.add(page_start);
             staging_.upload(space);
             const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
             kernels::alloc_decode_bind(
-                space, kernels::AllocDecode{new_pages(v, p, fp, n), staging_.slice(seq, b),
+                space, kernels::AllocDecode{new_pages(staged, n), staging_.slice(seq, b),
                                             staging_.slice(ps, b), last_loc, out});
             return true;
         });
@@ -484,12 +480,10 @@ private:
     // out(t) = the t-th token of the pages just bound, binding them on the device.
     void emit_allocated_tokens(const ExecutionSpace& space, const index_view& out) {
         submit_peer(space);
-        const std::size_t v = staging_.add(binding_.virtual_pages);
-        const std::size_t p = staging_.add(binding_.physical_pages);
-        const std::size_t fp = stage_follower_pages();
+        const StagedBinding staged = stage_binding();
         staging_.upload(space);
         const auto n = binding_.virtual_pages.size();
-        kernels::bind_pages_emit_tokens(space, kernels::AllocTokens{new_pages(v, p, fp, n), out});
+        kernels::bind_pages_emit_tokens(space, kernels::AllocTokens{new_pages(staged, n), out});
     }
 
     // Where request arrays start: out_start[r] in out, page_start[r] among the
@@ -572,21 +566,30 @@ private:
         return ok;
     }
 
-    // The follower's physical pages of the allocation being applied, staged
-    // with the owner's arrays; new_pages() reads them after the upload.
-    std::size_t stage_follower_pages() {
-        return follower_ ? staging_.add(follower_->binding_.physical_pages) : 0;
+    // Where the allocation being applied is staged: its virtual and physical
+    // pages, and the follower's physical pages when there is a follower.
+    struct StagedBinding {
+        std::size_t virtual_pages, physical_pages, follower_pages;
+    };
+    StagedBinding stage_binding() {
+        const std::size_t v = staging_.add(binding_.virtual_pages);
+        const std::size_t p = staging_.add(binding_.physical_pages);
+        return {v, p, follower_ ? staging_.add(follower_->binding_.physical_pages) : 0};
     }
     using staged_view =
         decltype(std::declval<const detail::Staging<ExecutionSpace>&>().slice(0, 0));
-    // The n pages staged at offsets v (virtual) and p (physical), with the
-    // follower's physical pages at fp when there is a follower.
-    kernels::NewPages<index_view, staged_view> new_pages(std::size_t v, std::size_t p,
-                                                         std::size_t fp, std::size_t n) const {
-        kernels::NewPages<index_view, staged_view> pages{
-            v2p_, p2v_, staging_.slice(v, n), staging_.slice(p, n), page_size(), {}};
+    // The n pages of a staged binding, for the kernels (after the upload).
+    kernels::NewPages<index_view, staged_view> new_pages(const StagedBinding& staged,
+                                                         std::size_t n) const {
+        kernels::NewPages<index_view, staged_view> pages{v2p_,
+                                                         p2v_,
+                                                         staging_.slice(staged.virtual_pages, n),
+                                                         staging_.slice(staged.physical_pages, n),
+                                                         page_size(),
+                                                         {}};
         if (follower_)
-            pages.follower = {follower_->v2p_, follower_->p2v_, staging_.slice(fp, n)};
+            pages.follower = {follower_->v2p_, follower_->p2v_,
+                              staging_.slice(staged.follower_pages, n)};
         return pages;
     }
 
