@@ -33,11 +33,6 @@
 
 namespace kvpool::test {
 
-// A failed comparison; carries the full context.
-struct Mismatch : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
 // A forward-done marker the test completes. A GPU backend waits for an
 // unfinished host token by polling it; the test completes every token the
 // model waited for first, so a poll that never ends means the library waited

@@ -1,9 +1,10 @@
 // The fuzz targets' inputs replayed on every backend: the seed corpus
 // (fuzz/corpus/<target>/) and every crash the fuzzer found, kept as a
 // regression test (fuzz/regressions/<target>/), each decoded into the same
-// differential run the target makes of it (fuzz_input.hpp).
+// run the target makes of it (fuzz_input.hpp).
 #include "fuzz_input.hpp"
 #include "mamba_run.hpp"
+#include "req_table_run.hpp"
 #include "side_run.hpp"
 #include "swa_run.hpp"
 
@@ -62,4 +63,8 @@ TEST_CASE("fuzz inputs replayed: the SWA pair", "[fuzz-replay]") {
 
 TEST_CASE("fuzz inputs replayed: the Mamba pair", "[fuzz-replay]") {
     replay<mamba_run::MambaRun>("mamba_pair_fuzz", pair_configs());
+}
+
+TEST_CASE("fuzz inputs replayed: the hybrid request table", "[fuzz-replay]") {
+    replay<req_table_run::RandomRun>("req_table_fuzz", req_table_run::all_configs());
 }

@@ -8,10 +8,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace kvpool::test {
+
+// A failed comparison with a reference model; carries the full context.
+struct Mismatch : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 
 using Space = KVPOOL_TEST_EXECUTION_SPACE;
 using Allocator = MultiEndedAllocator<Space>;
