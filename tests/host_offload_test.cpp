@@ -4,6 +4,7 @@
 // selected rows and no other byte.
 #include "kv_pool_test_support.hpp"
 
+#include <kvpool/device_faults.hpp>
 #include <kvpool/host_offload.hpp>
 #include <kvpool/page_major_pools.hpp>
 #include <kvpool/per_layer_pools.hpp>
@@ -227,4 +228,68 @@ TEST_CASE("offload: bad input names the value", "[offload]") {
         expect_error(ErrorCode::out_of_range, "copy_to_host: location 16 (entry 1)", [&] {
             offload.copy_to_host(Space(), pool, to_device({4, 16}));
         });
+}
+
+TEST_CASE("offload: a device failure part-way through a chunked copy", "[offload][device-faults]") {
+    const MHAGeometry g{3, 2, 8, 4, KVDtype::bf16};
+    const index_t slots = 32, chunk = 3;
+    MHAKVPool<Mem, std::uint16_t> pool(g, slots);
+    random_fill(pool.k_buffers(), 1);
+    random_fill(pool.v_buffers(), 2);
+    const index_t k_row = 2 * 8 * 2, v_row = 2 * 4 * 2;
+    const auto images = [&] {
+        return std::vector<Bytes>{read_bytes(pool.k_buffers()), read_bytes(pool.v_buffers())};
+    };
+    const std::vector<Bytes> original = images();
+    // Token t's rows of original copied into image.
+    const auto with_rows = [&](std::vector<Bytes> image, const std::vector<index_t>& tokens) {
+        for (index_t t : tokens)
+            for (index_t l = 0; l < g.layers; ++l) {
+                const index_t k = (l * slots + t) * k_row, v = (l * slots + t) * v_row;
+                std::memcpy(image[0].data() + k, original[0].data() + k, k_row);
+                std::memcpy(image[1].data() + v, original[1].data() + v, v_row);
+            }
+        return image;
+    };
+    Offload offload(chunk, pool.token_bytes());
+    const auto ids = to_device(selected);
+    const auto host = offload.copy_to_host(Space(), pool, ids);
+    Space().fence();
+    const Bytes host_copy(host.data(), host.data() + host.extent(0));
+
+    device_faults::reset();
+    offload.load_from_host(Space(), pool, host, ids);
+    const std::uint64_t copies = device_faults::count(DeviceOp::copy);
+    REQUIRE(copies == (selected.size() + chunk - 1) / chunk);
+    for (std::uint64_t n = 1; n <= copies; ++n) {
+        INFO("copy " << n << " of " << copies);
+        // copy_to_host: the pool is read only; a repeat writes the whole host copy.
+        Kokkos::deep_copy(host, std::uint8_t(0));
+        const std::vector<Bytes> before = images();
+        device_faults::fail_nth(DeviceOp::copy, n);
+        expect_error(ErrorCode::device, "copy_to_host",
+                     [&] { offload.copy_to_host(Space(), pool, ids, host); });
+        device_faults::reset();
+        CHECK(images() == before);
+        offload.copy_to_host(Space(), pool, ids, host);
+        Space().fence();
+        CHECK(byte_mismatches(Bytes(host.data(), host.data() + host.extent(0)), host_copy) == 0);
+
+        // load_from_host: the chunks before the failed one have landed, no other byte of the
+        // pool changed; the same call again loads every row.
+        Kokkos::deep_copy(pool.k_buffers(), std::uint16_t(0xA5A5));
+        Kokkos::deep_copy(pool.v_buffers(), std::uint16_t(0xA5A5));
+        const std::vector<Bytes> poisoned = images();
+        device_faults::fail_nth(DeviceOp::copy, n);
+        expect_error(ErrorCode::device, "load_from_host",
+                     [&] { offload.load_from_host(Space(), pool, host, ids); });
+        device_faults::reset();
+        Space().fence();
+        const std::vector<index_t> landed(
+            selected.begin(), selected.begin() + static_cast<std::ptrdiff_t>((n - 1) * chunk));
+        CHECK(images() == with_rows(poisoned, landed));
+        offload.load_from_host(Space(), pool, host, ids);
+        Space().fence();
+        CHECK(images() == with_rows(poisoned, selected));
+    }
 }

@@ -4,6 +4,7 @@
 #include "req_table_test_support.hpp"
 #include <kvpool/device_faults.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -274,64 +275,86 @@ TEST_CASE("hybrid req table: clear resets slots, state allocator and device maps
     h.check_invariants(Space());
 }
 
+namespace {
+
+// Each device operation of call, of each kind in turn, fails on a table whose
+// two requests hold state: the call throws Error(device) and changes nothing
+// (host state, generations, the device maps check_invariants reads), and the
+// table stays usable: the same call then leaves it as a twin that saw no fault.
+void expect_device_faults_change_nothing(bool lazy, const std::function<void(Hybrid&)>& call) {
+    std::uint64_t tried = 0;
+    for (DeviceOp op : {DeviceOp::allocation, DeviceOp::upload, DeviceOp::copy, DeviceOp::launch}) {
+        std::uint64_t ops = 0;
+        {
+            FreeListStates states(12);
+            Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
+            REQUIRE(h.alloc(Space(), 2));
+            device_faults::reset();
+            call(h);
+            ops = device_faults::count(op);
+            device_faults::reset();
+        }
+        for (std::uint64_t n = 1; n <= ops; ++n, ++tried) {
+            INFO(to_string(op) << " " << n << " of " << ops);
+            FreeListStates states(12), twin_states(12);
+            Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
+            Hybrid twin(Space(), 6, 8, twin_states, extra_buffer(lazy));
+            REQUIRE(h.alloc(Space(), 2));
+            REQUIRE(twin.alloc(Space(), 2));
+            const auto snapshot = [&] {
+                std::string s = describe(h, states);
+                for (index_t r = 1; r <= h.size(); ++r)
+                    s += fmt::format(" g{}", h.generation(r));
+                return s;
+            };
+            const std::string before = snapshot();
+            device_faults::fail_nth(op, n);
+            try {
+                call(h);
+                FAIL("the call succeeded");
+            } catch (const Error& e) {
+                INFO(e.what());
+                CHECK(e.code() == ErrorCode::device);
+            }
+            device_faults::reset();
+            CHECK(snapshot() == before);
+            h.check_invariants();
+            call(h);
+            call(twin);
+            CHECK(describe(h, states) == describe(twin, twin_states));
+            h.check_invariants();
+        }
+    }
+    CHECK(tried > 0);
+}
+
+} // namespace
+
 TEST_CASE("hybrid req table: a device failure in alloc or a track slot changes nothing",
           "[req-table][hybrid][device-faults]") {
     for (const bool lazy : {false, true}) {
         INFO((lazy ? "lazy" : "normal") << " ping-pong buffer");
-        // Two requests already hold state; the call allocates two more (or,
-        // lazy, a track slot of request 1).
-        const auto run = [lazy](Hybrid& h) {
-            if (lazy)
-                CHECK(h.alloc_mamba_ping_pong_slot(Space(), 1, 1));
-            else
-                CHECK(h.alloc(Space(), 2).has_value());
-        };
-        std::uint64_t tried = 0;
-        for (DeviceOp op : {DeviceOp::allocation, DeviceOp::upload, DeviceOp::launch}) {
-            std::uint64_t ops = 0;
-            {
-                FreeListStates states(12);
-                Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
-                REQUIRE(h.alloc(Space(), 2));
-                device_faults::reset();
-                run(h);
-                ops = device_faults::count(op);
-                device_faults::reset();
+        // The call allocates two more requests (or, lazy, a track slot of request 1).
+        expect_device_faults_change_nothing(lazy, [lazy](Hybrid& h) {
+            if (lazy) {
+                if (!h.alloc_mamba_ping_pong_slot(Space(), 1, 1))
+                    FAIL("no track slot");
+            } else if (!h.alloc(Space(), 2)) {
+                FAIL("no allocation");
             }
-            for (std::uint64_t n = 1; n <= ops; ++n, ++tried) {
-                INFO(to_string(op) << " " << n << " of " << ops);
-                FreeListStates states(12), twin_states(12);
-                Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
-                Hybrid twin(Space(), 6, 8, twin_states, extra_buffer(lazy));
-                REQUIRE(h.alloc(Space(), 2));
-                REQUIRE(twin.alloc(Space(), 2));
-                const auto snapshot = [&] {
-                    std::string s = describe(h, states);
-                    for (index_t r = 1; r <= h.size(); ++r)
-                        s += fmt::format(" g{}", h.generation(r));
-                    return s;
-                };
-                const std::string before = snapshot();
-                device_faults::fail_nth(op, n);
-                try {
-                    if (lazy)
-                        h.alloc_mamba_ping_pong_slot(Space(), 1, 1);
-                    else
-                        h.alloc(Space(), 2);
-                    FAIL("the call succeeded");
-                } catch (const Error& e) {
-                    INFO(e.what());
-                    CHECK(e.code() == ErrorCode::device);
-                }
-                device_faults::reset();
-                CHECK(snapshot() == before);
-                h.check_invariants();
-                run(h);
-                run(twin);
-                CHECK(describe(h, states) == describe(twin, twin_states));
-                h.check_invariants();
-            }
-        }
-        CHECK(tried > 0);
+        });
+    }
+}
+
+TEST_CASE("hybrid req table: a device failure in clear changes nothing",
+          "[req-table][hybrid][device-faults]") {
+    for (const bool lazy : {false, true}) {
+        INFO((lazy ? "lazy" : "normal") << " ping-pong buffer");
+        expect_device_faults_change_nothing(lazy, [](Hybrid& h) {
+            h.clear(Space());
+            CHECK(h.available_size() == h.size());
+            CHECK(to_host(h.req_index_to_mamba_index()) ==
+                  std::vector<index_t>(static_cast<std::size_t>(h.size()) + 1, 0));
+        });
     }
 }

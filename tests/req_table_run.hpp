@@ -110,8 +110,8 @@ public:
 
 private:
     RandomRun(std::uint64_t seed, const RandomConfig& config, int ops, Rng rng)
-        : seed_(seed), config_(config), ops_(ops), rng_(rng),
-          states_(num_states), pool_(Space(), num_reqs, context, states_, config.options),
+        : seed_(seed), config_(config), ops_(ops), rng_(rng), states_(num_states),
+          pool_(Space(), num_reqs, context, states_, config.options),
           columns_(config.options.enable_mamba_extra_buffer
                        ? config.options.mamba_ping_pong_track_buffer_size
                        : 0),

@@ -52,7 +52,8 @@ public:
     }
 
     // Every layer's rows of tokens(i) (physical ids, in device-readable memory)
-    // into out, which holds tokens.extent(0) * pool.token_bytes() bytes.
+    // into out, which holds tokens.extent(0) * pool.token_bytes() bytes. The
+    // pool is only read: after a device failure out is partly written.
     template <class Pool, class IdView>
     void copy_to_host(const ExecutionSpace& space, const Pool& pool, const IdView& tokens,
                       const host_buffer& out) {
@@ -82,6 +83,10 @@ public:
 
     // The inverse: the rows in `in` (as copy_to_host wrote them) back to the
     // tokens' rows. A token given twice receives one of its rows, unspecified which.
+    // A device failure (Error(device)) ends it at a chunk: the chunks before
+    // it have landed, no other byte of the pool has changed, and the same call
+    // again loads every row. Making it all-or-nothing would take a device copy
+    // of every destination row first, doubling the traffic of every load.
     template <class Pool, class IdView>
     void load_from_host(const ExecutionSpace& space, const Pool& pool, const host_buffer& in,
                         const IdView& tokens) {

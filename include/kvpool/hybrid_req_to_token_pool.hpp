@@ -175,11 +175,17 @@ public:
     }
 
     // Every request slot free, the state allocator cleared, the device maps zeroed.
+    // Every request slot and the state slots they hold free again, both device
+    // maps zeroed. The device work (the state allocator's clear, the maps'
+    // one-launch zeroing) runs first, atomically: a device failure there
+    // changes nothing, and only then does the host forget the requests.
     void clear(const ExecutionSpace& space) {
+        states_->atomically(space, [&] {
+            states_->clear(space);
+            zero_device_maps(space);
+        });
         Base::clear();
-        states_->clear(space);
         reset_host_state();
-        zero_device_maps(space);
     }
     void clear() { clear(ExecutionSpace()); }
 
@@ -523,9 +529,7 @@ private:
     }
 
     void zero_device_maps(const ExecutionSpace& space) {
-        Kokkos::deep_copy(space, mamba_map_, index_t(0));
-        if (track_columns_ > 0)
-            Kokkos::deep_copy(space, track_map_, index_t(0));
+        kernels::portable::clear_state_maps(space, mamba_map_, track_map_);
     }
 
     state_allocator* states_;

@@ -26,6 +26,22 @@ void set_state_mapping(const ExecutionSpace& space, const MapView& mamba_map,
         });
 }
 
+// Every entry of both maps 0 (the padding state slot), in one launch: a clear
+// that fails to launch has changed neither map.
+template <class ExecutionSpace, class MapView, class TrackMapView>
+void clear_state_maps(const ExecutionSpace& space, const MapView& mamba_map,
+                      const TrackMapView& track_map) {
+    launch_fault_point<ExecutionSpace>("kvpool::clear_state_maps");
+    const index_t rows = static_cast<index_t>(mamba_map.extent(0));
+    const index_t columns = static_cast<index_t>(track_map.extent(1));
+    Kokkos::parallel_for(
+        "kvpool::clear_state_maps", kk::range(space, rows), KOKKOS_LAMBDA(const index_t r) {
+            mamba_map(r) = 0;
+            for (index_t j = 0; j < columns; ++j)
+                track_map(r, j) = 0;
+        });
+}
+
 // out(i) = map(req_indices(i)); an index outside the table reads the padding row.
 template <class ExecutionSpace, class MapView, class InView, class OutView>
 void gather_state_slots(const ExecutionSpace& space, const MapView& map, const InView& req_indices,
