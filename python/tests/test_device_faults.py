@@ -2,11 +2,13 @@
 call: the call raises RuntimeFailure, the pair is as before, and the same call
 then succeeds as it does on a twin that saw no fault."""
 
+from types import SimpleNamespace
+
 import pytest
-import torch
 
 from kvpool import device_faults, errors
-from support import swa_allocator
+from kvpool.sglang import HybridReqToTokenPool, UnifiedMambaTokenToKVPoolAllocator
+from support import mamba_pool, mamba_stores, swa_allocator
 
 
 def pair(device, lazy, page_size):
@@ -69,6 +71,78 @@ def test_every_device_fault_leaves_the_pair_as_it_was(device, lazy, page_size, c
             run(a, ids, page_size)
             run(twin, twin_ids, page_size)
             assert state(a) == state(twin)
+            tried += 1
+    assert tried > 0
+
+
+def request_table(device, lazy):
+    """A hybrid request table on a Mamba pair's state side, two requests holding state."""
+    pool = mamba_pool(device, 1)
+    kv, _, _ = mamba_stores("unified", pool, 1, device)
+    pair = UnifiedMambaTokenToKVPoolAllocator(
+        unified_buffer=pool, kvcache=kv, device=device, page_size=1, lazy_compaction=False
+    )
+    reqs = HybridReqToTokenPool(
+        size=4,
+        max_context_len=8,
+        device=device,
+        enable_mamba_extra_buffer=True,
+        enable_mamba_extra_buffer_lazy=lazy,
+        mamba_allocator=pair.mamba_allocator,
+    )
+    reqs.alloc(
+        [
+            SimpleNamespace(
+                rid=i,
+                req_pool_idx=None,
+                mamba_pool_idx=None,
+                mamba_ping_pong_track_buffer=None,
+                mamba_next_track_idx=None,
+            )
+            for i in range(2)
+        ]
+    )
+    return pair, reqs
+
+
+def table_state(pair, reqs):
+    return (
+        reqs.available_size(),
+        pair.mamba_allocator.allocated_count(),
+        reqs.req_index_to_mamba_index_mapping.cpu().tolist(),
+        reqs.req_index_to_mamba_ping_pong_track_buffer_mapping.cpu().tolist(),
+        pair.mamba_allocator.virtual_to_physical.cpu().tolist(),
+    )
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_device_fault_in_a_request_table_clear_changes_nothing(device, lazy):
+    # The table's clear clears the state side (a transaction of its own) and the
+    # device maps inside the side's transaction: a fault anywhere undoes both.
+    tried = 0
+    for kind in device_faults.KINDS:
+        _, dry = request_table(device, lazy)
+        device_faults.reset()
+        dry.clear()
+        ops = device_faults.count(kind)
+        for n in range(1, ops + 1):
+            pair, reqs = request_table(device, lazy)
+            before = table_state(pair, reqs)
+            device_faults.reset()
+            device_faults.fail_nth(kind, n)
+            try:
+                with pytest.raises(errors.RuntimeFailure, match="failed: "):
+                    reqs.clear()
+            finally:
+                device_faults.reset()
+            assert table_state(pair, reqs) == before, f"{kind} {n} of {ops}"
+            reqs.check_invariants()
+            pair.mamba_allocator.check_invariants()
+            reqs.clear()
+            assert reqs.available_size() == 4
+            assert pair.mamba_allocator.allocated_count() == 0
+            assert set(reqs.req_index_to_mamba_index_mapping.cpu().tolist()) == {0}
+            reqs.check_invariants()
             tried += 1
     assert tried > 0
 
