@@ -194,20 +194,28 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
     return false;
 }
 
-void AllocatorCore::take_physical(index_t num_pages, std::vector<index_t>& out,
-                                  std::size_t& drained) {
+void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
+    std::vector<index_t>& out = binding.physical_pages;
     const index_t from_holes = std::min<index_t>(num_pages, usable_hole_pages());
-    // Holes under a transfer stay where they are in the list.
+    // Holes under a transfer stay where they are in the list; the positions of
+    // the holes taken from between them put those back in place on an undo.
     const std::vector<index_t> gated = gated_pages();
+    bool passed_gated = false;
     for (std::size_t i = 0; static_cast<index_t>(out.size()) < from_holes;) {
         if (std::binary_search(gated.begin(), gated.end(), holes_[i])) {
+            if (!passed_gated)
+                for (std::size_t k = 0; k < out.size(); ++k)
+                    binding.hole_positions.push_back(k);
+            passed_gated = true;
             ++i;
             continue;
         }
+        if (passed_gated)
+            binding.hole_positions.push_back(i + out.size());
         out.push_back(holes_[i]);
         holes_.erase_at(i);
     }
-    drained = static_cast<std::size_t>(from_holes);
+    binding.drained_holes = static_cast<std::size_t>(from_holes);
     const index_t extend = num_pages - from_holes;
     const BandDirection band(geometry_);
     watermark_ = band.grown(watermark_, extend);
@@ -265,7 +273,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
     const auto first = free_virtual_pages_.begin();
     out.virtual_pages.assign(first, first + num_pages);
     free_virtual_pages_.erase_front(static_cast<std::size_t>(num_pages));
-    take_physical(num_pages, out.physical_pages, out.drained_holes);
+    take_physical(num_pages, out);
     bind(out.virtual_pages, out.physical_pages);
     log_undo(out, true);
     return true;
@@ -317,7 +325,7 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     const Unjournaled quiet(*this, take_transaction_allocation(out, false));
     out.watermark_before = watermark_;
     out.virtual_pages.assign(virtual_pages, virtual_pages + count);
-    take_physical(count, out.physical_pages, out.drained_holes);
+    take_physical(count, out);
     bind(out.virtual_pages, out.physical_pages);
     log_undo(out, false);
     return true;
@@ -349,8 +357,12 @@ void AllocatorCore::undo_binding(const PageBinding& binding, bool from_free_list
         plan_.set_p2v(p, unbound);
         page_state_.set(p, i < drained_holes ? PageState::hole : PageState::outside);
     }
-    for (std::size_t i = drained_holes; i-- > 0;)
-        holes_.push_front(physical_pages[i]);
+    if (binding.hole_positions.empty())
+        for (std::size_t i = drained_holes; i-- > 0;)
+            holes_.push_front(physical_pages[i]);
+    else
+        for (std::size_t i = 0; i < drained_holes; ++i)
+            holes_.insert_at(binding.hole_positions[i], physical_pages[i]);
     if (from_free_list)
         free_virtual_pages_.insert_front(virtual_pages.begin(), virtual_pages.end());
     watermark_ = binding.watermark_before;

@@ -4,7 +4,9 @@
 // them fails as out of room. Eager sides and the pairs: move_gate_eager_test.
 #include "test_support.hpp"
 #include <kvpool/completion_token.hpp>
+#include <kvpool/device_faults.hpp>
 
+#include <deque>
 #include <functional>
 #include <memory>
 
@@ -123,6 +125,61 @@ TEST_CASE("move gate: a freed page under a transfer is neither reused, moved int
         CHECK(g.up.core().hole_pages() == 0);
         CHECK(g.up.core().band_pages() == 5);
         check_all(g.pool, g.up, 0, live);
+    }
+}
+
+TEST_CASE("move gate: an allocation taken back leaves reused holes between the gated ones again",
+          "[move-gate][device-faults]") {
+    // Holes of pages 1, 2, 3, 5 and 6 with 2 and 5 under a transfer: an
+    // allocation of three pages takes 1, 3 and 6 from between them. Undone by a
+    // device failure's rollback or by restore_state, the hole list is as before.
+    struct Gated {
+        GatePool g;
+        std::shared_ptr<ManualToken> token = std::make_shared<ManualToken>();
+        std::deque<index_t> holes_before;
+        explicit Gated(index_t ps) : g(ps) {
+            const auto pages = take_pages(g.pool, g.up, 0, 8);
+            g.up.gate_transfer(token, join({pages[2], pages[5]}));
+            g.up.free(Space(), join({pages[1], pages[2], pages[3], pages[5], pages[6]}));
+            holes_before = g.up.core().hole_list();
+        }
+        void alloc() { REQUIRE(g.up.alloc(Space(), 3 * g.up.page_size())); }
+        void check_unchanged() {
+            CHECK(g.up.core().hole_list() == holes_before);
+            g.up.check_invariants(Space());
+        }
+    };
+    for (const index_t ps : {index_t(1), index_t(16)}) {
+        INFO("page size " << ps);
+        {
+            Gated s(ps);
+            const AllocatorSnapshot snapshot = s.g.up.backup_state();
+            s.alloc();
+            CHECK(s.g.up.core().hole_pages() == 2);
+            s.g.up.restore_state(Space(), snapshot);
+            s.check_unchanged();
+        }
+        std::uint64_t tried = 0;
+        for (const DeviceOp op :
+             {DeviceOp::allocation, DeviceOp::upload, DeviceOp::copy, DeviceOp::launch}) {
+            std::uint64_t ops = 0;
+            {
+                Gated dry(ps);
+                device_faults::reset();
+                dry.alloc();
+                ops = device_faults::count(op);
+                device_faults::reset();
+            }
+            for (std::uint64_t n = 1; n <= ops; ++n, ++tried) {
+                INFO(to_string(op) << " " << n << " of " << ops);
+                Gated s(ps);
+                device_faults::fail_nth(op, n);
+                CHECK_THROWS_AS(s.g.up.alloc(Space(), 3 * ps), Error);
+                device_faults::reset();
+                s.check_unchanged();
+            }
+        }
+        CHECK(tried > 0);
     }
 }
 

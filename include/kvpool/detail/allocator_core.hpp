@@ -233,7 +233,7 @@ private:
     index_t peer_drainable_hole_bytes() const;
     bool alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds short_of_ids);
     bool ensure_room(index_t num_pages);
-    void take_physical(index_t num_pages, std::vector<index_t>& out, std::size_t& drained);
+    void take_physical(index_t num_pages, PageBinding& out);
     void bind(const std::vector<index_t>& virtual_pages,
               const std::vector<index_t>& physical_pages);
     std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,

@@ -49,11 +49,16 @@ struct PageBinding {
     std::vector<index_t> virtual_pages;
     std::vector<index_t> physical_pages;
     std::size_t drained_holes = 0; // physical_pages[0, drained_holes) came from holes
+    // Where each drained hole stood in the hole list, ascending; empty when
+    // they were its first drained_holes entries (no hole under a transfer
+    // was passed over).
+    std::vector<std::size_t> hole_positions;
     index_t watermark_before = 0;
     void clear() {
         virtual_pages.clear();
         physical_pages.clear();
         drained_holes = 0;
+        hole_positions.clear();
     }
 };
 

@@ -120,7 +120,7 @@ private:
     std::vector<T> items_;
 };
 
-enum class QueueChange { pushed_back, pushed_front, erased };
+enum class QueueChange { pushed_back, pushed_front, inserted, erased };
 template <class T> struct QueueEntry {
     QueueChange kind;
     std::size_t position;
@@ -164,6 +164,11 @@ public:
         else
             for (It it = first; it != last; ++it)
                 push_back(*it);
+    }
+    // Inserts value before position i.
+    void insert_at(std::size_t i, T value) {
+        this->log({QueueChange::inserted, i, value});
+        items_.insert(items_.begin() + static_cast<std::ptrdiff_t>(i), value);
     }
     // Removes the entry at position i.
     void erase_at(std::size_t i) {
@@ -211,6 +216,9 @@ private:
                 break;
             case QueueChange::pushed_front:
                 items_.pop_front();
+                break;
+            case QueueChange::inserted:
+                items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(e.position));
                 break;
             case QueueChange::erased:
                 items_.insert(items_.begin() + static_cast<std::ptrdiff_t>(e.position), e.value);
