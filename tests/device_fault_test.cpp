@@ -7,6 +7,7 @@
 // as a twin that never saw a fault. Runs on every backend; on CUDA the faults
 // take the runtime's own error codes and messages.
 #include "atomicity_harness.hpp"
+#include "device_fault_support.hpp"
 #include <kvpool/device_faults.hpp>
 #include <kvpool/mamba_pair.hpp>
 #include <kvpool/swa_pair.hpp>
@@ -23,15 +24,6 @@ namespace {
 
 using SwaPair = UnifiedSWAAllocator<Space>;
 using MambaPair = UnifiedMambaAllocator<Space>;
-
-constexpr DeviceOp device_ops[] = {DeviceOp::allocation, DeviceOp::upload, DeviceOp::copy,
-                                   DeviceOp::launch};
-
-// Faults are disarmed and counts zeroed however a check ends.
-struct FaultScope {
-    FaultScope() { device_faults::reset(); }
-    ~FaultScope() { device_faults::reset(); }
-};
 
 // A call's own check: a CHECK would catch the injected fault, which must
 // leave the call instead.
@@ -397,48 +389,43 @@ template <class Case>
 void check_every_fault(CompactionMode mode, index_t ps, typename Case::call_type call) {
     if (!Case(mode, ps, call).applies(call))
         return;
-    for (DeviceOp op : device_ops) {
-        std::uint64_t ops = 0;
-        {
-            auto dry = prepared<Case>(mode, ps, call);
-            FaultScope scope;
-            dry->run(call);
-            ops = device_faults::count(op);
+    const auto dry_run = [&] {
+        auto dry = prepared<Case>(mode, ps, call);
+        device_faults::reset();
+        dry->run(call);
+    };
+    for_each_device_fault(dry_run, [&](DeviceOp op, std::uint64_t n, std::uint64_t ops) {
+        INFO(name_of(call) << ", " << to_string(mode) << ", page size " << ps << ": "
+                           << to_string(op) << " " << n << " of " << ops);
+        auto c = prepared<Case>(mode, ps, call), twin = prepared<Case>(mode, ps, call);
+        const std::vector<std::string> before = states(c->watched());
+        std::vector<std::string> allowed = before;
+        if (c->has_partial(call)) {
+            auto other = prepared<Case>(mode, ps, call);
+            other->partial(call);
+            allowed = states(other->watched());
         }
-        for (std::uint64_t n = 1; n <= ops; ++n) {
-            INFO(name_of(call) << ", " << to_string(mode) << ", page size " << ps << ": "
-                               << to_string(op) << " " << n << " of " << ops);
-            auto c = prepared<Case>(mode, ps, call), twin = prepared<Case>(mode, ps, call);
-            const std::vector<std::string> before = states(c->watched());
-            std::vector<std::string> allowed = before;
-            if (c->has_partial(call)) {
-                auto other = prepared<Case>(mode, ps, call);
-                other->partial(call);
-                allowed = states(other->watched());
-            }
-            FaultScope scope;
-            device_faults::fail_nth(op, n);
-            try {
-                c->run(call);
-                FAIL("the call succeeded");
-            } catch (const Error& e) {
-                INFO(e.what());
-                CHECK(e.code() == ErrorCode::device);
-                CHECK(std::string(e.what()).find("failed: ") != std::string::npos);
-            }
-            const std::vector<std::string> after = states(c->watched());
-            for (std::size_t i = 0; i < after.size(); ++i) {
-                INFO("side " << i);
-                CHECK((after[i] == before[i] || after[i] == allowed[i]));
-            }
-            check_data(c->pool, c->watched());
-            device_faults::reset();
+        device_faults::fail_nth(op, n);
+        try {
             c->run(call);
-            twin->run(call);
-            CHECK(states(c->watched()) == states(twin->watched()));
-            check_data(c->pool, c->watched());
+            FAIL("the call succeeded");
+        } catch (const Error& e) {
+            INFO(e.what());
+            CHECK(e.code() == ErrorCode::device);
+            CHECK(std::string(e.what()).find("failed: ") != std::string::npos);
         }
-    }
+        const std::vector<std::string> after = states(c->watched());
+        for (std::size_t i = 0; i < after.size(); ++i) {
+            INFO("side " << i);
+            CHECK((after[i] == before[i] || after[i] == allowed[i]));
+        }
+        check_data(c->pool, c->watched());
+        device_faults::reset();
+        c->run(call);
+        twin->run(call);
+        CHECK(states(c->watched()) == states(twin->watched()));
+        check_data(c->pool, c->watched());
+    });
 }
 
 } // namespace

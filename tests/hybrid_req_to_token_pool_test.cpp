@@ -1,6 +1,7 @@
 // HybridReqToTokenPool: Mamba state slots per request, adopted slots, and
 // ping-pong track slots in normal and lazy mode. Misuse throws and changes
 // nothing; running out is a clean no-allocation.
+#include "device_fault_support.hpp"
 #include "req_table_test_support.hpp"
 #include <kvpool/device_faults.hpp>
 
@@ -282,19 +283,15 @@ namespace {
 // (host state, generations, the device maps check_invariants reads), and the
 // table stays usable: the same call then leaves it as a twin that saw no fault.
 void expect_device_faults_change_nothing(bool lazy, const std::function<void(Hybrid&)>& call) {
-    std::uint64_t tried = 0;
-    for (DeviceOp op : {DeviceOp::allocation, DeviceOp::upload, DeviceOp::copy, DeviceOp::launch}) {
-        std::uint64_t ops = 0;
-        {
-            FreeListStates states(12);
-            Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
-            REQUIRE(h.alloc(Space(), 2));
-            device_faults::reset();
-            call(h);
-            ops = device_faults::count(op);
-            device_faults::reset();
-        }
-        for (std::uint64_t n = 1; n <= ops; ++n, ++tried) {
+    const auto dry_run = [&] {
+        FreeListStates states(12);
+        Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
+        REQUIRE(h.alloc(Space(), 2));
+        device_faults::reset();
+        call(h);
+    };
+    const std::uint64_t tried =
+        for_each_device_fault(dry_run, [&](DeviceOp op, std::uint64_t n, std::uint64_t ops) {
             INFO(to_string(op) << " " << n << " of " << ops);
             FreeListStates states(12), twin_states(12);
             Hybrid h(Space(), 6, 8, states, extra_buffer(lazy));
@@ -323,8 +320,7 @@ void expect_device_faults_change_nothing(bool lazy, const std::function<void(Hyb
             call(twin);
             CHECK(describe(h, states) == describe(twin, twin_states));
             h.check_invariants();
-        }
-    }
+        });
     CHECK(tried > 0);
 }
 

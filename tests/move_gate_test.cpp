@@ -2,6 +2,7 @@
 // with a completion token) are neither moved nor reused by any lazy
 // compaction path until the token completes, and an allocation that needs
 // them fails as out of room. Eager sides and the pairs: move_gate_eager_test.
+#include "device_fault_support.hpp"
 #include "test_support.hpp"
 #include <kvpool/completion_token.hpp>
 #include <kvpool/device_faults.hpp>
@@ -159,26 +160,20 @@ TEST_CASE("move gate: an allocation taken back leaves reused holes between the g
             s.g.up.restore_state(Space(), snapshot);
             s.check_unchanged();
         }
-        std::uint64_t tried = 0;
-        for (const DeviceOp op :
-             {DeviceOp::allocation, DeviceOp::upload, DeviceOp::copy, DeviceOp::launch}) {
-            std::uint64_t ops = 0;
-            {
-                Gated dry(ps);
-                device_faults::reset();
-                dry.alloc();
-                ops = device_faults::count(op);
-                device_faults::reset();
-            }
-            for (std::uint64_t n = 1; n <= ops; ++n, ++tried) {
+        const auto dry_run = [ps] {
+            Gated dry(ps);
+            device_faults::reset();
+            dry.alloc();
+        };
+        const std::uint64_t tried =
+            for_each_device_fault(dry_run, [ps](DeviceOp op, std::uint64_t n, std::uint64_t ops) {
                 INFO(to_string(op) << " " << n << " of " << ops);
                 Gated s(ps);
                 device_faults::fail_nth(op, n);
                 CHECK_THROWS_AS(s.g.up.alloc(Space(), 3 * ps), Error);
                 device_faults::reset();
                 s.check_unchanged();
-            }
-        }
+            });
         CHECK(tried > 0);
     }
 }
