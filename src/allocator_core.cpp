@@ -91,32 +91,63 @@ void AllocatorCore::bind_peer(AllocatorCore* peer) {
         clear();
         plan_.clear();
     }
-    peer_ = peer;
+    bind_neighbour(peer);
+}
+
+void AllocatorCore::bind_neighbour(AllocatorCore* neighbour) {
+    if (!neighbour)
+        return;
+    (neighbour->geometry_.position < geometry_.position ? lower_ : upper_) = neighbour;
 }
 
 // ---------------------------------------------------------------- sizes
 
 index_t AllocatorCore::band_pages() const {
-    const BandDirection band(geometry_);
+    const BandDirection band(geometry_, anchor_);
     return band.band_end(watermark_) - band.band_begin(watermark_);
 }
 
 index_t AllocatorCore::byte_high_frontier() const {
-    return BandDirection(geometry_).band_end(watermark_) * geometry_.page_bytes;
+    return BandDirection(geometry_, anchor_).band_end(watermark_) * geometry_.page_bytes;
 }
 
 index_t AllocatorCore::byte_low_frontier() const {
-    return BandDirection(geometry_).band_begin(watermark_) * geometry_.page_bytes;
+    return BandDirection(geometry_, anchor_).band_begin(watermark_) * geometry_.page_bytes;
 }
 
-// The gap lies above an up side's band and below a down side's.
-index_t AllocatorCore::gap_bytes() const {
-    if (geometry_.grow() == GrowDirection::up) {
-        const index_t limit = peer_ ? peer_->byte_low_frontier() : total_bytes_;
-        return std::max<index_t>(0, limit - byte_high_frontier());
-    }
-    const index_t limit = peer_ ? peer_->byte_high_frontier() : 0;
+index_t AllocatorCore::gap_above_bytes() const {
+    const index_t limit = upper_ ? upper_->byte_low_frontier() : total_bytes_;
+    return std::max<index_t>(0, limit - byte_high_frontier());
+}
+
+index_t AllocatorCore::gap_below_bytes() const {
+    const index_t limit = lower_ ? lower_->byte_high_frontier() : 0;
     return std::max<index_t>(0, byte_low_frontier() - limit);
+}
+
+// The gap lies above an up side's band, below a down side's, and on both
+// sides of a floating one's.
+index_t AllocatorCore::gap_bytes() const {
+    switch (geometry_.grow()) {
+    case GrowDirection::up:
+        return gap_above_bytes();
+    case GrowDirection::down:
+        return gap_below_bytes();
+    case GrowDirection::floating:
+        break;
+    }
+    return gap_below_bytes() + gap_above_bytes();
+}
+
+index_t AllocatorCore::lowest_free_page() const {
+    const index_t limit = lower_ ? ceil_div(lower_->byte_high_frontier(), geometry_.page_bytes) : 0;
+    return std::max(limit, geometry_.min_page_index);
+}
+
+index_t AllocatorCore::page_limit_above() const {
+    const index_t limit =
+        upper_ ? upper_->byte_low_frontier() / geometry_.page_bytes : geometry_.num_physical_pages;
+    return std::min(limit, geometry_.num_physical_pages);
 }
 
 index_t AllocatorCore::index_headroom_pages() const {
@@ -128,26 +159,38 @@ index_t AllocatorCore::free_virtual_page_count() const {
                                 : geometry_.page_capacity() - live_pages_;
 }
 
-index_t AllocatorCore::available_pages(index_t extra_gap_bytes) const {
-    const index_t extend =
-        std::min(index_headroom_pages(), (gap_bytes() + extra_gap_bytes) / geometry_.page_bytes);
+index_t AllocatorCore::available_pages(index_t extra_below_bytes, index_t extra_above_bytes) const {
+    const index_t pb = geometry_.page_bytes;
+    const GrowDirection grow = geometry_.grow();
+    index_t below = grow == GrowDirection::up ? 0 : (gap_below_bytes() + extra_below_bytes) / pb;
+    if (grow == GrowDirection::floating)
+        below = std::min(below, anchor_ - geometry_.min_page_index);
+    const index_t above =
+        grow == GrowDirection::down ? 0 : (gap_above_bytes() + extra_above_bytes) / pb;
+    const index_t extend = std::min(index_headroom_pages(), below + above);
     return std::min(free_virtual_page_count(), extend + usable_hole_pages());
 }
 
 index_t AllocatorCore::available_size() const {
-    return available_pages(0) * page_size();
+    return available_pages(0, 0) * page_size();
 }
 
-index_t AllocatorCore::peer_drainable_hole_bytes() const {
+index_t AllocatorCore::neighbour_credit_bytes(const AllocatorCore* neighbour) const {
+    if (!neighbour)
+        return 0;
+    if (neighbour->is_floating())
+        return neighbour->shiftable_bytes(neighbour == upper_);
     // A peer inside a backup window skips its flushes: its holes stay put.
     // Nor does a peer with pages under a transfer: they may stop its flush.
-    if (!peer_ || !peer_->is_lazy() || peer_->open_window_id_ != 0 || !peer_->gated_pages().empty())
+    if (!neighbour->is_lazy() || neighbour->open_window_id_ != 0 ||
+        !neighbour->gated_pages().empty())
         return 0;
-    return peer_->hole_pages() * peer_->geometry_.page_bytes;
+    return neighbour->hole_pages() * neighbour->geometry_.page_bytes;
 }
 
 index_t AllocatorCore::schedulable_available_size() const {
-    return available_pages(peer_drainable_hole_bytes()) * page_size();
+    return available_pages(neighbour_credit_bytes(lower_), neighbour_credit_bytes(upper_)) *
+           page_size();
 }
 
 // ---------------------------------------------------------------- look-ups
@@ -183,15 +226,31 @@ index_t AllocatorCore::translate_token(index_t virtual_token) const {
 // ---------------------------------------------------------------- allocation
 
 bool AllocatorCore::ensure_room(index_t num_pages) {
-    if (num_pages <= available_pages(0))
+    if (num_pages <= available_pages(0, 0))
         return true;
-    // Only the peer's compaction releases gap bytes: packing our own band trades
-    // a hole for a gap page one for one.
-    if (peer_ && peer_->is_lazy()) {
-        peer_->flush(true);
-        return num_pages <= available_pages(0);
+    // Only the neighbours' compaction releases gap bytes: packing our own band
+    // trades a hole for a gap page one for one. An anchored lazy neighbour
+    // flushes first; a floating one then shifts away.
+    for (AllocatorCore* n : {lower_, upper_})
+        if (n && !n->is_floating() && n->is_lazy())
+            n->flush(true);
+    // More gap cannot help a side out of ids or index space.
+    if (num_pages > free_virtual_page_count() ||
+        num_pages > index_headroom_pages() + usable_hole_pages())
+        return false;
+    const index_t pb = geometry_.page_bytes;
+    for (AllocatorCore* n : {lower_, upper_}) {
+        const index_t short_pages = num_pages - available_pages(0, 0);
+        if (!n || !n->is_floating() || short_pages <= 0)
+            continue;
+        const bool above = n == upper_;
+        if ((above && geometry_.grow() == GrowDirection::down) ||
+            (!above && geometry_.grow() == GrowDirection::up))
+            continue;
+        const index_t gap = above ? gap_above_bytes() : gap_below_bytes();
+        n->shift_away(above, (gap / pb + short_pages) * pb - gap);
     }
-    return false;
+    return num_pages <= available_pages(0, 0);
 }
 
 void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
@@ -217,7 +276,11 @@ void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     }
     binding.drained_holes = static_cast<std::size_t>(from_holes);
     const index_t extend = num_pages - from_holes;
-    const BandDirection band(geometry_);
+    if (is_floating()) {
+        extend_floating(extend, out);
+        return;
+    }
+    const BandDirection band(geometry_, anchor_);
     watermark_ = band.grown(watermark_, extend);
     const auto [first, last] = band.frontier_pages(watermark_, extend);
     // Ascending, as the reference binds a pure extension on either side and
@@ -229,6 +292,34 @@ void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     else
         for (index_t p = first; p < last; ++p)
             out.push_back(p);
+}
+
+void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
+    // Into the wider gap first, then the other: each new page, above the band
+    // and below it, ascending.
+    const index_t room_above = page_limit_above() - watermark_;
+    const index_t room_below = anchor_ - lowest_free_page();
+    const bool above_first = room_above >= room_below;
+    const index_t above =
+        above_first ? std::min(pages, room_above) : pages - std::min(pages, room_below);
+    const index_t below = pages - above;
+    const auto push_above = [&] {
+        for (index_t p = watermark_; p < watermark_ + above; ++p)
+            out.push_back(p);
+    };
+    const auto push_below = [&] {
+        for (index_t p = anchor_ - below; p < anchor_; ++p)
+            out.push_back(p);
+    };
+    if (above_first) {
+        push_above();
+        push_below();
+    } else {
+        push_below();
+        push_above();
+    }
+    watermark_ += above;
+    anchor_ -= below;
 }
 
 void AllocatorCore::bind(const std::vector<index_t>& virtual_pages,
@@ -270,6 +361,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
     }
     const Unjournaled quiet(*this, take_transaction_allocation(out, true));
     out.watermark_before = watermark_;
+    out.anchor_before = anchor_;
     const auto first = free_virtual_pages_.begin();
     out.virtual_pages.assign(first, first + num_pages);
     free_virtual_pages_.erase_front(static_cast<std::size_t>(num_pages));
@@ -324,6 +416,7 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     }
     const Unjournaled quiet(*this, take_transaction_allocation(out, false));
     out.watermark_before = watermark_;
+    out.anchor_before = anchor_;
     out.virtual_pages.assign(virtual_pages, virtual_pages + count);
     take_physical(count, out);
     bind(out.virtual_pages, out.physical_pages);
@@ -366,6 +459,7 @@ void AllocatorCore::undo_binding(const PageBinding& binding, bool from_free_list
     if (from_free_list)
         free_virtual_pages_.insert_front(virtual_pages.begin(), virtual_pages.end());
     watermark_ = binding.watermark_before;
+    anchor_ = binding.anchor_before;
     live_pages_ -= static_cast<index_t>(virtual_pages.size());
 }
 
@@ -542,9 +636,9 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
     // The band shrinks by k pages at the frontier; survivors of the vacated
     // positions move into the holes the free leaves inside the kept band. The
     // whole compaction is worked out and checked before anything changes.
-    const BandDirection band(geometry_);
+    const BandDirection band(geometry_, anchor_);
     const auto [vacated_lo, vacated_hi] = band.frontier_pages(watermark_, k);
-    if (vacated_lo < geometry_.min_page_index || vacated_hi > geometry_.num_physical_pages)
+    if (vacated_lo < band.band_begin(watermark_) || vacated_hi > band.band_end(watermark_))
         fail(fmt::format("eager compaction of {} freed pages: the band holds only {}", k,
                          band_pages()));
     std::vector<index_t> holes, survivors;
@@ -597,6 +691,7 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
         move_page(survivors[i], holes[i]);
         page_state_.set(survivors[i], PageState::outside);
     }
+    plan_.overwrites_freed_pages = plan_.overwrites_freed_pages || !survivors.empty();
 }
 
 void AllocatorCore::free_pages_lazy(const std::vector<index_t>& virtual_pages) {
@@ -692,7 +787,7 @@ index_t AllocatorCore::flush(bool urgent) {
     if (holes_.empty())
         return 0;
 
-    const BandDirection band(geometry_);
+    const BandDirection band(geometry_, anchor_);
     const std::vector<index_t> gated = gated_pages();
     std::vector<index_t> holes(holes_.begin(), holes_.end());
     std::sort(holes.begin(), holes.end(),
@@ -743,7 +838,7 @@ index_t AllocatorCore::absorb_frontier_holes(std::vector<index_t>& holes,
                                              const std::vector<index_t>& gated) {
     // Holes that already touch the frontier leave the band without a move;
     // one under a transfer stays (the peer could take it over).
-    const BandDirection band(geometry_);
+    const BandDirection band(geometry_, anchor_);
     index_t absorbed = 0;
     while (!holes.empty() && holes.back() == band.frontier_page(watermark_) &&
            !std::binary_search(gated.begin(), gated.end(), holes.back())) {
@@ -784,7 +879,7 @@ std::vector<index_t> AllocatorCore::move_survivors(const std::vector<index_t>& h
     // Two pointers: the survivor nearest the frontier moves into the hole
     // nearest the anchor, until they cross; a page the forward in flight
     // writes stops the walk.
-    const BandDirection band(geometry_);
+    const BandDirection band(geometry_, anchor_);
     std::vector<index_t> moved_from;
     index_t src = band.frontier_page(watermark_);
     while (moved_from.size() < holes.size() &&
@@ -821,6 +916,119 @@ void AllocatorCore::release_moved_from(const CompletionTokenPtr& readers,
         page_state_.set(p, PageState::pending);
     pending_pages_ += static_cast<index_t>(moved_from.size());
     add_pending(readers, moved_from);
+}
+
+// ---------------------------------------------------------------- band shift
+
+index_t AllocatorCore::shiftable_bytes(bool from_below) const {
+    if (!is_floating() || open_window_id_ != 0 || !gated_pages().empty())
+        return 0;
+    const index_t far_gap_pages =
+        from_below ? page_limit_above() - watermark_ : anchor_ - lowest_free_page();
+    return (std::max<index_t>(0, far_gap_pages) + hole_pages()) * geometry_.page_bytes;
+}
+
+bool AllocatorCore::shift_away(bool from_below, index_t bytes) {
+    if (bytes <= 0)
+        return true;
+    if (!is_floating() || open_window_id_ != 0 || relocations_held_)
+        return false;
+    const index_t k = ceil_div(bytes, geometry_.page_bytes);
+    // The vacated edge [lo, hi), which may reach past the band.
+    const index_t lo = from_below ? anchor_ : watermark_ - k;
+    const index_t hi = from_below ? anchor_ + k : watermark_;
+    if (from_below ? hi > page_limit_above() : lo < lowest_free_page())
+        return false;
+    const std::vector<index_t> gated = gated_pages();
+    const auto is_gated = [&](index_t p) {
+        return std::binary_search(gated.begin(), gated.end(), p);
+    };
+    std::vector<index_t> sources;
+    for (index_t p = std::max(lo, anchor_); p < std::min(hi, watermark_); ++p) {
+        if (is_gated(p))
+            return false;
+        if (page_state_[p] == PageState::live)
+            sources.push_back(p);
+    }
+    // Destinations: holes outside the edge, lowest first, then far gap pages.
+    std::vector<index_t> holes_sorted(holes_.begin(), holes_.end());
+    std::sort(holes_sorted.begin(), holes_sorted.end());
+    std::vector<index_t> destinations;
+    for (index_t h : holes_sorted) {
+        if (destinations.size() == sources.size())
+            break;
+        if ((h < lo || h >= hi) && !is_gated(h))
+            destinations.push_back(h);
+    }
+    const auto fresh = static_cast<index_t>(sources.size() - destinations.size());
+    if (from_below) {
+        const index_t first = std::max(watermark_, hi);
+        if (first + fresh > page_limit_above())
+            return false;
+        for (index_t p = first; p < first + fresh; ++p)
+            destinations.push_back(p);
+    } else {
+        const index_t last = std::min(anchor_, lo);
+        if (last - fresh < lowest_free_page())
+            return false;
+        for (index_t p = last - fresh; p < last; ++p)
+            destinations.push_back(p);
+    }
+
+    // The forward in flight may read or write the pages about to move, or
+    // read the ones leaving the band: one wait settles both.
+    if (latest_forward_done_ && !latest_forward_done_->is_complete())
+        plan_.waits.push_back(latest_forward_done_);
+    if (inflight_forward_done_ || !inflight_virtual_pages_.get().empty()) {
+        inflight_forward_done_.reset();
+        inflight_virtual_pages_.edit().clear();
+    }
+    const auto in_edge = [&](index_t p) { return p >= lo && p < hi; };
+    // Pages awaiting reuse on the edge leave once their readers are done.
+    if (pending_pages_ > 0) {
+        std::vector<PendingBatch>& batches = pending_.edit();
+        for (PendingBatch& batch : batches) {
+            const auto left = std::stable_partition(batch.pages.begin(), batch.pages.end(),
+                                                    [&](index_t p) { return !in_edge(p); });
+            if (left == batch.pages.end())
+                continue;
+            if (batch.readers_done && !batch.readers_done->is_complete())
+                plan_.waits.push_back(batch.readers_done);
+            for (auto it = left; it != batch.pages.end(); ++it)
+                page_state_.set(*it, PageState::outside);
+            pending_pages_ -= static_cast<index_t>(batch.pages.end() - left);
+            batch.pages.erase(left, batch.pages.end());
+        }
+        batches.erase(std::remove_if(batches.begin(), batches.end(),
+                                     [](const PendingBatch& b) { return b.pages.empty(); }),
+                      batches.end());
+    }
+    // The hole list keeps its order, less the holes on the edge and those
+    // filled (ascending, as taken from the sorted holes).
+    const std::vector<index_t> filled(destinations.begin(),
+                                      destinations.end() - static_cast<std::ptrdiff_t>(fresh));
+    std::vector<index_t> kept;
+    for (index_t h : holes_) {
+        if (in_edge(h))
+            page_state_.set(h, PageState::outside);
+        else if (!std::binary_search(filled.begin(), filled.end(), h))
+            kept.push_back(h);
+    }
+    if (kept.size() != holes_.size())
+        holes_.assign(kept.begin(), kept.end());
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+        move_page(sources[i], destinations[i]);
+        page_state_.set(sources[i], PageState::outside);
+    }
+    if (from_below) {
+        watermark_ = std::max(watermark_, hi) + fresh;
+        anchor_ = hi;
+    } else {
+        anchor_ = std::min(anchor_, lo) - fresh;
+        watermark_ = lo;
+    }
+    ++counters_.shifts;
+    return true;
 }
 
 // ---------------------------------------------------------------- move gate
@@ -899,8 +1107,9 @@ AllocatorCore::eager_free_gate_waits(const std::vector<index_t>& virtual_pages) 
     std::vector<index_t> touched;
     for (index_t v : virtual_pages)
         touched.push_back(v2p_[v]);
-    const auto [first, last] = BandDirection(geometry_).frontier_pages(
-        watermark_, static_cast<index_t>(virtual_pages.size()));
+    const auto [first, last] =
+        BandDirection(geometry_, anchor_)
+            .frontier_pages(watermark_, static_cast<index_t>(virtual_pages.size()));
     for (index_t p = std::max(first, geometry_.min_page_index);
          p < std::min(last, geometry_.num_physical_pages); ++p)
         touched.push_back(p);
@@ -1015,7 +1224,11 @@ void AllocatorCore::clear() {
     v2p_.set(0, 0);
     p2v_.set(0, 0);
     page_state_.assign(static_cast<std::size_t>(ppages), PageState::outside);
-    watermark_ = BandDirection(geometry_).empty_watermark();
+    anchor_ = geometry_.start_page;
+    if (is_floating())
+        anchor_ = std::clamp(anchor_, lowest_free_page(),
+                             std::max(lowest_free_page(), page_limit_above()));
+    watermark_ = BandDirection(geometry_, anchor_).empty_watermark();
     std::vector<index_t> free_ids;
     if (options_.is_id_owner)
         for (index_t v = min_virtual_page_; v < vpages; ++v)
@@ -1039,6 +1252,7 @@ void AllocatorCore::clear() {
 
 AllocatorCore::Scalars AllocatorCore::scalars() const {
     return {watermark_,
+            anchor_,
             pending_pages_,
             live_pages_,
             latest_forward_done_,
@@ -1130,6 +1344,7 @@ void AllocatorCore::rollback_transaction() {
     for_each_journal([](auto& j) { j.rollback(); });
     const Scalars& s = saved_scalars_;
     watermark_ = s.watermark;
+    anchor_ = s.anchor;
     pending_pages_ = s.pending_pages;
     live_pages_ = s.live_pages;
     latest_forward_done_ = s.latest_forward_done;

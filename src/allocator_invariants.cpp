@@ -22,7 +22,7 @@ void AllocatorCore::check_invariants() const {
     const index_t ppages = geometry_.num_physical_pages;
     const index_t min_page = geometry_.min_page_index;
     const index_t min_virtual = min_virtual_page_;
-    const BandDirection band(geometry_);
+    const BandDirection band(geometry_, anchor_);
     if (v2p_[0] != 0 || p2v_[0] != 0)
         fail("the padding anchor 0 <-> 0 is gone");
     const index_t band_lo = band.band_begin(watermark_);
@@ -93,21 +93,22 @@ void AllocatorCore::check_invariants() const {
             fail(fmt::format("conservation: free ids {} + live {} != capacity {}",
                              free_virtual_pages_.size(), live, geometry_.page_capacity()));
     }
-    if (peer_ && gap_bytes() == 0) {
-        const bool overlap = band.up() ? byte_high_frontier() > peer_->byte_low_frontier()
-                                       : peer_->byte_high_frontier() > byte_low_frontier();
-        if (overlap)
-            fail("the band overlaps the peer's band");
-    }
+    if (upper_ && byte_high_frontier() > upper_->byte_low_frontier())
+        fail(fmt::format("the band overlaps the band of '{}' above it",
+                         upper_->geometry_.spec.name));
+    if (lower_ && lower_->byte_high_frontier() > byte_low_frontier())
+        fail(fmt::format("the band overlaps the band of '{}' below it",
+                         lower_->geometry_.spec.name));
 }
 
 std::string AllocatorCore::state_string() const {
     return fmt::format(
         "sub_pool='{}' grow={} mode={} id_owner={} page_size={} pages={} virtual_pages={} "
-        "min_page={} watermark={} band={} live={} holes={} pending={} free_ids={} gap_bytes={}",
+        "min_page={} anchor={} watermark={} band={} live={} holes={} pending={} free_ids={} "
+        "gap_bytes={}",
         geometry_.spec.name, to_string(geometry_.grow()), to_string(options_.mode),
         options_.is_id_owner, page_size(), geometry_.num_physical_pages, virtual_table_pages_,
-        geometry_.min_page_index, watermark_, band_pages(), live_pages_, hole_pages(),
+        geometry_.min_page_index, anchor_, watermark_, band_pages(), live_pages_, hole_pages(),
         pending_pages_, free_virtual_page_count(), gap_bytes());
 }
 

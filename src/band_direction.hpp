@@ -1,7 +1,8 @@
 // Which way a side's band grows, in page terms. The band runs from its anchor
 // (the side's end of the buffer) to its frontier, where it grows and shrinks;
 // the watermark sits just past the frontier: on an up side the first page
-// above the band, on a down side the page just below it.
+// above the band, on a down side the page just below it. A floating band is an
+// up band whose anchor moves (its first page).
 #pragma once
 
 #include <kvpool/pool_layout.hpp>
@@ -12,9 +13,10 @@ namespace kvpool::detail {
 
 class BandDirection {
 public:
-    explicit BandDirection(const SideGeometry& geometry)
-        : up_(geometry.grow() == GrowDirection::up), first_page_(geometry.min_page_index),
-          end_page_(geometry.num_physical_pages) {}
+    BandDirection(const SideGeometry& geometry, index_t anchor)
+        : up_(geometry.grow() != GrowDirection::down),
+          first_page_(up_ ? anchor : geometry.min_page_index),
+          end_page_(up_ ? geometry.num_physical_pages : anchor) {}
 
     bool up() const { return up_; }
     // The watermark of an empty band.

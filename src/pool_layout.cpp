@@ -32,27 +32,70 @@ void validate(const SubPoolSpec& s) {
 
 } // namespace
 
+namespace {
+
+// Two sub-pools grow toward each other, in either order; more run from the low
+// end up: up, floating..., down. A single one is anchored at an end.
+void validate_order(const std::vector<SubPoolSpec>& specs) {
+    for (std::size_t i = 0; i < specs.size(); ++i)
+        for (std::size_t j = i + 1; j < specs.size(); ++j)
+            if (specs[i].name == specs[j].name)
+                throw Error(ErrorCode::invalid_argument,
+                            fmt::format("two sub-pools named '{}'", specs[i].name));
+    if (specs.size() == 1) {
+        if (specs[0].grow == GrowDirection::floating)
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("sub-pool '{}' floats, but has no neighbours: a floating "
+                                    "sub-pool lies between one growing up and one growing down",
+                                    specs[0].name));
+        return;
+    }
+    if (specs.size() == 2) {
+        if (specs[0].grow == specs[1].grow || specs[0].grow == GrowDirection::floating ||
+            specs[1].grow == GrowDirection::floating)
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("sub-pools '{}' ({}) and '{}' ({}): two sub-pools must grow "
+                                    "toward each other, one up and one down",
+                                    specs[0].name, to_string(specs[0].grow), specs[1].name,
+                                    to_string(specs[1].grow)));
+        return;
+    }
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        const GrowDirection want = i == 0                  ? GrowDirection::up
+                                   : i + 1 == specs.size() ? GrowDirection::down
+                                                           : GrowDirection::floating;
+        if (specs[i].grow != want)
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("sub-pool '{}' (position {} of {}) grows {}: {} sub-pools are "
+                                    "listed from the low end up, the first growing up, the last "
+                                    "down and the others floating",
+                                    specs[i].name, i, specs.size(), to_string(specs[i].grow),
+                                    specs.size()));
+        if (want != GrowDirection::floating)
+            continue;
+        const double at = specs[i].float_at;
+        const double before = i > 1 ? specs[i - 1].float_at : 0.0;
+        if (!(at > before && at < 1.0))
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("floating sub-pool '{}': float_at {} must lie in ({}, 1), "
+                                    "above the floating sub-pools listed before it",
+                                    specs[i].name, at, before));
+    }
+}
+
+} // namespace
+
 PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
     : total_bytes_(total_bytes), sink_bytes_(0) {
-    if (specs.empty() || specs.size() > 2)
-        throw Error(
-            ErrorCode::invalid_argument,
-            fmt::format("a unified buffer holds one or two sub-pools, got {}", specs.size()));
+    if (specs.empty())
+        throw Error(ErrorCode::invalid_argument, "a unified buffer needs at least one sub-pool");
     for (const auto& s : specs)
         validate(s);
-    if (specs.size() == 2) {
-        if (specs[0].grow == specs[1].grow)
-            throw Error(ErrorCode::invalid_argument,
-                        fmt::format("sub-pools '{}' and '{}' both grow {}: two sides must grow "
-                                    "toward each other",
-                                    specs[0].name, specs[1].name, to_string(specs[0].grow)));
-        if (specs[0].name == specs[1].name)
-            throw Error(ErrorCode::invalid_argument,
-                        fmt::format("two sub-pools named '{}'", specs[0].name));
-    }
+    validate_order(specs);
     for (const auto& s : specs)
         sink_bytes_ = std::max(sink_bytes_, s.entry_bytes);
-    for (auto& s : specs) {
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        SubPoolSpec& s = specs[i];
         SideGeometry g;
         g.page_bytes = s.entry_bytes * s.page_size;
         g.num_physical_pages = total_bytes / g.page_bytes;
@@ -66,6 +109,15 @@ PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
         if (s.max_tokens > 0)
             g.num_virtual_pages = std::min(g.num_physical_pages,
                                            g.min_page_index + ceil_div(s.max_tokens, s.page_size));
+        g.position = specs.size() == 2 ? (s.grow == GrowDirection::up ? 0 : 1) : i;
+        if (s.grow == GrowDirection::up)
+            g.start_page = g.min_page_index;
+        else if (s.grow == GrowDirection::down)
+            g.start_page = g.num_physical_pages;
+        else
+            g.start_page = std::clamp(
+                static_cast<index_t>(s.float_at * static_cast<double>(g.num_physical_pages)),
+                g.min_page_index, g.num_physical_pages);
         g.spec = std::move(s);
         sides_.push_back(std::move(g));
     }

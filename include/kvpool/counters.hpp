@@ -16,6 +16,7 @@ struct AllocatorCounters {
     index_t flushes = 0;        // lazy flush calls that did any work
     index_t pages_absorbed = 0; // lazy holes retired at the frontier without a move
     index_t holes_peak = 0;     // most lazy holes seen at once
+    index_t shifts = 0;         // band shifts that made room for a neighbour (floating sides)
 };
 
 } // namespace kvpool

@@ -68,8 +68,32 @@ public:
         peer.core_.bind_peer(&core_);
         peer_ = &peer;
         peer.peer_ = this;
+        neighbours_.push_back(&peer);
+        peer.neighbours_.push_back(this);
         resize_virtual_table();
         peer.resize_virtual_table();
+    }
+
+    // Bands next to each other in a buffer of more than two (the layout's
+    // positions differ by one) share the gap between them; each keeps its
+    // own ids. A floating band shifts away when its neighbour falls short.
+    void bind_neighbour(MultiEndedAllocator& neighbour) {
+        const auto distance = static_cast<long long>(neighbour.geometry().position) -
+                              static_cast<long long>(geometry().position);
+        if (neighbour.pool_ != pool_ || (distance != 1 && distance != -1))
+            throw Error(ErrorCode::invalid_argument,
+                        "bind_neighbour: '" + neighbour.geometry().spec.name +
+                            "' is not next to '" + geometry().spec.name +
+                            "' in the same unified buffer");
+        for (const MultiEndedAllocator* n : neighbours_)
+            if (n == &neighbour)
+                throw Error(ErrorCode::invalid_argument, "bind_neighbour: '" +
+                                                             neighbour.geometry().spec.name +
+                                                             "' is bound already");
+        core_.bind_neighbour(&neighbour.core_);
+        neighbour.core_.bind_neighbour(&core_);
+        neighbours_.push_back(&neighbour);
+        neighbour.neighbours_.push_back(this);
     }
 
     // The pair's id-following side (the SWA side): every allocation of this
@@ -358,9 +382,9 @@ public:
     }
 
     // ---------------------------------------------------------------- device failures
-    // Runs body as one transaction over this side and its peer. When anything
-    // in it throws (a device failure after the host decided, most of all),
-    // both sides' host state goes back to where it was and the device table
+    // Runs body as one transaction over this side and its neighbours. When
+    // anything in it throws (a device failure after the host decided, most of
+    // all), every side's host state goes back to where it was and the device table
     // rows it changed are rewritten from the host, so the error leaves the
     // sides as they were. One exception: a side whose eager compaction ran on
     // the device keeps it (the freed pages' bytes are overwritten), which is
@@ -427,8 +451,8 @@ private:
 
     template <class F> void for_each_side(const F& f) {
         f(*this);
-        if (peer_)
-            f(*peer_);
+        for (MultiEndedAllocator* n : neighbours_)
+            f(*n);
     }
 
     // Undoes an open transaction on both sides (see transaction()). Called
@@ -631,9 +655,10 @@ private:
                                         staging_.slice(p, n), staging_.slice(v, n)});
     }
 
+    // The neighbours' plans (a flush, a shift) before this side's own.
     void submit_peer(const ExecutionSpace& space) {
-        if (peer_)
-            peer_->submit(space);
+        for (MultiEndedAllocator* n : neighbours_)
+            n->submit(space);
     }
 
     // Applies the core's pending plan: waits, KV moves, table writes.
@@ -676,9 +701,10 @@ private:
             if (moves > 0)
                 move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
         }
+        const bool keep = plan.overwrites_freed_pages;
         plan.clear();
         // An eager compaction overwrote the freed pages: it stays, whatever fails next.
-        if (moves > 0 && !core_.is_lazy() && core_.transaction_open())
+        if (keep && core_.transaction_open())
             core_.checkpoint_transaction();
     }
 
@@ -692,6 +718,7 @@ private:
     pool_type* pool_;
     detail::AllocatorCore core_;
     MultiEndedAllocator* peer_ = nullptr;
+    std::vector<MultiEndedAllocator*> neighbours_; // the peer, or up to two neighbours
     MultiEndedAllocator* follower_ = nullptr;
     // The tables with their sentinel row, and the rows the kernels index.
     index_view v2p_table_;

@@ -20,6 +20,9 @@ struct SubPoolSpec {
     // Cap on live tokens (the size of the virtual id space); 0 means as many as
     // the whole buffer could hold. A fixed split is expressed with this cap.
     index_t max_tokens = 0;
+    // A floating sub-pool only: where its empty band starts, as a fraction of
+    // the buffer (it moves from there as it grows and shifts).
+    double float_at = 0.5;
 };
 
 // What follows from a spec once the buffer size is known. Physical page p of a
@@ -31,6 +34,11 @@ struct SideGeometry {
     index_t num_physical_pages = 0; // pages of this size that fit in the buffer
     index_t num_virtual_pages = 0;  // size of the virtual page id space
     index_t min_page_index = 0;     // pages below this overlap the padding sink
+    // Where the band sits among the buffer's bands, 0 at the low end.
+    std::size_t position = 0;
+    // The first page of an empty band (a floating band's anchor; an up band's
+    // first page past the sink; one past the last page for a down band).
+    index_t start_page = 0;
 
     index_t page_size() const { return spec.page_size; }
     GrowDirection grow() const { return spec.grow; }
@@ -38,9 +46,10 @@ struct SideGeometry {
     index_t page_capacity() const { return num_virtual_pages - min_page_index; }
 };
 
-// The geometry of one unified buffer shared by one or two sub-pools (two must
-// grow in opposite directions). Validates the specs and throws kvpool::Error
-// with the offending value named.
+// The geometry of one unified buffer shared by one or more sub-pools. Two grow
+// toward each other (listed in either order); more are listed from the low end
+// up: one growing up, any number floating, one growing down. Validates the
+// specs and throws kvpool::Error with the offending value named.
 class PoolLayout {
 public:
     PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs);

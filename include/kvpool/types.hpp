@@ -11,14 +11,16 @@ using index_t = std::int64_t;
 
 inline constexpr index_t unbound = -1;
 
-// Which end of the shared buffer a sub-pool grows from.
-enum class GrowDirection { up, down };
+// Which end of the shared buffer a sub-pool grows from: up from the low end,
+// down from the high end, or floating between two neighbours (it grows into
+// the gap on either side and shifts away when a neighbour needs the bytes).
+enum class GrowDirection { up, down, floating };
 
 // Eager: every free compacts at once. Lazy: frees leave holes, a flush packs.
 enum class CompactionMode { eager, lazy };
 
 constexpr const char* to_string(GrowDirection d) {
-    return d == GrowDirection::up ? "up" : "down";
+    return d == GrowDirection::up ? "up" : d == GrowDirection::down ? "down" : "floating";
 }
 constexpr const char* to_string(CompactionMode m) {
     return m == CompactionMode::eager ? "eager" : "lazy";

@@ -29,7 +29,12 @@ public:
     // Peers share the gap between their frontiers; bind both directions. A
     // non-owner takes over its peer's virtual id space (only while empty).
     void bind_peer(AllocatorCore* peer);
-    AllocatorCore* peer() const { return peer_; }
+    // A band next to this one in the buffer (below or above it, by the
+    // layout's positions); the id spaces stay apart. Bind both directions.
+    void bind_neighbour(AllocatorCore* neighbour);
+    AllocatorCore* lower_neighbour() const { return lower_; }
+    AllocatorCore* upper_neighbour() const { return upper_; }
+    bool is_floating() const { return geometry_.grow() == GrowDirection::floating; }
 
     const SideGeometry& geometry() const { return geometry_; }
     const AllocatorOptions& options() const { return options_; }
@@ -54,6 +59,9 @@ public:
     // Pages the band may still grow by, by index space alone (bytes aside).
     index_t index_headroom_pages() const;
     index_t watermark() const { return watermark_; }
+    // The band's first page on an up or floating side (it moves on a floating
+    // one); one past its last page on a down side.
+    index_t anchor() const { return anchor_; }
     // Holes in the order allocations reuse them (front first).
     const std::deque<index_t>& hole_list() const { return holes_.items(); }
     // Free virtual pages in the order allocations take them (front first).
@@ -63,6 +71,11 @@ public:
     index_t band_pages() const;
     index_t byte_low_frontier() const;
     index_t byte_high_frontier() const;
+    // Free bytes between the band and its neighbour below (resp. above); the
+    // gap a side grows into is the one its frontier faces (both for a
+    // floating side).
+    index_t gap_below_bytes() const;
+    index_t gap_above_bytes() const;
     index_t gap_bytes() const;
 
     // ---- host mirror look-ups ----
@@ -87,8 +100,24 @@ public:
     // Takes back the allocation that filled binding, the last change made here
     // (the pair's follower could not bind it). Relocations are held meanwhile.
     void undo_allocation(const PageBinding& binding);
-    // While held, flush() moves nothing (a peer's allocation is in progress).
+    // While held, flush() and shift_away() move nothing (a peer's allocation
+    // is in progress).
     void hold_relocations(bool hold) { relocations_held_ = hold; }
+
+    // ---- band shift (a floating side) ----
+    // Makes at least bytes of room next to the neighbour below (from_below)
+    // or above by moving this band's edge away from it: the live pages of the
+    // vacated edge move into this band's holes (lowest first) and then into
+    // the gap on its far side, keeping their virtual ids, in one plan with
+    // the forward pass in flight waited for; holes and pages awaiting reuse
+    // there leave the band. All or nothing: false, with nothing changed, when
+    // the far gap and holes cannot take the pages, a page there is under a
+    // transfer, relocations are held, or a backup window is open. Costs
+    // O(holes + vacated pages).
+    bool shift_away(bool from_below, index_t bytes);
+    // Bytes shift_away() can always make next to that neighbour (0 for an
+    // anchored side).
+    index_t shiftable_bytes(bool from_below) const;
 
     // ---- free; misuse throws kvpool::Error and changes nothing ----
     // Frees every page that holds one of the tokens. skip_unbound ignores ids
@@ -229,11 +258,19 @@ private:
                                        bool skip_unbound) const;
     // Holes an allocation may reuse: those under no transfer.
     index_t usable_hole_pages() const;
-    index_t available_pages(index_t extra_gap_bytes) const;
-    index_t peer_drainable_hole_bytes() const;
+    index_t available_pages(index_t extra_below_bytes, index_t extra_above_bytes) const;
+    // Bytes a neighbour can give this side's gap toward it: a lazy anchored
+    // one's drainable holes, a floating one's shift.
+    index_t neighbour_credit_bytes(const AllocatorCore* neighbour) const;
+    // The band's page limits set by the neighbours' frontiers: pages below
+    // the first one (resp. from the second one up) are theirs or the sink's.
+    index_t lowest_free_page() const;
+    index_t page_limit_above() const;
     bool alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds short_of_ids);
     bool ensure_room(index_t num_pages);
     void take_physical(index_t num_pages, PageBinding& out);
+    // A floating side's new pages past its holes, from the gaps on both sides.
+    void extend_floating(index_t pages, std::vector<index_t>& out);
     void bind(const std::vector<index_t>& virtual_pages,
               const std::vector<index_t>& physical_pages);
     std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,
@@ -261,11 +298,13 @@ private:
     index_t total_bytes_;
     AllocatorOptions options_;
     bool relocations_held_ = false;
-    AllocatorCore* peer_ = nullptr;
+    AllocatorCore* lower_ = nullptr;
+    AllocatorCore* upper_ = nullptr;
 
     index_t virtual_table_pages_ = 0; // the owner's virtual page space
     index_t min_virtual_page_ = 0;    // below this, virtual pages are never minted
     index_t watermark_ = 0;           // up: first page past the band; down: last page below it
+    index_t anchor_ = 0;              // see anchor()
     JournaledDeque<index_t> free_virtual_pages_; // id owner only
     JournaledTable<index_t> v2p_;
     JournaledTable<index_t> p2v_;
@@ -294,7 +333,7 @@ private:
 
     // The scalars a transaction restores, as they were at its opening.
     struct Scalars {
-        index_t watermark, pending_pages, live_pages;
+        index_t watermark, anchor, pending_pages, live_pages;
         CompletionTokenPtr latest_forward_done, inflight_forward_done;
         bool in_free_group, relocations_held;
         std::uint64_t open_window_id, next_undo_serial;

@@ -20,6 +20,10 @@ struct DevicePlan {
     std::vector<index_t> v2p_value;
     std::vector<index_t> p2v_index; // physical page -> new virtual page (or unbound)
     std::vector<index_t> p2v_value;
+    // An eager free's compaction: its moves overwrite the freed pages, whose
+    // bytes an undo of the free would need. Other moves (a flush, a shift)
+    // only overwrite pages nobody holds, so an undo may still take them back.
+    bool overwrites_freed_pages = false;
 
     bool empty() const {
         return waits.empty() && move_src.empty() && v2p_index.empty() && p2v_index.empty();
@@ -32,6 +36,7 @@ struct DevicePlan {
         v2p_value.clear();
         p2v_index.clear();
         p2v_value.clear();
+        overwrites_freed_pages = false;
     }
     void set_v2p(index_t virtual_page, index_t physical_page) {
         v2p_index.push_back(virtual_page);
@@ -54,6 +59,7 @@ struct PageBinding {
     // was passed over).
     std::vector<std::size_t> hole_positions;
     index_t watermark_before = 0;
+    index_t anchor_before = 0;
     void clear() {
         virtual_pages.clear();
         physical_pages.clear();
