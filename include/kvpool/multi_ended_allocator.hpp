@@ -15,6 +15,7 @@
 #include <kvpool/side_occupancy.hpp>
 #include <kvpool/unified_kv_pool.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <numeric>
@@ -70,6 +71,7 @@ public:
         peer.peer_ = this;
         neighbours_.push_back(&peer);
         peer.neighbours_.push_back(this);
+        update_sides_of_buffer();
         resize_virtual_table();
         peer.resize_virtual_table();
     }
@@ -94,6 +96,7 @@ public:
         neighbour.core_.bind_neighbour(&core_);
         neighbours_.push_back(&neighbour);
         neighbour.neighbours_.push_back(this);
+        update_sides_of_buffer();
     }
 
     // The pair's id-following side (the SWA side): every allocation of this
@@ -449,10 +452,24 @@ private:
                             std::to_string(page_size()) + ". " + state_string());
     }
 
+    // This side first, then every band bound to it, directly or through
+    // another (a call here may flush or shift a neighbour, whose own call may
+    // reach the next one): worked out at each binding.
+    void update_sides_of_buffer() {
+        std::vector<MultiEndedAllocator*> sides{this};
+        for (std::size_t i = 0; i < sides.size(); ++i)
+            for (MultiEndedAllocator* n : sides[i]->neighbours_)
+                if (std::find(sides.begin(), sides.end(), n) == sides.end())
+                    sides.push_back(n);
+        for (MultiEndedAllocator* side : sides) {
+            side->sides_of_buffer_ = sides;
+            std::stable_partition(side->sides_of_buffer_.begin(), side->sides_of_buffer_.end(),
+                                  [side](MultiEndedAllocator* s) { return s == side; });
+        }
+    }
     template <class F> void for_each_side(const F& f) {
-        f(*this);
-        for (MultiEndedAllocator* n : neighbours_)
-            f(*n);
+        for (MultiEndedAllocator* side : sides_of_buffer_)
+            f(*side);
     }
 
     // Undoes an open transaction on both sides (see transaction()). Called
@@ -655,10 +672,10 @@ private:
                                         staging_.slice(p, n), staging_.slice(v, n)});
     }
 
-    // The neighbours' plans (a flush, a shift) before this side's own.
+    // The other bands' plans (a flush, a shift) before this side's own.
     void submit_peer(const ExecutionSpace& space) {
-        for (MultiEndedAllocator* n : neighbours_)
-            n->submit(space);
+        for (std::size_t i = 1; i < sides_of_buffer_.size(); ++i)
+            sides_of_buffer_[i]->submit(space);
     }
 
     // Applies the core's pending plan: waits, KV moves, table writes.
@@ -718,7 +735,8 @@ private:
     pool_type* pool_;
     detail::AllocatorCore core_;
     MultiEndedAllocator* peer_ = nullptr;
-    std::vector<MultiEndedAllocator*> neighbours_; // the peer, or up to two neighbours
+    std::vector<MultiEndedAllocator*> neighbours_;            // the peer, or up to two neighbours
+    std::vector<MultiEndedAllocator*> sides_of_buffer_{this}; // this side first
     MultiEndedAllocator* follower_ = nullptr;
     // The tables with their sentinel row, and the rows the kernels index.
     index_view v2p_table_;

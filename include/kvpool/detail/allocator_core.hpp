@@ -54,6 +54,8 @@ public:
     index_t allocated_count() const { return live_pages_ * page_size(); }
     index_t live_pages() const { return live_pages_; }
     index_t hole_pages() const { return static_cast<index_t>(holes_.size()); }
+    // Holes an allocation may reuse: those under no transfer.
+    index_t usable_hole_pages() const;
     index_t pending_reuse_pages() const { return pending_pages_; }
     index_t free_virtual_page_count() const;
     // Pages the band may still grow by, by index space alone (bytes aside).
@@ -256,8 +258,6 @@ private:
     std::vector<index_t> gate_pages_of(const CompletionTokenPtr& token,
                                        const index_t* virtual_tokens, index_t count,
                                        bool skip_unbound) const;
-    // Holes an allocation may reuse: those under no transfer.
-    index_t usable_hole_pages() const;
     index_t available_pages(index_t extra_below_bytes, index_t extra_above_bytes) const;
     // Bytes a neighbour can give this side's gap toward it: a lazy anchored
     // one's drainable holes, a floating one's shift.

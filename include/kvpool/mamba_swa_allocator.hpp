@@ -1,0 +1,303 @@
+// The tri-pool, for models with full attention, sliding-window attention and
+// Mamba (or linear-attention) state: three bands in one unified buffer,
+//
+//   [ state slots (up) | sliding-window KV (floating) | full KV (down) ]
+//
+// The full side mints the virtual token ids; the sliding-window side binds the
+// same ids to pages of its own (both or neither, as in the SWA pair); state
+// slots (page size 1) have their own ids. The sliding-window band floats: it
+// grows into the wider of its two gaps and shifts away (relocating its edge
+// pages, ids stable) when the full side or the state slots need its bytes.
+//
+// Shortfall ladder. A KV allocation first tries what the joint lower bound
+// (available_size()) promises: the full side takes its holes, then its gap,
+// then shifts the sliding-window band down; the sliding-window side takes its
+// holes, then the wider gap, then the other, flushing a lazy state side.
+// Short of the bound, every lazy side flushes urgently first, and the
+// allocation is then tried. A state-slot allocation takes the state side's
+// holes and gap, then shifts the sliding-window band up; short, a lazy full
+// side flushes (widening the gap the band shifts into) and it is tried again.
+// Either gives up with "no allocation" when the bytes are not there; what it
+// leaves changed is relocations only (flushed or shifted bands: every id and
+// every byte where translate finds it).
+#pragma once
+
+#include <kvpool/allocator_snapshot.hpp>
+#include <kvpool/detail/tri_pool_capacity.hpp>
+#include <kvpool/multi_ended_allocator.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvpool {
+
+// The marker the tri-pool's backup_state() returns: one snapshot per band.
+struct MambaSWASnapshot {
+    AllocatorSnapshot full;
+    AllocatorSnapshot swa;
+    AllocatorSnapshot state;
+};
+
+template <class ExecutionSpace> class UnifiedMambaSWAAllocator {
+public:
+    using side_type = MultiEndedAllocator<ExecutionSpace>;
+    using pool_type = typename side_type::pool_type;
+    using index_view = typename side_type::index_view;
+    using const_index_view = typename side_type::const_index_view;
+
+    // The layout must hold state_name (up, page size 1), swa_name (floating)
+    // and full_name (down) in that order, the two KV sides with one page
+    // size. Each side takes its own options; the tri-pool sets their roles.
+    UnifiedMambaSWAAllocator(pool_type& pool, const AllocatorOptions& full_options,
+                             const AllocatorOptions& swa_options,
+                             const AllocatorOptions& state_options,
+                             const std::string& full_name = "full",
+                             const std::string& swa_name = "swa",
+                             const std::string& state_name = "mamba")
+        : state_(pool, state_name, with_role(state_options, true)),
+          swa_(pool, swa_name, with_role(swa_options, false)),
+          full_(pool, full_name, with_role(full_options, true)) {
+        require(state_.geometry().grow() == GrowDirection::up && state_.page_size() == 1,
+                "the state side '" + state_name + "' must grow up with page size 1");
+        require(swa_.geometry().grow() == GrowDirection::floating,
+                "the sliding-window side '" + swa_name + "' must float");
+        require(full_.geometry().grow() == GrowDirection::down,
+                "the full side '" + full_name + "' must grow down");
+        require(full_.page_size() == swa_.page_size(),
+                "the KV sides' page sizes differ (full " + std::to_string(full_.page_size()) +
+                    ", swa " + std::to_string(swa_.page_size()) + ")");
+        require(state_.geometry().position + 1 == swa_.geometry().position &&
+                    swa_.geometry().position + 1 == full_.geometry().position,
+                "the sides must lie state, sliding window, full from the low end up");
+        full_.bind_peer(swa_);
+        full_.bind_follower(swa_);
+        state_.bind_neighbour(swa_);
+    }
+    // All sides in one compaction mode, with the default options otherwise.
+    UnifiedMambaSWAAllocator(pool_type& pool, CompactionMode mode,
+                             const std::string& full_name = "full",
+                             const std::string& swa_name = "swa",
+                             const std::string& state_name = "mamba")
+        : UnifiedMambaSWAAllocator(pool, AllocatorOptions{mode}, AllocatorOptions{mode},
+                                   AllocatorOptions{mode}, full_name, swa_name, state_name) {}
+
+    side_type& full() { return full_; }
+    side_type& swa() { return swa_; }
+    side_type& state() { return state_; }
+    const side_type& full() const { return full_; }
+    const side_type& swa() const { return swa_; }
+    const side_type& state() const { return state_; }
+    index_t page_size() const { return full_.page_size(); }
+
+    // ---- capacity views
+    // KV tokens one allocation always gets now (both KV sides, shifts of the
+    // sliding-window band included; see tri_pool_available_pages).
+    index_t available_size() const {
+        return detail::tri_pool_available_pages(full_.core(), swa_.core()) * page_size();
+    }
+    // State slots one allocation always gets now (the band's shift included).
+    index_t state_slots_available() const { return state_.schedulable_available_size(); }
+    // Full-token equivalents of free bytes one state slot costs, rounded up.
+    index_t state_slot_full_token_cost() const {
+        const index_t token_bytes = full_.geometry().spec.entry_bytes;
+        return (state_.geometry().page_bytes + token_bytes - 1) / token_bytes;
+    }
+    // Each band's own view (live tokens, holes, gaps): the sides' occupancy().
+
+    // ---- KV allocation: both KV sides or neither
+    bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
+        full_.check_alloc("alloc", need_size, out);
+        return swa_.transaction(space, [&] {
+            make_room(space, need_size / page_size());
+            return full_.alloc(space, need_size, out);
+        });
+    }
+    std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
+        full_.check_alloc_size("alloc", need_size);
+        return swa_.transaction(space, [&]() -> std::optional<index_view> {
+            make_room(space, need_size / page_size());
+            return full_.alloc(space, need_size);
+        });
+    }
+    bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
+                      const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
+                      const index_view& out) {
+        const index_t pages = full_.extend_pages(prefix_lens, seq_lens, last_loc, out);
+        return swa_.transaction(space, [&] {
+            make_room(space, pages);
+            return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+        });
+    }
+    bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
+                      const const_index_view& last_loc, const index_view& out) {
+        const index_t pages = full_.decode_pages(seq_lens, last_loc, out);
+        return swa_.transaction(space, [&] {
+            make_room(space, pages);
+            return full_.alloc_decode(space, seq_lens, last_loc, out);
+        });
+    }
+
+    // ---- free: as the SWA pair's (the sliding-window side first, both
+    // checked before either changes)
+    void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
+        if (!swa_.core().in_free_group()) {
+            swa_.core().check_free_allowed();
+            swa_.core().check_free_gates(virtual_tokens.data(),
+                                         static_cast<index_t>(virtual_tokens.size()));
+        }
+        full_.check_free(virtual_tokens);
+        if (!full_.core().in_free_group())
+            full_.core().check_free_gates(virtual_tokens.data(),
+                                          static_cast<index_t>(virtual_tokens.size()));
+        swa_.transaction(space, [&] {
+            swa_.free_if_bound(space, virtual_tokens);
+            full_.free(space, virtual_tokens);
+        });
+    }
+    // Tokens that left the window: the sliding-window side only.
+    void free_swa(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
+        for (index_t t : virtual_tokens)
+            if (!full_.is_slot_allocated(t))
+                throw Error(ErrorCode::not_allocated, "free_swa of id " + std::to_string(t) +
+                                                          ", which is not allocated. " +
+                                                          full_.state_string());
+        swa_.free_if_bound(space, virtual_tokens);
+    }
+
+    // ---- state slots: one per running request
+    std::optional<index_view> alloc_state_slots(const ExecutionSpace& space, index_t count) {
+        state_.check_alloc_size("alloc_state_slots", count);
+        return swa_.transaction(space, [&]() -> std::optional<index_view> {
+            auto slots = state_.alloc(space, count);
+            if (slots || !full_.core().is_lazy())
+                return slots;
+            full_.flush(space, true);
+            return state_.alloc(space, count);
+        });
+    }
+    void free_state_slots(const ExecutionSpace& space, const std::vector<index_t>& slots) {
+        state_.free(space, slots);
+    }
+
+    // ---- translate
+    void translate_full(const ExecutionSpace& space, const const_index_view& virtual_tokens,
+                        const index_view& out) const {
+        full_.translate(space, virtual_tokens, out);
+    }
+    // The sliding-window layers' read path: physical token ids as int32.
+    void translate_swa(const ExecutionSpace& space, const const_index_view& virtual_tokens,
+                       const kk::View<std::int32_t*, typename side_type::memory_space>& out) const {
+        swa_.translate(space, virtual_tokens, out);
+    }
+    void translate_state_slots(const ExecutionSpace& space, const const_index_view& virtual_slots,
+                               const index_view& out) const {
+        state_.translate(space, virtual_slots, out);
+    }
+
+    // ---- move gate: these tokens' pages on both KV sides (the sliding-window
+    // side's where still bound) and these state slots, checked on every side
+    // before any changes.
+    void gate_transfer(const CompletionTokenPtr& token, const std::vector<index_t>& virtual_tokens,
+                       const std::vector<index_t>& state_slots = {}) {
+        const auto count = static_cast<index_t>(virtual_tokens.size());
+        full_.core().check_gate_transfer(token, virtual_tokens.data(), count, false);
+        swa_.core().check_gate_transfer(token, virtual_tokens.data(), count, true);
+        state_.core().check_gate_transfer(token, state_slots.data(),
+                                          static_cast<index_t>(state_slots.size()), false);
+        full_.gate_transfer(token, virtual_tokens);
+        swa_.gate_transfer_if_bound(token, virtual_tokens);
+        state_.gate_transfer(token, state_slots);
+    }
+
+    // ---- lazy compaction and the forward's hooks, over every side
+    index_t flush_opportunistic(const ExecutionSpace& space) {
+        return swa_.transaction(space, [&] {
+            return full_.flush_opportunistic(space) + swa_.flush_opportunistic(space) +
+                   state_.flush_opportunistic(space);
+        });
+    }
+    void set_latest_forward_done(const CompletionTokenPtr& token) {
+        full_.set_latest_forward_done(token);
+        swa_.set_latest_forward_done(token);
+        state_.set_latest_forward_done(token);
+    }
+    // The forward writes the same virtual ids on both KV sides; state slots
+    // get no write set (as in the Mamba pair).
+    void set_inflight_forward(const CompletionTokenPtr& token,
+                              const std::vector<index_t>& virtual_tokens) {
+        full_.set_inflight_forward(token, virtual_tokens);
+        swa_.set_inflight_forward(token, virtual_tokens);
+    }
+    void drain_pending_reuse() {
+        full_.drain_pending_reuse();
+        swa_.drain_pending_reuse();
+        state_.drain_pending_reuse();
+    }
+
+    // ---- speculative decoding: a backup window over all three sides. Inside
+    // it allocations are undone by restore_state; frees are refused, flushes
+    // and shifts move nothing. Every snapshot is checked before any side changes.
+    MambaSWASnapshot backup_state() {
+        return {full_.backup_state(), swa_.backup_state(), state_.backup_state()};
+    }
+    void restore_state(const ExecutionSpace& space, const MambaSWASnapshot& snapshot) {
+        check_snapshot(snapshot, "restore_state");
+        swa_.transaction(space, [&] {
+            full_.restore_state(space, snapshot.full);
+            swa_.restore_state(space, snapshot.swa);
+            state_.restore_state(space, snapshot.state);
+        });
+    }
+    void commit_state(const MambaSWASnapshot& snapshot) {
+        check_snapshot(snapshot, "commit_state");
+        full_.commit_state(snapshot.full);
+        swa_.commit_state(snapshot.swa);
+        state_.commit_state(snapshot.state);
+    }
+
+    void clear(const ExecutionSpace& space) {
+        swa_.transaction(space, [&] {
+            full_.clear(space);
+            swa_.clear(space);
+            state_.clear(space);
+        });
+    }
+    void check_invariants(const ExecutionSpace& space = ExecutionSpace()) const {
+        full_.check_invariants(space);
+        swa_.check_invariants(space);
+        state_.check_invariants(space);
+    }
+
+private:
+    static AllocatorOptions with_role(AllocatorOptions o, bool owner) {
+        o.is_id_owner = owner;
+        return o;
+    }
+    static void require(bool ok, const std::string& what) {
+        if (!ok)
+            throw Error(ErrorCode::invalid_argument, "Mamba + SWA tri-pool: " + what);
+    }
+    void check_snapshot(const MambaSWASnapshot& snapshot, const char* call) const {
+        full_.core().check_snapshot(snapshot.full, call);
+        swa_.core().check_snapshot(snapshot.swa, call);
+        state_.core().check_snapshot(snapshot.state, call);
+    }
+
+    // Short of the joint bound, every lazy side packs: each compaction opens
+    // gap for a neighbour.
+    void make_room(const ExecutionSpace& space, index_t pages) {
+        if (pages * page_size() <= available_size())
+            return;
+        for (side_type* side : {&state_, &swa_, &full_})
+            if (side->core().is_lazy())
+                side->flush(space, true);
+    }
+
+    side_type state_;
+    side_type swa_;
+    side_type full_;
+};
+
+} // namespace kvpool
