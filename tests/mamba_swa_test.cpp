@@ -156,6 +156,13 @@ TEST_CASE("tri-pool: a state slot the two-band design would starve is served, da
                 CHECK(e.tri.state().state_string() + e.tri.swa().state_string() == before);
             }
             e.check();
+            // Cleared, the window band starts where the layout says again.
+            e.tri.clear(Space());
+            e.requests.clear();
+            e.slots.clear();
+            const SideGeometry& swa = e.tri.swa().geometry();
+            CHECK(e.tri.swa().core().anchor() == std::max(swa.start_page, swa.min_page_index));
+            e.check();
         }
 }
 

@@ -257,11 +257,13 @@ public:
         state_.commit_state(snapshot.state);
     }
 
+    // The floating band last: its empty band then starts where the layout
+    // says, not where the neighbours' old bands ended.
     void clear(const ExecutionSpace& space) {
         swa_.transaction(space, [&] {
+            state_.clear(space);
             full_.clear(space);
             swa_.clear(space);
-            state_.clear(space);
         });
     }
     void check_invariants(const ExecutionSpace& space = ExecutionSpace()) const {
