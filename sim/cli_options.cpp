@@ -180,15 +180,17 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
 
 std::string help_text() {
     return fmt::format(
-        R"(kvpool-sim: how many more requests fit when a hybrid model's two kinds of GPU state
+        R"(kvpool-sim: how many more requests fit when a hybrid model's kinds of GPU state
 share one unified pool instead of a fixed split?
 
 Replays a workload through a continuous-batching scheduler model on the real kvpool
 allocators and compares, in one run:
-  unified pool, eager compaction   one buffer, the two sides grow toward each other
+  unified pool, eager compaction   one buffer, the sides grow toward each other
   unified pool, lazy compaction    the same, but frees leave holes that later allocations
                                    reuse; pages move only when a side runs short
-  fixed split, engine default      each side capped at a fixed share (SGLang's default ratio)
+  fixed split, engine default      each side capped at a fixed share (SGLang's default ratio;
+                                   both of its ratios for a model with full-attention,
+                                   sliding-window and Mamba layers)
   fixed split, oracle              the best fixed share found by a sweep (the most a user
                                    could get by tuning the ratio by hand for this workload)
 
@@ -232,14 +234,16 @@ Scheduler model:
                           H200, or 12,40,60)
 
 Comparison:
-  --sweep N               fixed shares swept for the oracle, besides the default (default 19)
+  --sweep N               fixed shares swept for the oracle, besides the default (default 19);
+                          with both ratios (kind = mamba_sliding_window), N per ratio: an
+                          N x N grid (default 5)
   --device                run the allocators on Kokkos' default execution space (the GPU of
                           a CUDA build) instead of the host
   --kokkos-threads=N      host threads for the allocators' kernels (default 1: they are small;
                           --kokkos-num-threads=N is the same); other --kokkos-* options are
                           passed on to Kokkos
   --full-size-buffer      allocate the real KV bytes. By default every size is divided by the
-                          greatest common divisor of the two entry sizes: the same pages fit and
+                          greatest common divisor of the entry sizes: the same pages fit and
                           every allocator decision is the same, but page copies are smaller
 
 Output (written only when every run has finished):

@@ -22,7 +22,7 @@ struct CliOptions {
     std::optional<std::uint64_t> seed;
     SchedulerConfig scheduler; // its step time is the model's unless --step-time
     std::optional<StepTimeModel> step_time;
-    std::size_t sweep_points = 19;
+    std::optional<std::size_t> sweep_points; // none: the model kind's default
     Backend backend = Backend::host;
     bool full_size_buffer = false;
     std::optional<std::string> json_path; // "-": stdout

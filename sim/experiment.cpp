@@ -14,8 +14,8 @@ std::vector<const PolicyRun*> ExperimentResult::compared() const {
 }
 
 SchedulerConfig scheduler_config_for(const ModelConfig& model, SchedulerConfig base) {
-    base.sliding_window = model.kind == HybridKind::sliding_window ? model.sliding_window : 0;
-    base.state_slot_per_request = model.kind == HybridKind::mamba;
+    base.sliding_window = model.has_sliding_window() ? model.sliding_window : 0;
+    base.state_slot_per_request = model.has_state_slots();
     return base;
 }
 
@@ -29,18 +29,36 @@ bool better_phase(const PhaseResult& a, const PhaseResult& b) {
            std::make_tuple(a.aborted, b.completed_per_second(), b.mean_running());
 }
 
-std::vector<double> sweep_fractions(const ModelConfig& model, std::size_t points) {
-    const double engine_default =
-        full_fraction_from_engine_ratio(model, engine_ratio(model).default_value);
-    std::vector<double> fractions{engine_default};
-    for (std::size_t k = 1; k <= points; ++k) {
-        const double f = static_cast<double>(k) / static_cast<double>(points + 1);
-        // A grid point indistinguishable from the default would run the same split twice.
-        if (std::abs(f - engine_default) > 1e-3)
-            fractions.push_back(f);
+std::size_t default_sweep_points(const ModelConfig& model) {
+    return model.kind == HybridKind::mamba_sliding_window ? 5 : 19;
+}
+
+std::vector<Policy> sweep_splits(const ModelConfig& model, std::size_t points) {
+    const Policy engine_default = engine_default_split(model);
+    const auto grid = [&](std::size_t k) {
+        return static_cast<double>(k) / static_cast<double>(points + 1);
+    };
+    // The state slots' shares: the tri-pool's grid, a pair's none.
+    std::vector<double> state_shares{0.0};
+    if (model.kind == HybridKind::mamba_sliding_window) {
+        state_shares.clear();
+        for (std::size_t i = 1; i <= points; ++i)
+            state_shares.push_back(grid(i));
     }
-    std::sort(fractions.begin(), fractions.end());
-    return fractions;
+    std::vector<Policy> splits{engine_default};
+    for (double state : state_shares)
+        for (std::size_t k = 1; k <= points; ++k) {
+            const Policy p{PolicyKind::fixed_split, (1.0 - state) * grid(k), state};
+            // A grid point indistinguishable from the default would run the same split twice.
+            if (std::abs(p.full_fraction - engine_default.full_fraction) > 1e-3 ||
+                std::abs(p.state_fraction - engine_default.state_fraction) > 1e-3)
+                splits.push_back(p);
+        }
+    std::sort(splits.begin(), splits.end(), [](const Policy& a, const Policy& b) {
+        return std::tie(a.state_fraction, a.full_fraction) <
+               std::tie(b.state_fraction, b.full_fraction);
+    });
+    return splits;
 }
 
 std::string policy_name(const ModelConfig& model, const Policy& policy) {
@@ -52,8 +70,7 @@ std::string policy_name(const ModelConfig& model, const Policy& policy) {
     case PolicyKind::fixed_split:
         break;
     }
-    return fmt::format("fixed split, {} {:.2f}", engine_ratio(model).flag,
-                       engine_ratio_from_full_fraction(model, policy.full_fraction));
+    return "fixed split, " + engine_arguments(model, policy);
 }
 
 RunResult run_policy(const ExperimentConfig& config, const Workload& workload, const Policy& policy,
@@ -71,8 +88,9 @@ RunResult run_policy(const ExperimentConfig& config, const Workload& workload, c
 
 ExperimentResult run_experiment(const ExperimentConfig& config, const Workload& workload,
                                 const PoolFactory& make_pool, RunObserver& observer) {
-    const auto fractions = sweep_fractions(config.model, config.sweep_points);
-    const std::size_t runs = 2 + fractions.size();
+    const auto splits = sweep_splits(
+        config.model, config.sweep_points.value_or(default_sweep_points(config.model)));
+    const std::size_t runs = 2 + splits.size();
     std::size_t index = 0;
     const auto run = [&](const Policy& policy) {
         PolicyRun r{policy_name(config.model, policy), policy, {}};
@@ -83,21 +101,20 @@ ExperimentResult run_experiment(const ExperimentConfig& config, const Workload& 
 
     ExperimentResult out;
     out.byte_scale = byte_scale(config.model, config.geometry);
-    out.unified_eager = run({PolicyKind::unified_eager, 0.0});
-    out.unified_lazy = run({PolicyKind::unified_lazy, 0.0});
-    const double engine_default =
-        full_fraction_from_engine_ratio(config.model, engine_ratio(config.model).default_value);
+    out.unified_eager = run({PolicyKind::unified_eager});
+    out.unified_lazy = run({PolicyKind::unified_lazy});
+    const Policy engine_default = engine_default_split(config.model);
     // Only the compared rows are plotted: other sweep points drop their timelines
     // as soon as they cannot be the oracle, which keeps long traces small.
     const auto drop_timeline = [&](std::size_t i) {
         if (i != out.engine_default)
             std::vector<TimelinePoint>().swap(out.sweep[i].result.timeline);
     };
-    for (double f : fractions) {
+    for (const Policy& split : splits) {
         const std::size_t i = out.sweep.size();
-        if (f == engine_default)
+        if (split == engine_default)
             out.engine_default = i;
-        out.sweep.push_back(run({PolicyKind::fixed_split, f}));
+        out.sweep.push_back(run(split));
         if (i == 0)
             continue;
         if (better_run(out.sweep[i].result, out.sweep[out.oracle].result)) {

@@ -1,9 +1,11 @@
 // One comparison: the workload replayed under every policy on the same model
 // and memory. The fixed splits are swept over the full side's share of the
-// bytes; the engine's default ratio is one of the points, and the oracle is
-// the best point (what a user could at best have tuned by hand). For a
-// workload with phases, the same sweep also names the best point of each
-// phase alone: no single split need be right for every phase.
+// bytes (the tri-pool: a grid over the state slots' share and the full side's
+// share of the rest, the two engine knobs); the engine's default is one of the
+// points, and the oracle is the best point (what a user could at best have
+// tuned by hand). For a workload with phases, the same sweep also names the
+// best point of each phase alone: no single split need be right for every
+// phase.
 #pragma once
 
 #include "pool_plan.hpp"
@@ -13,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +24,15 @@ namespace kvpool::sim {
 struct ExperimentConfig {
     ModelConfig model;
     PoolGeometry geometry;
-    SchedulerConfig scheduler;     // sliding window and state slots follow the model
-    std::size_t sweep_points = 19; // evenly spaced shares of the bytes, besides the engine default
+    SchedulerConfig scheduler; // sliding window and state slots follow the model
+    // Evenly spaced shares of the bytes per knob, besides the engine default;
+    // none: the kind's default (default_sweep_points).
+    std::optional<std::size_t> sweep_points;
 };
+
+// 19 shares on a pair; 5 per knob on the tri-pool (a 5 x 5 grid), which keeps
+// its runs as few as a pair's.
+std::size_t default_sweep_points(const ModelConfig& model);
 
 struct PolicyRun {
     std::string name;
@@ -34,7 +43,7 @@ struct PolicyRun {
 struct ExperimentResult {
     PolicyRun unified_eager;
     PolicyRun unified_lazy;
-    std::vector<PolicyRun> sweep;           // fixed splits, by increasing full share
+    std::vector<PolicyRun> sweep;           // fixed splits, by state share, then full share
     std::size_t engine_default = 0;         // index into sweep
     std::size_t oracle = 0;                 // index into sweep
     std::vector<std::size_t> phase_oracles; // per phase of the workload, index into sweep
@@ -68,9 +77,11 @@ bool better_run(const RunResult& a, const RunResult& b);
 // then more running on average.
 bool better_phase(const PhaseResult& a, const PhaseResult& b);
 
-// The full-side shares of the bytes the sweep runs: `points` evenly spaced
-// ones and the engine default's, ascending.
-std::vector<double> sweep_fractions(const ModelConfig& model, std::size_t points);
+// The fixed splits the sweep runs, ascending by state share, then full share:
+// on a pair, `points` evenly spaced full shares; on the tri-pool, `points`
+// evenly spaced state shares times `points` evenly spaced full shares of the
+// rest (each knob on its own axis); and the engine default.
+std::vector<Policy> sweep_splits(const ModelConfig& model, std::size_t points);
 
 std::string policy_name(const ModelConfig& model, const Policy& policy);
 

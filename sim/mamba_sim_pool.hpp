@@ -15,7 +15,6 @@ class MambaSimPool final : public PairSimPool<ExecutionSpace, UnifiedMambaAlloca
                                               MambaSimPool<ExecutionSpace>> {
     using Base = PairSimPool<ExecutionSpace, UnifiedMambaAllocator<ExecutionSpace>,
                              MambaSimPool<ExecutionSpace>>;
-    using Base::calls_;
     using Base::pair_;
 
 public:
@@ -31,40 +30,14 @@ public:
     }
 
     bool prefill(RequestKv& kv, index_t tokens) override {
-        const auto slot = calls_.timed([&] { return pair_.alloc_state_slots(calls_.space(), 1); });
-        if (!slot)
-            return false;
-        const index_t slot_id = calls_.download(*slot)[0];
-        if (!this->extend_fresh(kv, tokens)) {
-            free_slot(slot_id);
-            return false;
-        }
-        kv.state_slot = slot_id;
-        return true;
+        return this->prefill_with_state_slot(kv, tokens);
     }
 
-    void release(RequestKv& kv) override {
-        const auto tokens = page_tokens(kv, 0, page_size());
-        calls_.timed([&] {
-            pair_.free(calls_.space(), tokens);
-            return 0;
-        });
-        if (kv.state_slot != unbound)
-            free_slot(kv.state_slot);
-        kv = RequestKv{};
-    }
+    void release(RequestKv& kv) override { this->release_with_state_slot(kv); }
 
     void release_window(RequestKv&, index_t) override {
         throw Error(ErrorCode::invalid_state,
                     "release_window on a Mamba pool: the model has no sliding window");
-    }
-
-private:
-    void free_slot(index_t slot) {
-        calls_.timed([&] {
-            pair_.free_state_slots(calls_.space(), {slot});
-            return 0;
-        });
     }
 };
 

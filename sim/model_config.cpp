@@ -17,7 +17,8 @@ namespace kvpool::sim {
 
 namespace {
 
-// Which kind of model a count key belongs to.
+// Which layers a count key describes: every model's, the sliding-window
+// layers' or the Mamba layers' (the tri-pool's model has both).
 enum class Scope { any, sliding_window, mamba };
 
 struct CountKey {
@@ -77,8 +78,23 @@ struct Entry {
     std::size_t line;
 };
 
-const char* to_string(Scope s) {
-    return s == Scope::sliding_window ? "sliding_window" : s == Scope::mamba ? "mamba" : "any";
+bool in_scope(Scope scope, const ModelConfig& model) {
+    return scope == Scope::any ||
+           (scope == Scope::sliding_window ? model.has_sliding_window() : model.has_state_slots());
+}
+
+// The kinds whose models have a scoped key's layers, for messages.
+const char* kinds_of(Scope s) {
+    return s == Scope::sliding_window ? "sliding_window and mamba_sliding_window"
+                                      : "mamba and mamba_sliding_window";
+}
+
+std::optional<HybridKind> kind_from_name(const std::string& name) {
+    for (const auto kind :
+         {HybridKind::sliding_window, HybridKind::mamba, HybridKind::mamba_sliding_window})
+        if (name == to_string(kind))
+            return kind;
+    return std::nullopt;
 }
 
 bool is_known_key(const std::string& key) {
@@ -185,11 +201,23 @@ index_t ModelConfig::state_slot_bytes() const {
 }
 
 index_t ModelConfig::second_entry_bytes() const {
-    return kind == HybridKind::sliding_window ? window_token_bytes() : state_slot_bytes();
+    return has_sliding_window() ? window_token_bytes() : state_slot_bytes();
 }
 
 const char* ModelConfig::second_side_label() const {
-    return kind == HybridKind::sliding_window ? "sliding-window KV" : "Mamba state";
+    return has_sliding_window() ? "sliding-window KV" : "Mamba state";
+}
+
+const char* to_string(HybridKind kind) {
+    switch (kind) {
+    case HybridKind::sliding_window:
+        return "sliding_window";
+    case HybridKind::mamba:
+        return "mamba";
+    case HybridKind::mamba_sliding_window:
+        break;
+    }
+    return "mamba_sliding_window";
 }
 
 ModelConfig parse_model_config(const std::string& text, const std::string& source) {
@@ -206,26 +234,21 @@ ModelConfig parse_model_config(const std::string& text, const std::string& sourc
     const auto description = entries.find("description");
     model.description = description != entries.end() ? description->second.value : model.name;
 
-    const Entry& kind = require("kind", "sliding_window or mamba");
-    Scope scope;
-    if (kind.value == "sliding_window") {
-        model.kind = HybridKind::sliding_window;
-        scope = Scope::sliding_window;
-    } else if (kind.value == "mamba") {
-        model.kind = HybridKind::mamba;
-        scope = Scope::mamba;
-    } else {
-        throw InputError(fmt::format("{}:{}: kind must be sliding_window or mamba, got '{}'",
-                                     source, kind.line, kind.value));
-    }
+    const Entry& kind = require("kind", "sliding_window, mamba or mamba_sliding_window");
+    const auto known_kind = kind_from_name(kind.value);
+    if (!known_kind)
+        throw InputError(fmt::format(
+            "{}:{}: kind must be sliding_window, mamba or mamba_sliding_window, got '{}'", source,
+            kind.line, kind.value));
+    model.kind = *known_kind;
 
     for (const auto& k : count_keys) {
         const auto it = entries.find(k.key);
-        if (k.scope != Scope::any && k.scope != scope) {
+        if (!in_scope(k.scope, model)) {
             if (it != entries.end())
                 throw InputError(
                     fmt::format("{}:{}: '{}' belongs to kind = {} models, not kind = {}", source,
-                                it->second.line, k.key, to_string(k.scope), kind.value));
+                                it->second.line, k.key, kinds_of(k.scope), kind.value));
             continue;
         }
         if (it == entries.end())
@@ -239,19 +262,19 @@ ModelConfig parse_model_config(const std::string& text, const std::string& sourc
         parse_byte_size(memory.value, fmt::format("{}:{}: kv_memory", source, memory.line));
     model.step_time = parse_step_time(entries, source);
 
-    // Products of counts: compare in floating point before trusting the integers.
+    // Products of counts: compare in floating point before trusting the integers
+    // (the counts a kind has no layers for are 0).
     const double per_layer = 2.0 * static_cast<double>(model.kv_heads) *
                              static_cast<double>(model.head_dim) *
                              static_cast<double>(model.kv_dtype_bytes);
-    const double second = model.kind == HybridKind::sliding_window
-                              ? per_layer * static_cast<double>(model.sliding_window_layers)
-                              : static_cast<double>(model.mamba_layers) *
-                                    (static_cast<double>(model.conv_state_elements) *
-                                         static_cast<double>(model.conv_state_dtype_bytes) +
-                                     static_cast<double>(model.temporal_state_elements) *
-                                         static_cast<double>(model.temporal_state_dtype_bytes));
+    const double window = per_layer * static_cast<double>(model.sliding_window_layers);
+    const double state = static_cast<double>(model.mamba_layers) *
+                         (static_cast<double>(model.conv_state_elements) *
+                              static_cast<double>(model.conv_state_dtype_bytes) +
+                          static_cast<double>(model.temporal_state_elements) *
+                              static_cast<double>(model.temporal_state_dtype_bytes));
     if (per_layer * static_cast<double>(model.full_attention_layers) > max_entry_bytes ||
-        second > max_entry_bytes)
+        window > max_entry_bytes || state > max_entry_bytes)
         throw InputError(fmt::format(
             "{}: the model's bytes per token or per state slot exceed {:.0e}: check the "
             "layer, head and element counts",
@@ -275,14 +298,18 @@ ModelConfig load_model(const std::string& name_or_path) {
 std::string model_file_keys_help() {
     std::string help = "  name = NAME                     short name used in the reports\n"
                        "  description = TEXT              one line (optional)\n"
-                       "  kind = sliding_window|mamba     the model's second kind of state\n"
+                       "  kind = sliding_window|mamba|mamba_sliding_window\n"
+                       "                                  the model's layers besides full "
+                       "attention (both: the tri-pool)\n"
                        "  kv_memory = SIZE                KV memory of the runs unless --memory is "
                        "given (e.g. 64GiB)\n";
-    for (const auto& k : count_keys) {
-        const std::string left = fmt::format("{} = N", k.key);
-        help += fmt::format(
-            "  {:<31} {}{}\n", left, k.help,
-            k.scope == Scope::any ? "" : fmt::format(" [kind = {}]", to_string(k.scope)));
+    // Every model's keys, then each kind of layers' under a heading.
+    for (const Scope scope : {Scope::any, Scope::sliding_window, Scope::mamba}) {
+        if (scope != Scope::any)
+            help += fmt::format("  {} models:\n", kinds_of(scope));
+        for (const auto& k : count_keys)
+            if (k.scope == scope)
+                help += fmt::format("  {:<31} {}\n", fmt::format("{} = N", k.key), k.help);
     }
     for (const auto& k : step_time_keys)
         help += fmt::format("  {:<31} {} (optional; all three or none)\n",

@@ -1,7 +1,7 @@
 // A hybrid model as the simulator sees it: how many KV bytes one token costs on
-// the full-attention layers, and what the second kind of state costs (KV bytes
-// per token on the sliding-window layers, or one request's recurrent state on
-// the Mamba layers). Read from a small `key = value` file; the presets in
+// the full-attention layers, and what its other kinds of state cost (KV bytes
+// per token on the sliding-window layers, one request's recurrent state on the
+// Mamba layers, or both). Read from a small `key = value` file; the presets in
 // sim/models/ are such files.
 #pragma once
 
@@ -14,7 +14,12 @@
 
 namespace kvpool::sim {
 
-enum class HybridKind { sliding_window, mamba };
+// Which layers a model has besides full attention: sliding-window ones (the SWA
+// pair), Mamba ones (the Mamba pair), or both (the tri-pool).
+enum class HybridKind { sliding_window, mamba, mamba_sliding_window };
+
+// "sliding_window", "mamba", "mamba_sliding_window": the model file's kind.
+const char* to_string(HybridKind kind);
 
 struct ModelConfig {
     std::string name;
@@ -24,10 +29,11 @@ struct ModelConfig {
     index_t kv_heads = 0; // per layer, the same on full and sliding-window layers
     index_t head_dim = 0;
     index_t full_attention_layers = 0;
-    // kind = sliding_window
+    // kind = sliding_window or mamba_sliding_window
     index_t sliding_window_layers = 0;
     index_t sliding_window = 0; // tokens a sliding-window layer attends to
-    // kind = mamba: per layer, elements and element sizes of the two state parts
+    // kind = mamba or mamba_sliding_window: per layer, elements and element
+    // sizes of the two state parts
     index_t mamba_layers = 0;
     index_t conv_state_elements = 0;
     index_t conv_state_dtype_bytes = 0;
@@ -44,7 +50,10 @@ struct ModelConfig {
     index_t window_token_bytes() const;
     // Recurrent state of one request across all Mamba layers.
     index_t state_slot_bytes() const;
-    // Bytes of one entry of the pool's second side: a window token or a state slot.
+    bool has_sliding_window() const { return kind != HybridKind::mamba; }
+    bool has_state_slots() const { return kind != HybridKind::sliding_window; }
+    // Bytes of one entry of the pool's second side: a window token (the SWA pair
+    // and the tri-pool) or a state slot (the Mamba pair).
     index_t second_entry_bytes() const;
     // "sliding-window KV" or "Mamba state".
     const char* second_side_label() const;

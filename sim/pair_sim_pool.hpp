@@ -1,6 +1,8 @@
-// What the sliding-window and the Mamba pools of the scheduler share: the
-// unified pool and allocator pair they own, and the calls that go to the full
-// side, or to both sides alike. Derived names its second side (second_side()).
+// What the scheduler's pools share: the unified pool and the composite
+// allocator they own (the SWA or the Mamba pair, or the tri-pool), and the
+// calls that go to the full side, to every side alike, or to a side the
+// composite may have (the sliding window, the state slots). Derived names its
+// second side (second_side()).
 #pragma once
 
 #include "device_calls.hpp"
@@ -78,11 +80,64 @@ protected:
         return true;
     }
 
+    // Every page of the request; a sliding-window side skips the pages already
+    // out of the window.
+    void free_pages(const RequestKv& kv) {
+        const auto tokens = page_tokens(kv, 0, page_size());
+        calls_.timed([&] {
+            pair_.free(calls_.space(), tokens);
+            return 0;
+        });
+    }
+
+    // The sliding-window copies of the request's pages [window_released_pages, pages).
+    void free_window_pages(RequestKv& kv, index_t pages) {
+        if (pages <= kv.window_released_pages)
+            return;
+        auto tokens = page_tokens(kv, kv.window_released_pages, page_size());
+        tokens.resize(static_cast<std::size_t>(pages - kv.window_released_pages));
+        calls_.timed([&] {
+            pair_.free_swa(calls_.space(), tokens);
+            return 0;
+        });
+        kv.window_released_pages = pages;
+    }
+
+    // A state slot, then the request's KV: both or neither.
+    bool prefill_with_state_slot(RequestKv& kv, index_t tokens) {
+        const auto slot = calls_.timed([&] { return pair_.alloc_state_slots(calls_.space(), 1); });
+        if (!slot)
+            return false;
+        const index_t slot_id = calls_.download(*slot)[0];
+        if (!extend_fresh(kv, tokens)) {
+            free_state_slot(slot_id);
+            return false;
+        }
+        kv.state_slot = slot_id;
+        return true;
+    }
+
+    // The request's KV and its state slot, if it holds one.
+    void release_with_state_slot(RequestKv& kv) {
+        free_pages(kv);
+        if (kv.state_slot != unbound)
+            free_state_slot(kv.state_slot);
+        kv = RequestKv{};
+    }
+
     UnifiedKVPool<typename ExecutionSpace::memory_space> pool_;
     Pair pair_;
     CompactionMode mode_;
     RealPageBytes real_;
     DeviceCalls<ExecutionSpace> calls_;
+
+private:
+    void free_state_slot(index_t slot) {
+        calls_.timed([&] {
+            pair_.free_state_slots(calls_.space(), {slot});
+            return 0;
+        });
+    }
 };
 
 } // namespace kvpool::sim

@@ -16,54 +16,85 @@ namespace {
 
 std::vector<SubPoolSpec> side_specs(const ModelConfig& model, const PoolGeometry& geometry,
                                     index_t scale) {
-    SubPoolSpec full{"full", model.full_token_bytes() / scale, geometry.page_size,
-                     GrowDirection::up, 0};
-    if (model.kind == HybridKind::sliding_window)
-        return {full,
-                {"swa", model.window_token_bytes() / scale, geometry.page_size, GrowDirection::down,
-                 0}};
-    return {full, {"mamba", model.state_slot_bytes() / scale, 1, GrowDirection::down, 0}};
+    const index_t ps = geometry.page_size;
+    const index_t full = model.full_token_bytes() / scale;
+    switch (model.kind) {
+    case HybridKind::sliding_window:
+        return {{"full", full, ps, GrowDirection::up, 0},
+                {"swa", model.window_token_bytes() / scale, ps, GrowDirection::down, 0}};
+    case HybridKind::mamba:
+        return {{"full", full, ps, GrowDirection::up, 0},
+                {"mamba", model.state_slot_bytes() / scale, 1, GrowDirection::down, 0}};
+    case HybridKind::mamba_sliding_window:
+        break;
+    }
+    // The sliding-window band floats from the layout's default start.
+    return {{"mamba", model.state_slot_bytes() / scale, 1, GrowDirection::up, 0},
+            {"swa", model.window_token_bytes() / scale, ps, GrowDirection::floating, 0},
+            {"full", full, ps, GrowDirection::down, 0}};
+}
+
+// Real page bytes of the full side, then the pair's second side, or the
+// tri-pool's sliding-window and state sides.
+RealPageBytes real_page_bytes(const std::vector<SubPoolSpec>& specs, index_t scale) {
+    const auto bytes = [&](const SubPoolSpec& s) {
+        return static_cast<double>(s.entry_bytes * s.page_size * scale);
+    };
+    if (specs.size() == 2)
+        return {bytes(specs[0]), bytes(specs[1]), 0.0};
+    return {bytes(specs[2]), bytes(specs[1]), bytes(specs[0])};
+}
+
+// Caps every side of the tri-pool at its share of the bytes, as
+// PoolLayout::fixed_split does for two, and starts the sliding-window band
+// where the state share ends: each band starts in its own region.
+PoolLayout three_way_split(index_t bytes, std::vector<SubPoolSpec> specs, const Policy& policy) {
+    const auto share = [&](double fraction) {
+        return static_cast<index_t>(static_cast<double>(bytes) * fraction);
+    };
+    const index_t state = share(policy.state_fraction);
+    const index_t full = share(policy.full_fraction);
+    const index_t shares[3] = {state, bytes - state - full, full};
+    for (std::size_t i = 0; i < 3; ++i) {
+        const index_t page_bytes = specs[i].entry_bytes * specs[i].page_size;
+        // At least one page: max_tokens == 0 would mean "no cap".
+        specs[i].max_tokens =
+            std::max<index_t>(shares[i] / page_bytes * specs[i].page_size, specs[i].page_size);
+    }
+    specs[1].float_at = policy.state_fraction;
+    return PoolLayout(bytes, std::move(specs));
 }
 
 index_t ceil_div(index_t a, index_t b) {
     return (a + b - 1) / b;
 }
 
+std::string side_entry_sizes(const ModelConfig& model, const PoolGeometry& geometry) {
+    const auto bytes = [](index_t b) { return format_bytes(static_cast<double>(b)); };
+    std::string out = fmt::format("{} per full page, {} per {} entry",
+                                  bytes(model.full_token_bytes() * geometry.page_size),
+                                  bytes(model.second_entry_bytes()), model.second_side_label());
+    if (model.kind == HybridKind::mamba_sliding_window)
+        out += fmt::format(", {} per Mamba state entry", bytes(model.state_slot_bytes()));
+    return out;
+}
+
 } // namespace
-
-EngineRatio engine_ratio(const ModelConfig& model) {
-    return model.kind == HybridKind::sliding_window ? EngineRatio{"--swa-full-tokens-ratio", 0.8}
-                                                    : EngineRatio{"--mamba-full-memory-ratio", 0.9};
-}
-
-double full_fraction_from_engine_ratio(const ModelConfig& model, double ratio) {
-    if (model.kind == HybridKind::mamba)
-        return 1.0 / (1.0 + ratio);
-    const auto full = static_cast<double>(model.full_token_bytes());
-    return full / (full + ratio * static_cast<double>(model.window_token_bytes()));
-}
-
-double engine_ratio_from_full_fraction(const ModelConfig& model, double full_fraction) {
-    const double rest = (1.0 - full_fraction) / full_fraction;
-    if (model.kind == HybridKind::mamba)
-        return rest;
-    return rest * static_cast<double>(model.full_token_bytes()) /
-           static_cast<double>(model.window_token_bytes());
-}
 
 index_t byte_scale(const ModelConfig& model, const PoolGeometry& geometry) {
     if (geometry.full_size_buffer)
         return 1;
-    return std::gcd(model.full_token_bytes(), model.second_entry_bytes());
+    const index_t scale = std::gcd(model.full_token_bytes(), model.second_entry_bytes());
+    return model.kind == HybridKind::mamba_sliding_window
+               ? std::gcd(scale, model.state_slot_bytes())
+               : scale;
 }
 
 PoolPlan plan_pool(const ModelConfig& model, const PoolGeometry& geometry, const Policy& policy) {
     const index_t scale = byte_scale(model, geometry);
     auto specs = side_specs(model, geometry, scale);
     const index_t bytes = geometry.memory_bytes / scale;
-    const RealPageBytes real{
-        static_cast<double>(specs[0].entry_bytes * specs[0].page_size * scale),
-        static_cast<double>(specs[1].entry_bytes * specs[1].page_size * scale)};
+    const RealPageBytes real = real_page_bytes(specs, scale);
     switch (policy.kind) {
     case PolicyKind::unified_eager:
         return {model.kind, PoolLayout(bytes, std::move(specs)), CompactionMode::eager, real};
@@ -72,6 +103,9 @@ PoolPlan plan_pool(const ModelConfig& model, const PoolGeometry& geometry, const
     case PolicyKind::fixed_split:
         break;
     }
+    if (model.kind == HybridKind::mamba_sliding_window)
+        return {model.kind, three_way_split(bytes, std::move(specs), policy), CompactionMode::lazy,
+                real};
     return {model.kind, PoolLayout::fixed_split(bytes, std::move(specs), policy.full_fraction),
             CompactionMode::lazy, real};
 }
@@ -82,23 +116,25 @@ void check_memory_holds(const ModelConfig& model, const PoolGeometry& geometry,
     try {
         PoolLayout(geometry.memory_bytes / scale, side_specs(model, geometry, scale));
     } catch (const Error&) {
-        throw InputError(fmt::format(
-            "--memory {} is too small: it does not hold one page of each side ({} per "
-            "full page, {} per {} entry)",
-            format_bytes(static_cast<double>(geometry.memory_bytes)),
-            format_bytes(static_cast<double>(model.full_token_bytes() * geometry.page_size)),
-            format_bytes(static_cast<double>(model.second_entry_bytes())),
-            model.second_side_label()));
+        throw InputError(
+            fmt::format("--memory {} is too small: it does not hold one page of each side ({})",
+                        format_bytes(static_cast<double>(geometry.memory_bytes)),
+                        side_entry_sizes(model, geometry)));
     }
     const index_t ps = geometry.page_size;
+    // The padding sink at the buffer's low end: one entry of the largest size.
+    index_t sink = std::max(model.full_token_bytes(), model.second_entry_bytes());
+    if (model.has_state_slots())
+        sink = std::max(sink, model.state_slot_bytes());
     const auto needs = [&](const RequestSpec& r) {
         const index_t full =
             ceil_div(r.prompt_tokens + r.output_tokens, ps) * ps * model.full_token_bytes();
         // The sliding-window side holds the whole prompt while it is prefilled.
-        const index_t second = model.kind == HybridKind::sliding_window
+        const index_t window = model.has_sliding_window()
                                    ? ceil_div(r.prompt_tokens, ps) * ps * model.window_token_bytes()
-                                   : model.state_slot_bytes();
-        return full + second + std::max(model.full_token_bytes(), model.second_entry_bytes());
+                                   : 0;
+        const index_t state = model.has_state_slots() ? model.state_slot_bytes() : 0;
+        return full + window + state + sink;
     };
     const auto largest =
         std::max_element(requests.begin(), requests.end(),

@@ -1,36 +1,19 @@
-// The policies compared, and the unified buffer each one runs on: the same
-// model bytes and memory, split between the two sides adaptively (unified,
-// eager or lazy compaction) or at a fixed share of the bytes.
+// The unified buffer each policy runs on: the same model bytes and memory,
+// with the sides of the model's kind (the SWA pair, the Mamba pair, or the
+// tri-pool of state slots, sliding-window KV and full KV), each capped at its
+// share in a fixed split.
 #pragma once
 
+#include "engine_split.hpp"
 #include "model_config.hpp"
 #include "sim_pool.hpp"
 #include "workload.hpp"
 
 #include <kvpool/pool_layout.hpp>
 
-#include <string>
 #include <vector>
 
 namespace kvpool::sim {
-
-enum class PolicyKind { unified_eager, unified_lazy, fixed_split };
-
-struct Policy {
-    PolicyKind kind = PolicyKind::unified_eager;
-    double full_fraction = 0.0; // fixed split: the full side's share of the bytes
-};
-
-// The engines' knob for a fixed split (SGLang): --swa-full-tokens-ratio,
-// sliding-window tokens per full token (default 0.8), or
-// --mamba-full-memory-ratio, state bytes per full KV byte (default 0.9).
-struct EngineRatio {
-    const char* flag;
-    double default_value;
-};
-EngineRatio engine_ratio(const ModelConfig& model);
-double full_fraction_from_engine_ratio(const ModelConfig& model, double ratio);
-double engine_ratio_from_full_fraction(const ModelConfig& model, double full_fraction);
 
 struct PoolGeometry {
     index_t memory_bytes = 0; // the model's real KV bytes
@@ -40,15 +23,17 @@ struct PoolGeometry {
 };
 
 // Every entry size and the memory are divided by the greatest common divisor
-// of the two entry sizes: the same number of pages of each side fit, so every
+// of the entry sizes: the same number of pages of each side fit, so every
 // allocator decision is the same, in a buffer small enough for any host.
 index_t byte_scale(const ModelConfig& model, const PoolGeometry& geometry);
 
 struct PoolPlan {
     HybridKind kind;
-    PoolLayout layout; // in scaled bytes
+    // In scaled bytes; the sides listed as the kind's allocator wants them
+    // (the tri-pool's from the low end up: state slots, sliding window, full).
+    PoolLayout layout;
     CompactionMode mode;
-    RealPageBytes real; // page sizes of the two sides in real bytes
+    RealPageBytes real; // page sizes of the sides in real bytes
 };
 
 // Fixed splits run in lazy mode: frees leave holes that allocation reuses, as

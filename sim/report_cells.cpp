@@ -1,6 +1,7 @@
 #include "report_cells.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
@@ -17,9 +18,22 @@ std::string relative(double value, double base) {
 std::string split_cell(const ModelConfig& model, const Policy& policy) {
     if (policy.kind != PolicyKind::fixed_split)
         return "adaptive";
-    return fmt::format("{:.2f} ({:.0f}% full)",
-                       engine_ratio_from_full_fraction(model, policy.full_fraction),
+    const std::string state = model.kind == HybridKind::mamba_sliding_window
+                                  ? fmt::format("{:.0f}% state, ", policy.state_fraction * 100.0)
+                                  : std::string();
+    return fmt::format("{} ({}{:.0f}% full)", ratios_cell(model, policy), state,
                        policy.full_fraction * 100.0);
+}
+
+std::string ratios_cell(const ModelConfig& model, const Policy& policy) {
+    return fmt::format("{:.2f}", fmt::join(engine_ratios_of(model, policy), " / "));
+}
+
+std::string ratio_flags(const ModelConfig& model) {
+    std::vector<std::string> flags;
+    for (const EngineRatio& r : engine_ratios(model))
+        flags.emplace_back(r.flag);
+    return fmt::format("{}", fmt::join(flags, " / "));
 }
 
 std::string compared_label(std::size_t row, const ExperimentResult& result) {

@@ -129,19 +129,34 @@ std::string json_phases(const Workload& workload, const RunResult& r) {
     return out + "]";
 }
 
+// A run's split: the shares of the bytes and the engine ratios ("" for the
+// unified pool). A pair's one ratio is "engine_ratio"; the tri-pool's two are
+// named by their flags, beside the state slots' share.
+Metrics split_fields(const ModelConfig& model, const Policy& policy) {
+    const bool fixed = policy.kind == PolicyKind::fixed_split;
+    const auto value = [&](double v) { return fixed ? num(v) : std::string(); };
+    Metrics out{{"full_fraction", value(policy.full_fraction)}};
+    const auto knobs = engine_ratios(model);
+    const auto ratios = fixed ? engine_ratios_of(model, policy) : std::vector<double>(knobs.size());
+    if (model.kind != HybridKind::mamba_sliding_window) {
+        out.emplace_back("engine_ratio", value(ratios[0]));
+        return out;
+    }
+    out.emplace_back("state_fraction", value(policy.state_fraction));
+    for (std::size_t i = 0; i < knobs.size(); ++i)
+        out.emplace_back(knobs[i].key, value(ratios[i]));
+    return out;
+}
+
 std::string json_run(const ReportContext& context, const PolicyRun& run, const std::string& indent,
                      const char* role = nullptr) {
-    const ModelConfig& model = context.model;
     std::string out = indent + "{";
     if (role)
         out += fmt::format("\"role\": {}, ", json_string(role));
-    out += fmt::format("\"name\": {}, \"policy\": {}, ", json_string(run.name),
+    out += fmt::format("\"name\": {}, \"policy\": {}", json_string(run.name),
                        json_string(policy_kind(run.policy.kind)));
-    if (run.policy.kind == PolicyKind::fixed_split)
-        out += fmt::format("\"full_fraction\": {}, \"engine_ratio\": {}", run.policy.full_fraction,
-                           engine_ratio_from_full_fraction(model, run.policy.full_fraction));
-    else
-        out += "\"full_fraction\": null, \"engine_ratio\": null";
+    for (const auto& [name, value] : split_fields(context.model, run.policy))
+        out += fmt::format(", \"{}\": {}", name, value.empty() ? "null" : value);
     for (const auto& [name, value] : metrics(run.result))
         out += fmt::format(", \"{}\": {}", name, value);
     return out + json_phases(context.workload, run.result) + "}";
@@ -175,11 +190,13 @@ std::string json_report(const ReportContext& context, const ExperimentResult& re
     std::string out = "{\n";
     out += fmt::format(
         "  \"model\": {{\"name\": {}, \"description\": {}, \"kind\": {}, \"full_token_bytes\": {}, "
-        "\"second_entry_bytes\": {}, \"sliding_window\": {}}},\n",
-        json_string(m.name), json_string(m.description),
-        json_string(m.kind == HybridKind::sliding_window ? "sliding_window" : "mamba"),
+        "\"second_entry_bytes\": {}, {}\"sliding_window\": {}}},\n",
+        json_string(m.name), json_string(m.description), json_string(to_string(m.kind)),
         m.full_token_bytes(), m.second_entry_bytes(),
-        m.kind == HybridKind::sliding_window ? m.sliding_window : 0);
+        m.kind == HybridKind::mamba_sliding_window
+            ? fmt::format("\"state_slot_bytes\": {}, ", m.state_slot_bytes())
+            : std::string(),
+        m.has_sliding_window() ? m.sliding_window : 0);
     out += fmt::format("  \"memory_bytes\": {},\n  \"page_size\": {},\n  \"byte_scale\": {},\n  "
                        "\"backend\": {},\n",
                        context.geometry.memory_bytes, context.geometry.page_size, result.byte_scale,
@@ -190,7 +207,15 @@ std::string json_report(const ReportContext& context, const ExperimentResult& re
                        "\"step_per_prefill_token_s\": {}, \"step_per_decode_token_s\": {}}},\n",
                        context.scheduler.decode_reserve, context.scheduler.max_prefill_tokens,
                        st.overhead_s, st.per_prefill_token_s, st.per_decode_token_s);
-    out += fmt::format("  \"engine_ratio_flag\": {},\n", json_string(engine_ratio(m).flag));
+    const auto knobs = engine_ratios(m);
+    if (knobs.size() == 1) {
+        out += fmt::format("  \"engine_ratio_flag\": {},\n", json_string(knobs[0].flag));
+    } else {
+        std::vector<std::string> flags;
+        for (const EngineRatio& r : knobs)
+            flags.push_back(json_string(r.flag));
+        out += fmt::format("  \"engine_ratio_flags\": [{}],\n", fmt::join(flags, ", "));
+    }
     out += "  \"compared\": [\n";
     const auto rows = result.compared();
     for (std::size_t i = 0; i < rows.size(); ++i)
@@ -210,7 +235,10 @@ std::string json_report(const ReportContext& context, const ExperimentResult& re
 // One row per run (phase "all"), then, for a workload with phases, one row per
 // run and phase; a cell a row's kind has no metric for is left empty.
 std::string csv_report(const ReportContext& context, const ExperimentResult& result) {
-    std::string out = "role,policy,full_fraction,engine_ratio,phase,phase_name";
+    std::string out = "role,policy";
+    for (const auto& field : split_fields(context.model, Policy{}))
+        out += fmt::format(",{}", field.first);
+    out += ",phase,phase_name";
     Metrics columns = metrics(RunResult{});
     for (const auto& phase_only : phase_metrics(PhaseResult{}))
         if (std::none_of(columns.begin(), columns.end(),
@@ -229,12 +257,9 @@ std::string csv_report(const ReportContext& context, const ExperimentResult& res
         out += "\n";
     };
     const auto policy_cells = [&](const char* role, const PolicyRun& run) {
-        const bool fixed = run.policy.kind == PolicyKind::fixed_split;
-        out += fmt::format("{},{},{},{}", role, policy_kind(run.policy.kind),
-                           fixed ? fmt::format("{}", run.policy.full_fraction) : std::string(),
-                           fixed ? fmt::format("{}", engine_ratio_from_full_fraction(
-                                                         context.model, run.policy.full_fraction))
-                                 : std::string());
+        out += fmt::format("{},{}", role, policy_kind(run.policy.kind));
+        for (const auto& field : split_fields(context.model, run.policy))
+            out += "," + field.second;
     };
     const auto run_row = [&](const char* role, const PolicyRun& run) {
         policy_cells(role, run);

@@ -67,10 +67,7 @@ std::string phase_notes(const ReportContext& context, const ExperimentResult& re
     if (!has_phases(context))
         return {};
     const ModelConfig& model = context.model;
-    const auto ratio_of = [&](const PolicyRun& run) {
-        return fmt::format("{:.2f}",
-                           engine_ratio_from_full_fraction(model, run.policy.full_fraction));
-    };
+    const auto ratio_of = [&](const PolicyRun& run) { return ratios_cell(model, run.policy); };
     const RunResult& lazy = result.unified_lazy.result;
     std::string best;
     std::string gain;
@@ -86,7 +83,7 @@ std::string phase_notes(const ReportContext& context, const ExperimentResult& re
         "best fixed split per phase ({}): {}; for the whole run: {}.\n"
         "unified (lazy) vs the best fixed split for each phase alone, completed requests per "
         "second: {}.\n",
-        engine_ratio(model).flag, best, ratio_of(result.sweep[result.oracle]), gain);
+        ratio_flags(model), best, ratio_of(result.sweep[result.oracle]), gain);
 }
 
 } // namespace kvpool::sim

@@ -101,11 +101,9 @@ void render_plot(const ReportContext& context, const ExperimentResult& result,
                 script += fmt::format("{} {}\n", (static_cast<double>(b) + 0.5) * width, values[b]);
         script += "EOD\n";
     }
-    const EngineRatio ratio = engine_ratio(context.model);
     const auto fixed_label = [&](const char* which, const PolicyRun& run) {
-        return fmt::format(
-            "fixed split, {} ({} {:.2f})", which, ratio.flag,
-            engine_ratio_from_full_fraction(context.model, run.policy.full_fraction));
+        return fmt::format("fixed split, {} ({})", which,
+                           engine_arguments(context.model, run.policy));
     };
     const std::string labels[] = {rows[0]->name, rows[1]->name,
                                   fixed_label("engine default", *rows[2]),

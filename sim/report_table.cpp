@@ -16,12 +16,32 @@ constexpr double mib = 1024.0 * 1024.0;
 
 std::string model_line(const ModelConfig& model, const PoolGeometry& geometry) {
     const auto bytes = [](index_t b) { return format_bytes(static_cast<double>(b)); };
-    const std::string second =
-        model.kind == HybridKind::sliding_window
-            ? fmt::format(", {} on the sliding-window layers", bytes(model.window_token_bytes()))
-            : fmt::format("; Mamba state: {} per request", bytes(model.state_slot_bytes()));
+    std::string second;
+    if (model.has_sliding_window())
+        second +=
+            fmt::format(", {} on the sliding-window layers", bytes(model.window_token_bytes()));
+    if (model.has_state_slots())
+        second += fmt::format("; Mamba state: {} per request", bytes(model.state_slot_bytes()));
     return fmt::format("  KV per token: {} on the full-attention layers{}; pages of {} tokens\n",
                        bytes(model.full_token_bytes()), second, geometry.page_size);
+}
+
+// What the split column says; on the tri-pool, how SGLang's two knobs give
+// the three shares.
+std::string split_note(const ModelConfig& model) {
+    const auto knobs = engine_ratios(model);
+    if (knobs.size() == 1)
+        return fmt::format("split: SGLang's {} ({}) and the full side's share of the bytes.\n",
+                           knobs[0].flag, knobs[0].meaning);
+    const Policy d = engine_default_split(model);
+    return fmt::format(
+        "split: SGLang's {} M / {} W, and the state slots' and the full side's shares of the "
+        "bytes.\n  The state slots get M / (1 + M) of the bytes (M: {}); the two KV sides share "
+        "the rest,\n  W {}. The engine default, {}: {:.0f}% state, {:.0f}% sliding-window KV, "
+        "{:.0f}% full KV.\n",
+        knobs[0].flag, knobs[1].flag, knobs[0].meaning, knobs[1].meaning, ratios_cell(model, d),
+        d.state_fraction * 100.0, (1.0 - d.state_fraction - d.full_fraction) * 100.0,
+        d.full_fraction * 100.0);
 }
 
 } // namespace
@@ -59,11 +79,7 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
     out += table.render();
     out += phase_table(context, result);
 
-    const EngineRatio ratio = engine_ratio(model);
-    out += fmt::format(
-        "\nsplit: SGLang's {} ({}) and the full side's share of the bytes.\n", ratio.flag,
-        model.kind == HybridKind::sliding_window ? "sliding-window tokens per full token"
-                                                 : "state bytes per full KV byte");
+    out += "\n" + split_note(model);
     const RunResult& lazy = rows[1]->result;
     const RunResult& oracle = rows[3]->result;
     out += fmt::format(

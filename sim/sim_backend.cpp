@@ -2,6 +2,7 @@
 
 #include "mamba_sim_pool.hpp"
 #include "swa_sim_pool.hpp"
+#include "tri_sim_pool.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -12,9 +13,15 @@ namespace kvpool::sim {
 namespace {
 
 template <class ExecutionSpace> std::unique_ptr<SimPool> make_pool(const PoolPlan& plan) {
-    if (plan.kind == HybridKind::sliding_window)
+    switch (plan.kind) {
+    case HybridKind::sliding_window:
         return std::make_unique<SwaSimPool<ExecutionSpace>>(plan.layout, plan.mode, plan.real);
-    return std::make_unique<MambaSimPool<ExecutionSpace>>(plan.layout, plan.mode, plan.real);
+    case HybridKind::mamba:
+        return std::make_unique<MambaSimPool<ExecutionSpace>>(plan.layout, plan.mode, plan.real);
+    case HybridKind::mamba_sliding_window:
+        break;
+    }
+    return std::make_unique<TriSimPool<ExecutionSpace>>(plan.layout, plan.mode, plan.real);
 }
 
 } // namespace

@@ -1,6 +1,6 @@
 // What the scheduler model needs from a pool, as a host-side interface: the
 // scheduler stays free of Kokkos, and the implementations (swa_sim_pool.hpp,
-// mamba_sim_pool.hpp) drive the real kvpool allocators.
+// mamba_sim_pool.hpp, tri_sim_pool.hpp) drive the real kvpool allocators.
 #pragma once
 
 #include "request_kv.hpp"
@@ -20,19 +20,22 @@ struct PoolDemand {
 };
 
 struct PoolStats {
-    index_t pages_moved = 0;        // by compaction, both sides
+    index_t pages_moved = 0;        // by compaction, every side
     double bytes_moved = 0.0;       // those pages' size in the model's real bytes
     double allocator_seconds = 0.0; // wall time inside allocator calls, device work included
     index_t live_full_tokens = 0;
     index_t live_second_entries = 0; // sliding-window tokens or state slots
-    index_t pages_allocated = 0;     // both sides, cumulative
+    index_t live_third_entries = 0;  // the tri-pool's state slots
+    index_t pages_allocated = 0;     // every side, cumulative
     index_t pages_freed = 0;
 };
 
-// The real (unscaled) page sizes of the pool's two sides, for bytes-moved reports.
+// The real (unscaled) page sizes of the pool's sides, for bytes-moved reports:
+// the full side, the second side, and the tri-pool's third (state slots).
 struct RealPageBytes {
     double first = 0.0;
     double second = 0.0;
+    double third = 0.0;
 };
 
 class SimPool {

@@ -15,7 +15,6 @@ class SwaSimPool final : public PairSimPool<ExecutionSpace, UnifiedSWAAllocator<
                                             SwaSimPool<ExecutionSpace>> {
     using Base = PairSimPool<ExecutionSpace, UnifiedSWAAllocator<ExecutionSpace>,
                              SwaSimPool<ExecutionSpace>>;
-    using Base::calls_;
     using Base::pair_;
 
 public:
@@ -33,24 +32,12 @@ public:
     bool prefill(RequestKv& kv, index_t tokens) override { return this->extend_fresh(kv, tokens); }
 
     void release(RequestKv& kv) override {
-        const auto tokens = page_tokens(kv, 0, page_size());
-        calls_.timed([&] {
-            pair_.free(calls_.space(), tokens); // skips pages already out of the window
-            return 0;
-        });
+        this->free_pages(kv);
         kv = RequestKv{};
     }
 
     void release_window(RequestKv& kv, index_t pages) override {
-        if (pages <= kv.window_released_pages)
-            return;
-        auto tokens = page_tokens(kv, kv.window_released_pages, page_size());
-        tokens.resize(static_cast<std::size_t>(pages - kv.window_released_pages));
-        calls_.timed([&] {
-            pair_.free_swa(calls_.space(), tokens);
-            return 0;
-        });
-        kv.window_released_pages = pages;
+        this->free_window_pages(kv, pages);
     }
 };
 

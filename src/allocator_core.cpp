@@ -436,6 +436,10 @@ void AllocatorCore::undo_allocation(const PageBinding& binding) {
     undo_binding(binding, options_.is_id_owner);
     if (unjournaled)
         transaction_allocation_ = {};
+    // The call answers "no allocation": it counts as one that failed.
+    --counters_.allocs;
+    counters_.pages_allocated -= static_cast<index_t>(binding.virtual_pages.size());
+    ++counters_.failed_allocs;
 }
 
 void AllocatorCore::undo_binding(const PageBinding& binding, bool from_free_list) {

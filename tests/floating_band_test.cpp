@@ -322,7 +322,8 @@ TEST_CASE("bands: randomised three-band run, invariants and data after every ste
                 INFO("seed " << seed << " (--kvpool-seed " << seed << "), mode " << to_string(mode)
                              << ", page size " << page_size);
                 Rng rng(seed);
-                ThreeBands t(mode, page_size, 64 * 1024,
+                // Small enough to fill within a few hundred operations.
+                ThreeBands t(mode, page_size, page_size == 1 ? 16 * 1024 : 64 * 1024,
                              0.1 + 0.8 * static_cast<double>(rng.uniform(0, 100)) / 100);
                 std::vector<std::shared_ptr<ManualToken>> forwards;
                 for (int op = 0; op < config.ops; ++op) {
@@ -330,7 +331,7 @@ TEST_CASE("bands: randomised three-band run, invariants and data after every ste
                     Allocator& side = *t.sides[s];
                     const index_t ps = side.page_size();
                     const index_t roll = rng.uniform(0, 99);
-                    if (roll < 45) {
+                    if (roll < 50) {
                         const index_t tokens = rng.uniform(1, s == 0 ? 3 : 12) * ps;
                         const bool promise = tokens <= side.schedulable_available_size();
                         const bool ok = t.alloc(s, tokens);

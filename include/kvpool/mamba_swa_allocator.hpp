@@ -156,6 +156,30 @@ public:
             full_.free(space, virtual_tokens);
         });
     }
+    // Frees (KV and state slots) between these two calls compact together.
+    void free_group_begin() {
+        full_.free_group_begin();
+        swa_.free_group_begin();
+        state_.free_group_begin();
+    }
+    // The sliding-window side first, as in free().
+    void free_group_end(const ExecutionSpace& space) {
+        if (swa_.core().in_free_group()) {
+            swa_.core().check_free_allowed();
+            swa_.core().check_free_gates(nullptr, 0);
+        }
+        full_.check_free_group_end();
+        if (full_.core().in_free_group())
+            full_.core().check_free_gates(nullptr, 0);
+        state_.check_free_group_end();
+        if (state_.core().in_free_group())
+            state_.core().check_free_gates(nullptr, 0);
+        swa_.transaction(space, [&] {
+            swa_.free_group_end(space);
+            full_.free_group_end(space);
+            state_.free_group_end(space);
+        });
+    }
     // Tokens that left the window: the sliding-window side only.
     void free_swa(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
         for (index_t t : virtual_tokens)

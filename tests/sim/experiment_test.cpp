@@ -26,6 +26,7 @@ void check_run(const RunResult& r, const Workload& workload, bool every_request_
     CHECK(r.tokens_allocated() == r.tokens_released());
     CHECK(r.pool.live_full_tokens == 0);
     CHECK(r.pool.live_second_entries == 0);
+    CHECK(r.pool.live_third_entries == 0);
     CHECK(r.pool.pages_allocated == r.pool.pages_freed);
     CHECK(r.completed + r.aborted == workload.requests.size());
     CHECK(r.decode_tokens + r.prefill_tokens - r.recomputed_tokens >=
@@ -57,8 +58,7 @@ TEST_CASE("the built-in default run keeps the table's invariants", "[sim][end-to
 
     // The engine default is one of the sweep's points.
     const auto& engine_default = result.sweep[result.engine_default].policy;
-    CHECK(std::abs(engine_ratio_from_full_fraction(config.model, engine_default.full_fraction) -
-                   0.8) < 1e-9);
+    CHECK(std::abs(engine_ratios_of(config.model, engine_default)[0] - 0.8) < 1e-9);
     // The oracle is the best of the ratios it swept.
     const auto best = std::max_element(
         result.sweep.begin(), result.sweep.end(),
@@ -211,4 +211,55 @@ TEST_CASE("the built-in shift on the Mamba preset: no single fixed split is best
         CHECK(lazy.mean_running() > fixed.mean_running());
         CHECK(lazy.completed_per_second() >= fixed.completed_per_second());
     }
+}
+
+TEST_CASE("the tri-pool preset through every policy: invariants hold, every request is accounted "
+          "for",
+          "[sim][end-to-end][tri-pool]") {
+    ExperimentConfig config;
+    config.model = load_model("hymba-1.5b");
+    // Little memory and no decode reserve: requests are retracted, and the
+    // documents need much of the sliding-window side while they prefill. Pages
+    // of 64 tokens keep the invariant checks after every step (linear in the
+    // pages) short.
+    config.geometry = PoolGeometry{index_t(3) << 30, 64, false};
+    config.scheduler.step_time = *config.model.step_time;
+    config.scheduler.decode_reserve = 0.0;
+    config.scheduler.check_invariants_every_step = true;
+    config.sweep_points = 2;
+    const Workload workload = shift_workload({{SyntheticKind::chat, 60, 50.0},
+                                              {SyntheticKind::documents, 4, 5.0},
+                                              {SyntheticKind::chat, 60, 50.0}},
+                                             3);
+    check_memory_holds(config.model, config.geometry, workload.requests);
+    QuietObserver quiet;
+    const ExperimentResult result =
+        run_experiment(config, workload, pool_factory(Backend::host), quiet);
+
+    // A 2 x 2 grid and the engine default.
+    REQUIRE(result.sweep.size() == 5);
+    const auto defaults =
+        engine_ratios_of(config.model, result.sweep[result.engine_default].policy);
+    CHECK(std::abs(defaults[0] - 0.9) < 1e-9);
+    CHECK(std::abs(defaults[1] - 0.8) < 1e-9);
+    index_t retractions = 0;
+    for (const PolicyRun* row : result.compared()) {
+        check_run(row->result, workload, row->policy.kind != PolicyKind::fixed_split);
+        check_phases_add_up(row->result, workload);
+        retractions += row->result.retractions;
+    }
+    for (const PolicyRun& run : result.sweep) {
+        check_run(run.result, workload, false);
+        check_phases_add_up(run.result, workload);
+    }
+    CHECK(retractions > 0);
+    const auto best = std::max_element(
+        result.sweep.begin(), result.sweep.end(),
+        [](const auto& a, const auto& b) { return better_run(b.result, a.result); });
+    CHECK(&*best == &result.sweep[result.oracle]);
+    // One buffer for all three sides runs more requests at once than the engine's split.
+    const auto rows = result.compared();
+    CHECK(rows[0]->result.steps == rows[1]->result.steps);
+    CHECK(rows[1]->result.mean_running() > rows[2]->result.mean_running());
+    CHECK(rows[1]->result.pool.pages_moved > 0);
 }

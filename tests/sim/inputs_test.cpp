@@ -6,6 +6,7 @@
 #include "model_config.hpp"
 #include "model_presets.hpp"
 #include "pool_plan.hpp"
+#include "sim_test_support.hpp"
 #include "trace_reader.hpp"
 
 #include <catch2/catch_test_macros.hpp>
@@ -14,6 +15,7 @@
 using namespace kvpool;
 using namespace kvpool::sim;
 using Catch::Matchers::ContainsSubstring;
+using kvpool::sim::test::input_error_of;
 
 namespace {
 
@@ -29,6 +31,23 @@ sliding_window = 64
 kv_memory = 1MiB
 )";
 
+// Full-attention, sliding-window and Mamba layers: the union of both kinds' keys.
+const char* const tri_model = R"(name = tiny-tri
+kind = mamba_sliding_window
+kv_dtype_bytes = 2
+kv_heads = 4
+head_dim = 8
+full_attention_layers = 1
+sliding_window_layers = 3
+sliding_window = 64
+mamba_layers = 2
+conv_state_elements = 10
+conv_state_dtype_bytes = 2
+temporal_state_elements = 100
+temporal_state_dtype_bytes = 4
+kv_memory = 1MiB
+)";
+
 std::string with_line(const std::string& text, const std::string& line) {
     return text + line + "\n";
 }
@@ -37,7 +56,7 @@ std::string with_line(const std::string& text, const std::string& line) {
 
 TEST_CASE("presets carry the cited configurations", "[sim][inputs]") {
     CHECK(model_preset_names() ==
-          std::vector<std::string>{"gemma3-27b", "gpt-oss-120b", "qwen3-next-80b"});
+          std::vector<std::string>{"gemma3-27b", "gpt-oss-120b", "hymba-1.5b", "qwen3-next-80b"});
     const ModelConfig gemma = load_model("gemma3-27b");
     CHECK(gemma.kind == HybridKind::sliding_window);
     CHECK(gemma.full_token_bytes() == 10 * 8192);
@@ -52,11 +71,29 @@ TEST_CASE("presets carry the cited configurations", "[sim][inputs]") {
     CHECK(qwen.kind == HybridKind::mamba);
     CHECK(qwen.full_token_bytes() == 24576);
     CHECK(qwen.state_slot_bytes() == 36 * (24576 * 2 + 524288 * 4));
+    const ModelConfig hymba = load_model("hymba-1.5b");
+    CHECK(hymba.kind == HybridKind::mamba_sliding_window);
+    CHECK(hymba.full_token_bytes() == 3 * 1920);
+    CHECK(hymba.window_token_bytes() == 14 * 1920);
+    CHECK(hymba.state_slot_bytes() == 32 * (9600 * 2 + 51200 * 4));
+    CHECK(hymba.sliding_window == 1024);
+    CHECK(hymba.step_time.has_value());
     // SGLang's default ratios as byte shares of the full side.
-    CHECK(std::abs(full_fraction_from_engine_ratio(qwen, 0.9) - 1.0 / 1.9) < 1e-12);
-    CHECK(std::abs(
-              engine_ratio_from_full_fraction(gemma, full_fraction_from_engine_ratio(gemma, 0.8)) -
-              0.8) < 1e-12);
+    CHECK(std::abs(fixed_split_at(qwen, {0.9}).full_fraction - 1.0 / 1.9) < 1e-12);
+    CHECK(std::abs(engine_ratios_of(gemma, fixed_split_at(gemma, {0.8}))[0] - 0.8) < 1e-12);
+}
+
+TEST_CASE("a model file with full-attention, sliding-window and Mamba layers", "[sim][inputs]") {
+    const ModelConfig m = parse_model_config(tri_model, "tri.conf");
+    CHECK(m.kind == HybridKind::mamba_sliding_window);
+    CHECK(m.has_sliding_window());
+    CHECK(m.has_state_slots());
+    CHECK(m.full_token_bytes() == 1 * 2 * 4 * 8 * 2);
+    CHECK(m.window_token_bytes() == 3 * 2 * 4 * 8 * 2);
+    CHECK(m.state_slot_bytes() == 2 * (10 * 2 + 100 * 4));
+    CHECK(m.sliding_window == 64);
+    CHECK(to_string(m.kind) == std::string("mamba_sliding_window"));
+    CHECK_FALSE(parse_model_config(swa_model, "swa.conf").has_state_slots());
 }
 
 TEST_CASE("a custom model file", "[sim][inputs]") {
@@ -90,7 +127,8 @@ TEST_CASE("bad model files are named by line and value", "[sim][inputs]") {
     CHECK_THAT(error_of(with_line(swa_model, "kv_heads = 9")),
                ContainsSubstring("m.conf:11: 'kv_heads' given twice (first on line 5)"));
     CHECK_THAT(error_of(with_line(swa_model, "mamba_layers = 3")),
-               ContainsSubstring("m.conf:11: 'mamba_layers' belongs to kind = mamba models"));
+               ContainsSubstring("m.conf:11: 'mamba_layers' belongs to kind = mamba and "
+                                 "mamba_sliding_window models, not kind = sliding_window"));
     CHECK_THAT(error_of(with_line(swa_model, "this is not a pair")),
                ContainsSubstring("m.conf:11: expected 'key = value'"));
     std::string no_window = swa_model;
@@ -104,6 +142,38 @@ TEST_CASE("bad model files are named by line and value", "[sim][inputs]") {
                ContainsSubstring("missing 'step_overhead_ms'"));
     CHECK_THROWS_WITH(load_model("no-such-model"),
                       ContainsSubstring("unknown model 'no-such-model'"));
+    std::string bad_kind = swa_model;
+    bad_kind.replace(bad_kind.find("kind = sliding_window"), 21, "kind = hybrid");
+    CHECK_THAT(error_of(bad_kind),
+               ContainsSubstring("m.conf:3: kind must be sliding_window, mamba or "
+                                 "mamba_sliding_window, got 'hybrid'"));
+}
+
+TEST_CASE("a model file with both kinds of layers needs both kinds' keys", "[sim][inputs]") {
+    const auto error_of = [](const std::string& text) {
+        return input_error_of([&] { parse_model_config(text, "tri.conf"); });
+    };
+    const auto without = [](std::string text, const std::string& line) {
+        text.replace(text.find(line), line.size() + 1, "");
+        return text;
+    };
+    CHECK_THAT(error_of(without(tri_model, "mamba_layers = 2")),
+               ContainsSubstring("tri.conf: missing 'mamba_layers' (layers with recurrent state; "
+                                 "required for kind = mamba_sliding_window)"));
+    CHECK_THAT(error_of(without(tri_model, "sliding_window = 64")),
+               ContainsSubstring("tri.conf: missing 'sliding_window' (window length in tokens; "
+                                 "required for kind = mamba_sliding_window)"));
+    CHECK_THAT(error_of(without(tri_model, "temporal_state_dtype_bytes = 4")),
+               ContainsSubstring("missing 'temporal_state_dtype_bytes'"));
+    std::string zero_window = tri_model;
+    zero_window.replace(zero_window.find("sliding_window_layers = 3"), 25,
+                        "sliding_window_layers = 0");
+    CHECK_THAT(error_of(zero_window),
+               ContainsSubstring("tri.conf:7: sliding_window_layers must be a whole number from 1 "
+                                 "to 4294967296, got '0'"));
+    CHECK_THAT(error_of(with_line(tri_model, "conv_state_elements = 3")),
+               ContainsSubstring("tri.conf:15: 'conv_state_elements' given twice (first on line "
+                                 "10)"));
 }
 
 TEST_CASE("traces in CSV and JSONL", "[sim][inputs]") {

@@ -200,3 +200,41 @@ TEST_CASE("program: the thread count reaches Kokkos under either spelling", "[si
     CHECK(o.status == 0);
     CHECK_THAT(o.out, ContainsSubstring("(1 thread)"));
 }
+
+TEST_CASE("program: the tri-pool preset reports both engine ratios in the table, JSON and CSV",
+          "[sim][program][tri-pool]") {
+    Scratch scratch;
+    const auto json = scratch / "out.json";
+    const auto csv = scratch / "out.csv";
+    const Outcome o =
+        scratch.run("--model hymba-1.5b --memory 4GiB --sweep 2 --workload shift --phases "
+                    "chat:40,documents:3,chat:40 --json " +
+                    json.string() + " --csv " + csv.string());
+    CHECK(o.status == 0);
+    CHECK(o.err.empty());
+    CHECK_THAT(o.out, ContainsSubstring("fixed split, engine default       0.90 / 0.80 (47% "
+                                        "state, 11% full)"));
+    CHECK_THAT(o.out, ContainsSubstring("fixed split, oracle (best of 5)"));
+    CHECK_THAT(o.out, ContainsSubstring("The engine default, 0.90 / 0.80: 47% state, 42% "
+                                        "sliding-window KV, 11% full KV."));
+    CHECK_THAT(o.out, ContainsSubstring("fixed split, best for this phase"));
+    CHECK_THAT(o.out, ContainsSubstring("best fixed split per phase (--mamba-full-memory-ratio / "
+                                        "--swa-full-tokens-ratio): 1 chat "));
+    const std::string report = read_file(json);
+    CHECK_THAT(report, ContainsSubstring("\"kind\": \"mamba_sliding_window\""));
+    CHECK_THAT(report, ContainsSubstring("\"engine_ratio_flags\": [\"--mamba-full-memory-ratio\", "
+                                         "\"--swa-full-tokens-ratio\"]"));
+    CHECK_THAT(report,
+               ContainsSubstring("\"role\": \"fixed_default\", \"name\": \"fixed split, "
+                                 "--mamba-full-memory-ratio 0.90 --swa-full-tokens-ratio "
+                                 "0.80\", \"policy\": \"fixed_split\", \"full_fraction\": "));
+    CHECK_THAT(report, ContainsSubstring("\"state_fraction\": null, \"mamba_full_memory_ratio\": "
+                                         "null, \"swa_full_tokens_ratio\": null"));
+    const std::string table = read_file(csv);
+    CHECK(table.rfind("role,policy,full_fraction,state_fraction,mamba_full_memory_ratio,"
+                      "swa_full_tokens_ratio,phase,phase_name,",
+                      0) == 0);
+    // Header, 4 compared and 5 swept runs, then per phase the same and the phase's best split.
+    CHECK(std::count(table.begin(), table.end(), '\n') == 1 + 9 + 3 * (9 + 1));
+    CHECK_THAT(table, ContainsSubstring(",0.9000000000000001,0.8000000000000002,all,"));
+}

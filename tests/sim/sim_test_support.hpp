@@ -5,6 +5,7 @@
 #include "input_error.hpp"
 #include "mamba_sim_pool.hpp"
 #include "swa_sim_pool.hpp"
+#include "tri_sim_pool.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -29,6 +30,18 @@ inline std::unique_ptr<SimPool> mamba_pool(index_t total_bytes, index_t full_ent
     PoolLayout layout(total_bytes, {{"full", full_entry, 1, GrowDirection::up, 0},
                                     {"mamba", state_bytes, 1, GrowDirection::down, 0}});
     return std::make_unique<MambaSimPool<HostSpace>>(layout, mode, RealPageBytes{1.0, 1.0});
+}
+
+// The tri-pool: state slots of state_bytes (up), sliding-window tokens of
+// window_entry floating from the middle, full tokens of full_entry (down); KV
+// pages of page_size tokens.
+inline std::unique_ptr<SimPool> tri_pool(index_t total_bytes, index_t state_bytes,
+                                         index_t window_entry, index_t full_entry,
+                                         index_t page_size, CompactionMode mode) {
+    PoolLayout layout(total_bytes, {{"mamba", state_bytes, 1, GrowDirection::up, 0},
+                                    {"swa", window_entry, page_size, GrowDirection::floating, 0},
+                                    {"full", full_entry, page_size, GrowDirection::down, 0}});
+    return std::make_unique<TriSimPool<HostSpace>>(layout, mode, RealPageBytes{1.0, 1.0, 1.0});
 }
 
 inline SchedulerConfig one_second_steps(index_t window, bool state_slots, double reserve = 0.0) {

@@ -100,7 +100,8 @@ public:
     // Non-owner: bind the given (peer-minted) virtual pages to physical pages.
     bool bind_virtual_pages(const index_t* virtual_pages, index_t count, PageBinding& out);
     // Takes back the allocation that filled binding, the last change made here
-    // (the pair's follower could not bind it). Relocations are held meanwhile.
+    // (the pair's follower could not bind it), counting it as failed.
+    // Relocations are held meanwhile.
     void undo_allocation(const PageBinding& binding);
     // While held, flush() and shift_away() move nothing (a peer's allocation
     // is in progress).
