@@ -4,6 +4,7 @@
 // every relocation.
 #include "atomicity_harness.hpp"
 #include "device_fault_support.hpp"
+#include "self_completing_token.hpp"
 #include "test_config.hpp"
 #include "test_random.hpp"
 #include "test_support.hpp"
@@ -325,7 +326,7 @@ TEST_CASE("bands: randomised three-band run, invariants and data after every ste
                 // Small enough to fill within a few hundred operations.
                 ThreeBands t(mode, page_size, page_size == 1 ? 16 * 1024 : 64 * 1024,
                              0.1 + 0.8 * static_cast<double>(rng.uniform(0, 100)) / 100);
-                std::vector<std::shared_ptr<ManualToken>> forwards;
+                std::vector<std::shared_ptr<SelfCompletingToken>> forwards;
                 for (int op = 0; op < config.ops; ++op) {
                     const int s = static_cast<int>(rng.uniform(0, 2));
                     Allocator& side = *t.sides[s];
@@ -353,7 +354,7 @@ TEST_CASE("bands: randomised three-band run, invariants and data after every ste
                         side.flush(Space(), rng.chance(0.5));
                     } else if (roll < 95) {
                         // A forward pass reads every side's pages until its token completes.
-                        forwards.push_back(std::make_shared<ManualToken>());
+                        forwards.push_back(std::make_shared<SelfCompletingToken>());
                         for (Allocator* a : t.sides)
                             a->set_latest_forward_done(forwards.back());
                     } else if (!forwards.empty()) {

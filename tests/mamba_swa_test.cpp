@@ -2,6 +2,7 @@
 // buffer): bad construction, the starvation case, and a randomised run with
 // invariants, the stamped-data check of all three kinds and the capacity
 // views' promises after every step.
+#include "self_completing_token.hpp"
 #include "test_config.hpp"
 #include "test_random.hpp"
 #include "test_support.hpp"
@@ -184,7 +185,7 @@ TEST_CASE("tri-pool: randomised run, invariants, data and capacity promises afte
                 Rng rng(seed);
                 Engine e(mode, page_size, 128 * 1024,
                          0.1 + 0.8 * static_cast<double>(rng.uniform(0, 100)) / 100);
-                std::vector<std::shared_ptr<ManualToken>> forwards;
+                std::vector<std::shared_ptr<SelfCompletingToken>> forwards;
                 for (int op = 0; op < config.ops; ++op) {
                     const index_t roll = rng.uniform(0, 99);
                     if (roll < 30) {
@@ -247,7 +248,7 @@ TEST_CASE("tri-pool: randomised run, invariants, data and capacity promises afte
                     } else if (roll < 90) {
                         e.tri.flush_opportunistic(Space());
                     } else if (roll < 95) {
-                        forwards.push_back(std::make_shared<ManualToken>());
+                        forwards.push_back(std::make_shared<SelfCompletingToken>());
                         e.tri.set_latest_forward_done(forwards.back());
                         if (!e.requests.empty())
                             e.tri.set_inflight_forward(forwards.back(), e.requests.back().tokens);
