@@ -2,6 +2,7 @@
 // buffer): bad construction, the starvation case, and a randomised run with
 // invariants, the stamped-data check of all three kinds and the capacity
 // views' promises after every step.
+#include "atomicity_harness.hpp"
 #include "self_completing_token.hpp"
 #include "test_config.hpp"
 #include "test_random.hpp"
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 
 using namespace kvpool;
@@ -130,6 +132,50 @@ TEST_CASE("tri-pool: a layout it cannot use is refused with the reason", "[tri-p
                        {spec("full", 32, 1, GrowDirection::up), floating_spec("swa", 16, 1, 0.5),
                         spec("mamba", 1024, 1, GrowDirection::down)}),
             "must grow");
+}
+
+TEST_CASE("tri-pool: misuse is a clear error that changes no band", "[tri-pool][bad-input]") {
+    for (const auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
+        CAPTURE(to_string(mode));
+        Engine e(mode, 16, 256 * 1024, 0.3);
+        REQUIRE(e.alloc(64));
+        REQUIRE(e.alloc(32));
+        REQUIRE(e.alloc_slots(3));
+        e.leave_window(0);
+        std::vector<index_t> full, window;
+        for (const auto& r : e.requests) {
+            full.insert(full.end(), r.tokens.begin(), r.tokens.end());
+            window.insert(window.end(), r.in_window.begin(), r.in_window.end());
+        }
+        const std::vector<Watched> all = {{e.tri.full(), full_tag, full},
+                                          {e.tri.swa(), swa_tag, window},
+                                          {e.tri.state(), state_tag, e.slots}};
+        const auto check_all_unchanged = [&](ErrorCode code, const std::function<void()>& call) {
+            expect_unchanged(e.pool, all, code, call);
+            e.check();
+        };
+        const index_t unused = e.tri.full().core().free_virtual_pages().front() * 16;
+        check_all_unchanged(ErrorCode::misaligned, [&] { e.tri.alloc(Space(), 17); });
+        check_all_unchanged(ErrorCode::not_allocated, [&] { e.tri.free(Space(), {unused}); });
+        check_all_unchanged(ErrorCode::not_allocated, [&] {
+            e.tri.free_swa(Space(), {e.requests[0].tokens[0], unused});
+        });
+        check_all_unchanged(ErrorCode::not_allocated, [&] {
+            e.tri.free_state_slots(Space(), {e.slots[0], e.slots[0] + 100});
+        });
+        check_all_unchanged(ErrorCode::out_of_range, [&] { e.tri.free(Space(), {-5}); });
+        // A snapshot from another window, and one made stale by a restore.
+        const MambaSWASnapshot first = e.tri.backup_state();
+        e.tri.restore_state(Space(), first);
+        check_all_unchanged(ErrorCode::invalid_state, [&] { e.tri.restore_state(Space(), first); });
+        check_all_unchanged(ErrorCode::invalid_state, [&] { e.tri.commit_state(first); });
+        // Inside a window, frees are refused on every side.
+        const MambaSWASnapshot open = e.tri.backup_state();
+        check_all_unchanged(ErrorCode::invalid_state,
+                            [&] { e.tri.free(Space(), e.requests[1].tokens); });
+        e.tri.commit_state(open);
+        e.check();
+    }
 }
 
 TEST_CASE("tri-pool: a state slot the two-band design would starve is served, data intact",
