@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace kvpool {
 
@@ -130,14 +131,44 @@ PoolLayout PoolLayout::fixed_split(index_t total_bytes, std::vector<SubPoolSpec>
     if (!(first_side_fraction > 0.0 && first_side_fraction < 1.0))
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("split fraction must lie in (0, 1), got {}", first_side_fraction));
-    const auto first_bytes =
-        static_cast<index_t>(static_cast<double>(total_bytes) * first_side_fraction);
-    const index_t shares[2] = {first_bytes, total_bytes - first_bytes};
-    for (int i = 0; i < 2; ++i) {
+    return fixed_split(total_bytes, std::move(specs),
+                       std::vector<double>{first_side_fraction, 1.0 - first_side_fraction});
+}
+
+PoolLayout PoolLayout::fixed_split(index_t total_bytes, std::vector<SubPoolSpec> specs,
+                                   const std::vector<double>& fractions) {
+    if (fractions.size() != specs.size())
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("a fixed split of {} sub-pools needs as many fractions, got {}",
+                                specs.size(), fractions.size()));
+    double sum = 0.0;
+    for (std::size_t i = 0; i < fractions.size(); ++i) {
+        if (!(fractions[i] > 0.0 && fractions[i] < 1.0))
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("sub-pool '{}': split fraction must lie in (0, 1), got {}",
+                                    specs[i].name, fractions[i]));
+        sum += fractions[i];
+    }
+    if (std::abs(sum - 1.0) > 1e-9)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("split fractions must add up to 1, got {}", sum));
+    index_t assigned = 0;
+    double before = 0.0;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        // The last side takes what the others leave, so the shares tile the buffer.
+        const index_t share =
+            i + 1 == specs.size()
+                ? total_bytes - assigned
+                : static_cast<index_t>(static_cast<double>(total_bytes) * fractions[i]);
+        assigned += share;
         const index_t page_bytes = specs[i].entry_bytes * specs[i].page_size;
-        const index_t tokens = page_bytes > 0 ? shares[i] / page_bytes * specs[i].page_size : 0;
+        const index_t tokens = page_bytes > 0 ? share / page_bytes * specs[i].page_size : 0;
         // A side may not hold less than one page; max_tokens == 0 would mean "no cap".
         specs[i].max_tokens = std::max<index_t>(tokens, specs[i].page_size);
+        // A floating band starts at the low end of its share.
+        if (specs[i].grow == GrowDirection::floating)
+            specs[i].float_at = before;
+        before += fractions[i];
     }
     return PoolLayout(total_bytes, std::move(specs));
 }

@@ -137,6 +137,38 @@ TEST_CASE("layout: bad band orders are rejected with the sub-pool named",
             "'a'");
 }
 
+TEST_CASE("layout: a fixed split of N sub-pools caps each at its share of the bytes",
+          "[layout][bands]") {
+    const index_t total = 1 << 20;
+    const std::vector<SubPoolSpec> specs = {spec("state", 640, 1, GrowDirection::up),
+                                            floating_spec("window", 16, 16, 0.5),
+                                            spec("full", 32, 16, GrowDirection::down)};
+    const auto layout = PoolLayout::fixed_split(total, specs, {0.2, 0.5, 0.3});
+    const double shares[3] = {0.2, 0.5, 0.3};
+    index_t capped = 0;
+    for (std::size_t i = 0; i < 3; ++i) {
+        const SideGeometry& g = layout.side(i);
+        CHECK(g.page_capacity() * g.page_bytes <= static_cast<index_t>(shares[i] * total) + 1);
+        CHECK(g.page_capacity() * g.page_bytes >
+              static_cast<index_t>(shares[i] * total) - g.page_bytes);
+        capped += g.page_capacity() * g.page_bytes;
+    }
+    CHECK(capped <= total);
+    // The window band starts where the state share ends.
+    CHECK(layout.side("window").spec.float_at == 0.2);
+    // Two sub-pools: the same layout as the two-sided split.
+    const std::vector<SubPoolSpec> two = {spec("full", 64, 1, GrowDirection::up),
+                                          spec("swa", 32, 1, GrowDirection::down)};
+    const auto a = PoolLayout::fixed_split(total, two, 0.25);
+    const auto b = PoolLayout::fixed_split(total, two, std::vector<double>{0.25, 0.75});
+    for (std::size_t i = 0; i < 2; ++i)
+        CHECK(a.side(i).num_virtual_pages == b.side(i).num_virtual_pages);
+    // Fractions that do not tile the buffer, or do not match the specs, are refused.
+    CHECK_THROWS_AS(PoolLayout::fixed_split(total, specs, {0.2, 0.5, 0.2}), Error);
+    CHECK_THROWS_AS(PoolLayout::fixed_split(total, specs, {0.5, 0.5}), Error);
+    CHECK_THROWS_AS(PoolLayout::fixed_split(total, specs, {0.0, 0.7, 0.3}), Error);
+}
+
 TEST_CASE("bands: a neighbour must be next to the band in the same buffer", "[bands][bad-input]") {
     ThreeBands t(CompactionMode::eager, 1);
     Pool other(PoolLayout(64 * 1024, {spec("state", 640, 1, GrowDirection::up),

@@ -58,6 +58,11 @@ public:
     // each side at its share: the fixed split engines use today.
     static PoolLayout fixed_split(index_t total_bytes, std::vector<SubPoolSpec> specs,
                                   double first_side_fraction);
+    // Any number of specs (in the constructor's order), each side capped at
+    // its fraction of the bytes (one per spec, each in (0, 1), adding up to
+    // 1); a floating side's empty band starts at the low end of its share.
+    static PoolLayout fixed_split(index_t total_bytes, std::vector<SubPoolSpec> specs,
+                                  const std::vector<double>& fractions);
 
     index_t total_bytes() const { return total_bytes_; }
     // Bytes [0, sink_bytes) hold no data: slot 0 of every side lies inside it,
