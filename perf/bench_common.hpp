@@ -74,6 +74,24 @@ bool admit_requests(Pair& pair, const Space& space, const std::vector<index_t>& 
     return true;
 }
 
+// As admit_requests, and one state slot per request appended to slots (a
+// composite with state slots: the Mamba pair, the tri-pool).
+template <class Pair>
+bool admit_requests_with_slots(Pair& pair, const Space& space, const std::vector<index_t>& lengths,
+                               std::vector<std::vector<index_t>>& requests,
+                               std::vector<index_t>& slots) {
+    std::vector<std::vector<index_t>> admitted;
+    if (!admit_requests(pair, space, lengths, admitted))
+        return false;
+    const auto new_slots = pair.alloc_state_slots(space, static_cast<index_t>(lengths.size()));
+    if (!new_slots)
+        return false;
+    const auto slot_ids = host_copy(*new_slots);
+    requests.insert(requests.end(), admitted.begin(), admitted.end());
+    slots.insert(slots.end(), slot_ids.begin(), slot_ids.end());
+    return true;
+}
+
 // Inputs of one decode step over the requests: lengths counting the new token,
 // and each request's last token id (on the device).
 inline void decode_inputs(const std::vector<std::vector<index_t>>& requests,

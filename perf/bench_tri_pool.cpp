@@ -48,16 +48,7 @@ struct TriServing {
 
     // Requests with their KV (one alloc_extend) and one state slot each.
     bool admit(const std::vector<index_t>& lengths) {
-        std::vector<std::vector<index_t>> admitted;
-        if (!admit_requests(tri, space, lengths, admitted))
-            return false;
-        const auto new_slots = tri.alloc_state_slots(space, static_cast<index_t>(lengths.size()));
-        if (!new_slots)
-            return false;
-        const auto slot_ids = host_copy(*new_slots);
-        requests.insert(requests.end(), admitted.begin(), admitted.end());
-        slots.insert(slots.end(), slot_ids.begin(), slot_ids.end());
-        return true;
+        return admit_requests_with_slots(tri, space, lengths, requests, slots);
     }
 };
 

@@ -980,13 +980,9 @@ bool AllocatorCore::shift_away(bool from_below, index_t bytes) {
     }
 
     // The forward in flight may read or write the pages about to move, or
-    // read the ones leaving the band: one wait settles both.
-    if (latest_forward_done_ && !latest_forward_done_->is_complete())
-        plan_.waits.push_back(latest_forward_done_);
-    if (inflight_forward_done_ || !inflight_virtual_pages_.get().empty()) {
-        inflight_forward_done_.reset();
-        inflight_virtual_pages_.edit().clear();
-    }
+    // read the ones leaving the band: one wait settles both, as for a pack.
+    std::vector<index_t> no_write_set;
+    settle_forward(true, no_write_set);
     const auto in_edge = [&](index_t p) { return p >= lo && p < hi; };
     // Pages awaiting reuse on the edge leave once their readers are done.
     if (pending_pages_ > 0) {

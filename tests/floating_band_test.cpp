@@ -22,13 +22,6 @@ using namespace kvpool::test;
 
 namespace {
 
-SubPoolSpec floating_spec(const std::string& name, index_t entry_bytes, index_t page_size,
-                          double float_at) {
-    SubPoolSpec s = spec(name, entry_bytes, page_size, GrowDirection::floating);
-    s.float_at = float_at;
-    return s;
-}
-
 // [state (slots of 640 bytes) up | window KV floating | full KV down]
 struct ThreeBands {
     Pool pool;

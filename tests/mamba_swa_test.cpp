@@ -24,13 +24,6 @@ namespace {
 
 using TriPool = UnifiedMambaSWAAllocator<Space>;
 
-SubPoolSpec floating_spec(const std::string& name, index_t entry_bytes, index_t page_size,
-                          double float_at) {
-    SubPoolSpec s = spec(name, entry_bytes, page_size, GrowDirection::floating);
-    s.float_at = float_at;
-    return s;
-}
-
 PoolLayout tri_layout(index_t page_size, index_t bytes, double float_at) {
     return PoolLayout(bytes, {spec("mamba", 1024, 1, GrowDirection::up),
                               floating_spec("swa", 16, page_size, float_at),

@@ -156,6 +156,14 @@ inline SubPoolSpec spec(const std::string& name, index_t entry_bytes, index_t pa
     return s;
 }
 
+// A floating sub-pool whose empty band starts at float_at of the buffer.
+inline SubPoolSpec floating_spec(const std::string& name, index_t entry_bytes, index_t page_size,
+                                 double float_at) {
+    SubPoolSpec s = spec(name, entry_bytes, page_size, GrowDirection::floating);
+    s.float_at = float_at;
+    return s;
+}
+
 inline AllocatorOptions options(CompactionMode mode, bool owner = true) {
     AllocatorOptions o;
     o.mode = mode;

@@ -2,6 +2,7 @@
 // slots (page size 1) in one unified buffer, each side owning its own ids.
 #pragma once
 
+#include <kvpool/detail/pair_checks.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 #include <kvpool/pair_snapshot.hpp>
 
@@ -20,8 +21,8 @@ public:
                           const AllocatorOptions& state_options,
                           const std::string& full_name = "full",
                           const std::string& state_name = "mamba")
-        : full_(pool, full_name, as_owner(full_options)),
-          state_(pool, state_name, as_owner(state_options)) {
+        : full_(pool, full_name, detail::with_role(full_options, true)),
+          state_(pool, state_name, detail::with_role(state_options, true)) {
         if (state_.page_size() != 1)
             throw Error(ErrorCode::invalid_argument, "Mamba pair: the state side '" + state_name +
                                                          "' must have page size 1, not " +
@@ -159,11 +160,6 @@ public:
     }
 
 private:
-    static AllocatorOptions as_owner(AllocatorOptions o) {
-        o.is_id_owner = true;
-        return o;
-    }
-
     side_type full_;
     side_type state_;
 };

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <kvpool/allocator_snapshot.hpp>
+#include <kvpool/detail/pair_checks.hpp>
 #include <kvpool/detail/tri_pool_capacity.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 
@@ -56,9 +57,9 @@ public:
                              const std::string& full_name = "full",
                              const std::string& swa_name = "swa",
                              const std::string& state_name = "mamba")
-        : state_(pool, state_name, with_role(state_options, true)),
-          swa_(pool, swa_name, with_role(swa_options, false)),
-          full_(pool, full_name, with_role(full_options, true)) {
+        : state_(pool, state_name, detail::with_role(state_options, true)),
+          swa_(pool, swa_name, detail::with_role(swa_options, false)),
+          full_(pool, full_name, detail::with_role(full_options, true)) {
         require(state_.geometry().grow() == GrowDirection::up && state_.page_size() == 1,
                 "the state side '" + state_name + "' must grow up with page size 1");
         require(swa_.geometry().grow() == GrowDirection::floating,
@@ -142,15 +143,7 @@ public:
     // ---- free: as the SWA pair's (the sliding-window side first, both
     // checked before either changes)
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        if (!swa_.core().in_free_group()) {
-            swa_.core().check_free_allowed();
-            swa_.core().check_free_gates(virtual_tokens.data(),
-                                         static_cast<index_t>(virtual_tokens.size()));
-        }
-        full_.check_free(virtual_tokens);
-        if (!full_.core().in_free_group())
-            full_.core().check_free_gates(virtual_tokens.data(),
-                                          static_cast<index_t>(virtual_tokens.size()));
+        detail::check_follower_free(full_, swa_, virtual_tokens);
         swa_.transaction(space, [&] {
             swa_.free_if_bound(space, virtual_tokens);
             full_.free(space, virtual_tokens);
@@ -164,13 +157,7 @@ public:
     }
     // The sliding-window side first, as in free().
     void free_group_end(const ExecutionSpace& space) {
-        if (swa_.core().in_free_group()) {
-            swa_.core().check_free_allowed();
-            swa_.core().check_free_gates(nullptr, 0);
-        }
-        full_.check_free_group_end();
-        if (full_.core().in_free_group())
-            full_.core().check_free_gates(nullptr, 0);
+        detail::check_follower_free_group_end(full_, swa_);
         state_.check_free_group_end();
         if (state_.core().in_free_group())
             state_.core().check_free_gates(nullptr, 0);
@@ -182,11 +169,7 @@ public:
     }
     // Tokens that left the window: the sliding-window side only.
     void free_swa(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        for (index_t t : virtual_tokens)
-            if (!full_.is_slot_allocated(t))
-                throw Error(ErrorCode::not_allocated, "free_swa of id " + std::to_string(t) +
-                                                          ", which is not allocated. " +
-                                                          full_.state_string());
+        detail::check_window_tokens_allocated(full_, virtual_tokens);
         swa_.free_if_bound(space, virtual_tokens);
     }
 
@@ -297,10 +280,6 @@ public:
     }
 
 private:
-    static AllocatorOptions with_role(AllocatorOptions o, bool owner) {
-        o.is_id_owner = owner;
-        return o;
-    }
     static void require(bool ok, const std::string& what) {
         if (!ok)
             throw Error(ErrorCode::invalid_argument, "Mamba + SWA tri-pool: " + what);

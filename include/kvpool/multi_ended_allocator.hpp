@@ -69,9 +69,7 @@ public:
         peer.core_.bind_peer(&core_);
         peer_ = &peer;
         peer.peer_ = this;
-        neighbours_.push_back(&peer);
-        peer.neighbours_.push_back(this);
-        update_sides_of_buffer();
+        link_neighbour(peer);
         resize_virtual_table();
         peer.resize_virtual_table();
     }
@@ -94,9 +92,7 @@ public:
                                                              "' is bound already");
         core_.bind_neighbour(&neighbour.core_);
         neighbour.core_.bind_neighbour(&core_);
-        neighbours_.push_back(&neighbour);
-        neighbour.neighbours_.push_back(this);
-        update_sides_of_buffer();
+        link_neighbour(neighbour);
     }
 
     // The pair's id-following side (the SWA side): every allocation of this
@@ -455,6 +451,11 @@ private:
     // This side first, then every band bound to it, directly or through
     // another (a call here may flush or shift a neighbour, whose own call may
     // reach the next one): worked out at each binding.
+    void link_neighbour(MultiEndedAllocator& neighbour) {
+        neighbours_.push_back(&neighbour);
+        neighbour.neighbours_.push_back(this);
+        update_sides_of_buffer();
+    }
     void update_sides_of_buffer() {
         std::vector<MultiEndedAllocator*> sides{this};
         for (std::size_t i = 0; i < sides.size(); ++i)

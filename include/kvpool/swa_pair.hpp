@@ -3,6 +3,7 @@
 // allocation binds both sides or neither.
 #pragma once
 
+#include <kvpool/detail/pair_checks.hpp>
 #include <kvpool/detail/swa_pair_capacity.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 #include <kvpool/pair_snapshot.hpp>
@@ -24,8 +25,8 @@ public:
     UnifiedSWAAllocator(pool_type& pool, const AllocatorOptions& full_options,
                         const AllocatorOptions& swa_options, const std::string& full_name = "full",
                         const std::string& swa_name = "swa")
-        : full_(pool, full_name, with_role(full_options, true)),
-          swa_(pool, swa_name, with_role(swa_options, false)) {
+        : full_(pool, full_name, detail::with_role(full_options, true)),
+          swa_(pool, swa_name, detail::with_role(swa_options, false)) {
         if (full_.page_size() != swa_.page_size())
             throw Error(ErrorCode::invalid_argument,
                         "SWA pair: page sizes differ (full " + std::to_string(full_.page_size()) +
@@ -113,15 +114,7 @@ public:
     // repeated free completes (the other order would leave SWA pages bound to
     // ids the full side has given back).
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        if (!swa_.core().in_free_group()) {
-            swa_.core().check_free_allowed();
-            swa_.core().check_free_gates(virtual_tokens.data(),
-                                         static_cast<index_t>(virtual_tokens.size()));
-        }
-        full_.check_free(virtual_tokens); // the full side owns the ids
-        if (!full_.core().in_free_group())
-            full_.core().check_free_gates(virtual_tokens.data(),
-                                          static_cast<index_t>(virtual_tokens.size()));
+        detail::check_follower_free(full_, swa_, virtual_tokens);
         full_.transaction(space, [&] {
             swa_.free_if_bound(space, virtual_tokens);
             full_.free(space, virtual_tokens);
@@ -129,11 +122,7 @@ public:
     }
     // Tokens that left the window: the SWA side only; the virtual ids stay live.
     void free_swa(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        for (index_t t : virtual_tokens)
-            if (!full_.is_slot_allocated(t))
-                throw Error(ErrorCode::not_allocated, "free_swa of id " + std::to_string(t) +
-                                                          ", which is not allocated. " +
-                                                          full_.state_string());
+        detail::check_window_tokens_allocated(full_, virtual_tokens);
         swa_.free_if_bound(space, virtual_tokens);
     }
     void free_group_begin() {
@@ -142,13 +131,7 @@ public:
     }
     // The SWA side first, as in free().
     void free_group_end(const ExecutionSpace& space) {
-        if (swa_.core().in_free_group()) {
-            swa_.core().check_free_allowed();
-            swa_.core().check_free_gates(nullptr, 0);
-        }
-        full_.check_free_group_end();
-        if (full_.core().in_free_group())
-            full_.core().check_free_gates(nullptr, 0);
+        detail::check_follower_free_group_end(full_, swa_);
         full_.transaction(space, [&] {
             swa_.free_group_end(space);
             full_.free_group_end(space);
@@ -223,11 +206,6 @@ public:
     }
 
 private:
-    static AllocatorOptions with_role(AllocatorOptions o, bool owner) {
-        o.is_id_owner = owner;
-        return o;
-    }
-
     // Either side's compaction opens gap for the other: flush both when short.
     bool make_room(const ExecutionSpace& space, index_t pages) {
         if (pages * page_size() <= available_size())

@@ -1,0 +1,56 @@
+// What the composites with an id-following side (the SWA pair, the tri-pool)
+// share: the sides' roles, and the checks of a free over the id owner and its
+// follower, made on both before either changes.
+#pragma once
+
+#include <kvpool/allocator_options.hpp>
+#include <kvpool/error.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kvpool::detail {
+
+inline AllocatorOptions with_role(AllocatorOptions options, bool id_owner) {
+    options.is_id_owner = id_owner;
+    return options;
+}
+
+// Throws what freeing these tokens on the owner and, where still bound, on its
+// follower would throw now (an open free group defers the follower's and the
+// owner's refusals to its end).
+template <class Side>
+void check_follower_free(const Side& owner, const Side& follower,
+                         const std::vector<index_t>& virtual_tokens) {
+    const auto count = static_cast<index_t>(virtual_tokens.size());
+    if (!follower.core().in_free_group()) {
+        follower.core().check_free_allowed();
+        follower.core().check_free_gates(virtual_tokens.data(), count);
+    }
+    owner.check_free(virtual_tokens); // the owner holds the ids
+    if (!owner.core().in_free_group())
+        owner.core().check_free_gates(virtual_tokens.data(), count);
+}
+
+// Throws what ending both sides' free groups would throw now.
+template <class Side> void check_follower_free_group_end(const Side& owner, const Side& follower) {
+    if (follower.core().in_free_group()) {
+        follower.core().check_free_allowed();
+        follower.core().check_free_gates(nullptr, 0);
+    }
+    owner.check_free_group_end();
+    if (owner.core().in_free_group())
+        owner.core().check_free_gates(nullptr, 0);
+}
+
+// free_swa names only ids the owner holds.
+template <class Side>
+void check_window_tokens_allocated(const Side& owner, const std::vector<index_t>& virtual_tokens) {
+    for (index_t t : virtual_tokens)
+        if (!owner.is_slot_allocated(t))
+            throw Error(ErrorCode::not_allocated, "free_swa of id " + std::to_string(t) +
+                                                      ", which is not allocated. " +
+                                                      owner.state_string());
+}
+
+} // namespace kvpool::detail
