@@ -145,7 +145,7 @@ inline std::string schedulable_mismatch(const std::string& n, const Allocator& s
 struct RunStats {
     long ops = 0, allocs = 0, failed_allocs = 0, beyond_schedulable = 0, peer_flushes = 0,
          flushes = 0, frees = 0, forwards = 0, waits = 0, pending_seen = 0, windows = 0,
-         data_checks = 0;
+         data_checks = 0, band_shifts = 0;
     void add(const RunStats& o) {
         ops += o.ops;
         allocs += o.allocs;
@@ -159,15 +159,17 @@ struct RunStats {
         pending_seen += o.pending_seen;
         windows += o.windows;
         data_checks += o.data_checks;
+        band_shifts += o.band_shifts;
     }
     std::string str() const {
         return fmt::format("ops {}: allocations {} ok, {} failed, {} beyond "
                            "schedulable_available_size() that succeeded, "
                            "{} that flushed a peer; frees {}, flushes {}, forwards {} ({} waited "
                            "for), steps with pages "
-                           "pending reuse {}, backup windows {}, data checks {}",
+                           "pending reuse {}, backup windows {}, data checks {}, band shifts {}",
                            ops, allocs, failed_allocs, beyond_schedulable, peer_flushes, frees,
-                           flushes, forwards, waits, pending_seen, windows, data_checks);
+                           flushes, forwards, waits, pending_seen, windows, data_checks,
+                           band_shifts);
     }
 };
 

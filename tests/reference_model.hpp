@@ -13,6 +13,13 @@
 // from SGLang's reference behaviour"), the model follows kvpool; each such
 // place is marked "kvpool:".
 //
+// kvpool: more than two sides share a buffer (README, "N bands in one
+// buffer"): from the low end up one grows up, any number float, one grows
+// down, and each side's neighbours are the bands next to it. A floating band
+// is an up band over [anchor, watermark) whose anchor moves: it grows into the
+// wider of its two gaps first, and shifts away from a neighbour that needs its
+// edge (shift_away). The model keeps those rules in the same plain terms.
+//
 // Completion tokens are the engine's forward-done events. Every wait the
 // reference would enqueue on a token that has not completed is recorded
 // (take_waits()), so a test can complete those tokens before it replays the
@@ -51,7 +58,9 @@ public:
           max_moves_(options.max_moves_per_flush) {
         p2v_.assign(static_cast<std::size_t>(num_pages()), unbound);
         p2v_[0] = 0; // the padding anchor
-        wm_ = up() ? g_.min_page_index : num_pages() - 1;
+        if (floating())
+            anchor_ = std::clamp(g_.start_page, g_.min_page_index, num_pages());
+        wm_ = up() ? base() : num_pages() - 1;
         // kvpool: a side capped by max_tokens mints ids only below its cap.
         for (index_t v = g_.min_page_index; v < g_.num_virtual_pages; ++v)
             free_ids_.push_back(v);
@@ -60,10 +69,17 @@ public:
     ReferenceSide(const ReferenceSide&) = delete;
     ReferenceSide& operator=(const ReferenceSide&) = delete;
 
+    // Two bands next to each other: the one nearer the low end is the other's
+    // lower neighbour.
     void bind_peer(ReferenceSide& peer) {
-        peer_ = &peer;
-        peer.peer_ = this;
+        ReferenceSide& low = g_.position < peer.g_.position ? *this : peer;
+        ReferenceSide& high = &low == this ? peer : *this;
+        low.upper_ = &high;
+        high.lower_ = &low;
     }
+    // While held (the pair's owner until its follower has bound the same
+    // ids), the side neither flushes nor shifts.
+    void hold_relocations(bool hold) { relocations_held_ = hold; }
     // A non-owner (the SWA side) binds the ids its owner mints; it keeps no
     // free id list.
     void bind_ids_of(const ReferenceSide& owner) {
@@ -74,7 +90,10 @@ public:
     }
 
     // ------------------------------------------------------------ observation
-    bool up() const { return g_.grow() == GrowDirection::up; }
+    // A floating band grows up from its anchor, as an up band from its first page.
+    bool up() const { return g_.grow() != GrowDirection::down; }
+    bool floating() const { return g_.grow() == GrowDirection::floating; }
+    index_t anchor() const { return anchor_; }
     bool lazy() const { return lazy_; }
     index_t page_size() const { return g_.page_size(); }
     index_t num_pages() const { return g_.num_physical_pages; }
@@ -97,7 +116,8 @@ public:
     index_t virtual_of_physical(index_t p) const { return p2v_[static_cast<std::size_t>(p)]; }
     // Virtual pages the last successful allocation or binding took, in order.
     const std::vector<index_t>& last_allocated_virtual_pages() const { return last_.virtual_pages; }
-    // True when the last allocation attempt on this side flushed the peer.
+    // True when the last allocation attempt on this side flushed a neighbour
+    // or shifted one (pages may have moved).
     bool last_alloc_flushed_peer() const { return last_alloc_flushed_peer_; }
     bool window_open() const { return !window_depths_.empty(); }
     std::size_t window_depth() const { return window_depths_.size(); }
@@ -111,7 +131,7 @@ public:
     // ------------------------------------------------------------ sizes (the reference's)
     // _allocated_pages(): the band, holes and pending pages included.
     index_t allocated_pages() const {
-        return up() ? std::max<index_t>(0, wm_ - g_.min_page_index)
+        return up() ? std::max<index_t>(0, wm_ - base())
                     : std::max<index_t>(0, num_pages() - 1 - wm_);
     }
     // Lazy counts live pages; eager's band is all live.
@@ -122,14 +142,21 @@ public:
         return up() ? wm_ * page_bytes() : num_pages() * page_bytes();
     }
     index_t byte_low_frontier() const {
-        return up() ? g_.min_page_index * page_bytes() : (wm_ + 1) * page_bytes();
+        return up() ? base() * page_bytes() : (wm_ + 1) * page_bytes();
     }
-    index_t gap_bytes() const {
-        if (up())
-            return std::max<index_t>(0, (peer_ ? peer_->byte_low_frontier() : total_bytes_) -
-                                            byte_high_frontier());
+    index_t gap_above_bytes() const {
+        return std::max<index_t>(0, (upper_ ? upper_->byte_low_frontier() : total_bytes_) -
+                                        byte_high_frontier());
+    }
+    index_t gap_below_bytes() const {
         return std::max<index_t>(0,
-                                 byte_low_frontier() - (peer_ ? peer_->byte_high_frontier() : 0));
+                                 byte_low_frontier() - (lower_ ? lower_->byte_high_frontier() : 0));
+    }
+    // An up band's gap lies above it, a down band's below, a floating band's on both sides.
+    index_t gap_bytes() const {
+        if (floating())
+            return gap_below_bytes() + gap_above_bytes();
+        return up() ? gap_above_bytes() : gap_below_bytes();
     }
     // pages_by_index_space: own index headroom, not added to by peer bytes.
     index_t index_headroom() const { return num_pages() - g_.min_page_index - allocated_pages(); }
@@ -139,30 +166,53 @@ public:
         return id_owner_ ? static_cast<index_t>(free_ids_.size())
                          : g_.page_capacity() - live_pages();
     }
-    // _available_tokens(extra_gap_bytes).
-    index_t available_tokens(index_t extra_gap_bytes) const {
-        const index_t pages_by_bytes = (gap_bytes() + extra_gap_bytes) / page_bytes();
+    // _available_tokens(extra_gap_bytes), with the extra bytes on either
+    // side of the band (kvpool: a floating band extends on both, below its
+    // anchor no further than its first page).
+    index_t available_tokens(index_t extra_below_bytes, index_t extra_above_bytes) const {
+        index_t pages_by_bytes = 0;
+        if (!up() || floating()) {
+            const index_t below = (gap_below_bytes() + extra_below_bytes) / page_bytes();
+            pages_by_bytes += floating() ? std::min(below, anchor_ - g_.min_page_index) : below;
+        }
+        if (up())
+            pages_by_bytes += (gap_above_bytes() + extra_above_bytes) / page_bytes();
         const index_t pages_extend = std::min(pages_by_bytes, index_headroom());
         const index_t pages_drain = lazy() ? hole_count() : 0;
         return std::min(pages_extend + pages_drain, free_id_count()) * page_size();
     }
-    index_t available_size() const { return available_tokens(0); }
-    // _peer_drainable_hole_bytes(): the peer's free list only, not its pages
-    // pending reuse, so the credit is realisable. kvpool: a peer inside a
-    // backup window cannot flush, so it credits nothing.
-    index_t peer_drainable_hole_bytes() const {
-        if (!peer_ || !peer_->lazy() || peer_->window_open())
+    index_t available_size() const { return available_tokens(0, 0); }
+    // _peer_drainable_hole_bytes(): a neighbour's free list only, not its pages
+    // pending reuse, so the credit is realisable. kvpool: a neighbour inside a
+    // backup window cannot flush, so it credits nothing; a floating neighbour
+    // credits what shifting away from this side frees.
+    index_t neighbour_credit_bytes(const ReferenceSide* n) const {
+        if (!n)
             return 0;
-        return peer_->hole_count() * peer_->page_bytes();
+        if (n->floating())
+            return n->shiftable_bytes(n == upper_);
+        if (!n->lazy() || n->window_open())
+            return 0;
+        return n->hole_count() * n->page_bytes();
     }
     index_t schedulable_available_size() const {
-        return available_tokens(peer_drainable_hole_bytes());
+        return available_tokens(neighbour_credit_bytes(lower_), neighbour_credit_bytes(upper_));
+    }
+    // kvpool: the bytes a floating band frees for the neighbour on one side by
+    // shifting away from it: its holes and its far gap (none inside a window).
+    index_t shiftable_bytes(bool from_below) const {
+        if (!floating() || window_open())
+            return 0;
+        const index_t far_gap =
+            from_below ? page_limit_above() - wm_ : anchor_ - lowest_free_page();
+        return (std::max<index_t>(0, far_gap) + hole_count()) * page_bytes();
     }
 
     std::string describe() const {
         std::ostringstream o;
         o << "model{" << g_.spec.name << " grow=" << to_string(g_.grow())
           << " mode=" << (lazy() ? "lazy" : "eager") << " watermark=" << wm_
+          << (floating() ? " anchor=" + std::to_string(anchor_) : std::string())
           << " band=" << allocated_pages() << " live=" << live_pages() << " holes=" << hole_count()
           << " pending=" << pending_pages() << " free_ids=" << free_id_count()
           << " gap_bytes=" << gap_bytes() << "}";
@@ -177,7 +227,7 @@ public:
             throw std::logic_error("model alloc: misaligned size");
         if (need_tokens <= 0)
             return std::vector<index_t>{};
-        if (need_tokens > available_size() && !flush_peer_for_alloc(need_tokens))
+        if (!ensure_room(need_tokens / page_size()))
             return std::nullopt;
         const auto pages = take_ids(need_tokens / page_size());
         if (!alloc_bind(pages, true)) {
@@ -238,9 +288,9 @@ public:
         return tokens;
     }
 
-    // alloc_with_virtual on a non-owner. kvpool: it checks its own room and
-    // answers false instead of asserting (in a pair, its shortfall flush of
-    // the owner is held back, so it flushes nothing).
+    // alloc_with_virtual on a non-owner. kvpool: it makes room as an owner
+    // does and answers false instead of asserting (in a pair, its owner is
+    // held meanwhile, so the owner's flush moves nothing).
     bool bind_virtual(const std::vector<index_t>& virtual_pages) {
         start_alloc();
         if (id_owner_)
@@ -248,7 +298,7 @@ public:
         const auto n = static_cast<index_t>(virtual_pages.size());
         if (n == 0)
             return true;
-        if (n * page_size() > available_size())
+        if (!ensure_room(n))
             return false;
         return alloc_bind(virtual_pages, false);
     }
@@ -311,7 +361,7 @@ public:
         if (!lazy())
             return 0;
         // kvpool: relocations inside a backup window could not be undone.
-        if (window_open())
+        if (window_open() || relocations_held_)
             return 0;
         drain_pending(urgent);
         std::sort(free_phys_.begin(), free_phys_.end());
@@ -380,6 +430,85 @@ public:
         return moves;
     }
 
+    // ------------------------------------------------------------ band shift (kvpool)
+    // A floating band frees `bytes` at its lower edge (from_below) or upper
+    // edge for the neighbour there: the live pages on the vacated edge move,
+    // ascending, into the band's holes off the edge (lowest first), then into
+    // fresh pages of its far gap (ascending); the holes and the pages pending
+    // reuse on the edge leave the band. All or nothing; nothing moves inside
+    // a backup window or while held.
+    bool shift_away(bool from_below, index_t bytes) {
+        if (bytes <= 0)
+            return true;
+        if (!floating() || window_open() || relocations_held_)
+            return false;
+        const index_t k = (bytes + page_bytes() - 1) / page_bytes();
+        const index_t lo = from_below ? anchor_ : wm_ - k;
+        const index_t hi = from_below ? anchor_ + k : wm_;
+        if (from_below ? hi > page_limit_above() : lo < lowest_free_page())
+            return false;
+        const auto on_edge = [&](index_t p) { return p >= lo && p < hi; };
+        std::vector<index_t> sources;
+        for (index_t p = std::max(lo, anchor_); p < std::min(hi, wm_); ++p)
+            if (p2v_[static_cast<std::size_t>(p)] != unbound)
+                sources.push_back(p);
+        std::vector<index_t> sorted_holes = free_phys_, destinations;
+        std::sort(sorted_holes.begin(), sorted_holes.end());
+        for (index_t h : sorted_holes)
+            if (destinations.size() < sources.size() && !on_edge(h))
+                destinations.push_back(h);
+        const std::set<index_t> filled(destinations.begin(), destinations.end());
+        const auto fresh = static_cast<index_t>(sources.size() - destinations.size());
+        const index_t first_fresh = from_below ? std::max(wm_, hi) : std::min(anchor_, lo) - fresh;
+        if (from_below ? first_fresh + fresh > page_limit_above()
+                       : first_fresh < lowest_free_page())
+            return false;
+        for (index_t p = first_fresh; p < first_fresh + fresh; ++p)
+            destinations.push_back(p);
+
+        // One wait for the forward: it neither reads nor writes a page any more.
+        wait_for(latest_event_);
+        inflight_event_ = nullptr;
+        inflight_tokens_.clear();
+        for (auto& batch : pending_) {
+            std::vector<index_t> kept;
+            bool left = false;
+            for (index_t p : batch.pages) {
+                if (on_edge(p)) {
+                    pending_set_.erase(p);
+                    left = true;
+                } else {
+                    kept.push_back(p);
+                }
+            }
+            if (left)
+                wait_for(batch.event);
+            batch.pages.swap(kept);
+        }
+        pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                      [](const PendingBatch& b) { return b.pages.empty(); }),
+                       pending_.end());
+        std::vector<index_t> holes_kept;
+        for (index_t h : free_phys_)
+            if (!on_edge(h) && filled.count(h) == 0)
+                holes_kept.push_back(h);
+        free_phys_.swap(holes_kept);
+        for (std::size_t i = 0; i < sources.size(); ++i) {
+            const index_t v = p2v_[static_cast<std::size_t>(sources[i])];
+            v2p_[v] = destinations[i];
+            p2v_[static_cast<std::size_t>(destinations[i])] = v;
+            p2v_[static_cast<std::size_t>(sources[i])] = unbound;
+        }
+        if (from_below) {
+            wm_ = std::max(wm_, hi) + fresh;
+            anchor_ = hi;
+        } else {
+            anchor_ = std::min(anchor_, lo) - fresh;
+            wm_ = lo;
+        }
+        return true;
+    }
+
     // ------------------------------------------------------------ backup windows (kvpool)
     // restore() undoes every allocation since the innermost backup(); commit()
     // keeps them (an enclosing window may still undo them).
@@ -407,11 +536,25 @@ private:
         std::vector<index_t> physical_pages;
         std::size_t drained = 0; // physical_pages[0, drained) came from the free list
         index_t watermark_before = 0;
+        index_t anchor_before = 0;
         bool ids_from_free_list = false;
     };
 
     index_t pages_covering(index_t tokens) const {
         return (tokens + page_size() - 1) / page_size();
+    }
+
+    // An up band's first page: a floating band's anchor.
+    index_t base() const { return floating() ? anchor_ : g_.min_page_index; }
+    // The lowest page the lower neighbour leaves free, and the end of the
+    // pages below the upper neighbour's band.
+    index_t lowest_free_page() const {
+        const index_t high = lower_ ? lower_->byte_high_frontier() : 0;
+        return std::max((high + page_bytes() - 1) / page_bytes(), g_.min_page_index);
+    }
+    index_t page_limit_above() const {
+        return std::min(upper_ ? upper_->byte_low_frontier() / page_bytes() : num_pages(),
+                        num_pages());
     }
 
     void start_alloc() {
@@ -431,7 +574,7 @@ private:
         start_alloc();
         if (pages > free_id_count())
             return std::nullopt;
-        if (pages * page_size() > available_size() && !flush_peer_for_alloc(pages * page_size()))
+        if (!ensure_room(pages))
             return std::nullopt;
         if (pages == 0)
             return std::vector<index_t>{};
@@ -443,15 +586,34 @@ private:
         return fresh;
     }
 
-    // _flush_peer_for_alloc: one urgent flush of the peer; only the peer's
-    // compaction opens gap. kvpool: whenever the peer is lazy (the reference
-    // asks whether this side is).
-    bool flush_peer_for_alloc(index_t need_tokens) {
-        if (!peer_ || !peer_->lazy())
+    // _flush_peer_for_alloc: short of room, one urgent flush of the peer;
+    // only the peer's compaction opens gap. kvpool: whenever the peer is lazy
+    // (the reference asks whether this side is); a floating neighbour then
+    // shifts away by the pages still short, unless ids or index space are
+    // what is short.
+    bool ensure_room(index_t pages) {
+        if (pages * page_size() <= available_size())
+            return true;
+        for (ReferenceSide* n : {lower_, upper_})
+            if (n && !n->floating() && n->lazy()) {
+                n->flush(true);
+                last_alloc_flushed_peer_ = true;
+            }
+        if (pages > free_id_count() || pages > index_headroom() + (lazy() ? hole_count() : 0))
             return false;
-        peer_->flush(true);
-        last_alloc_flushed_peer_ = true;
-        return need_tokens <= available_size();
+        for (ReferenceSide* n : {lower_, upper_}) {
+            const index_t short_pages = pages - available_size() / page_size();
+            const bool above = n == upper_;
+            // A band takes bytes only on its growing side.
+            if (!n || !n->floating() || short_pages <= 0 || (above && !up()) ||
+                (!above && up() && !floating()))
+                continue;
+            const index_t gap = above ? gap_above_bytes() : gap_below_bytes();
+            const index_t want = (gap / page_bytes() + short_pages) * page_bytes() - gap;
+            if (n->shift_away(above, want))
+                last_alloc_flushed_peer_ = true;
+        }
+        return pages * page_size() <= available_size();
     }
 
     // _alloc_bind_fast_or_slow: without holes (or eager) the watermark extends
@@ -461,8 +623,14 @@ private:
         Allocation a;
         a.virtual_pages = virtual_pages;
         a.watermark_before = wm_;
+        a.anchor_before = anchor_;
         a.ids_from_free_list = ids_from_free_list && id_owner_;
-        if (!lazy() || free_phys_.empty()) {
+        if (floating() && (!lazy() || free_phys_.empty())) {
+            if (!extend_floating(n, a.physical_pages))
+                return false;
+            if (lazy())
+                live_page_count_ += n;
+        } else if (!lazy() || free_phys_.empty()) {
             const index_t start = wm_;
             if (!extend_watermark(n))
                 return false;
@@ -495,13 +663,37 @@ private:
         const index_t new_wm = up() ? wm_ + n : wm_ - n;
         if (up() ? new_wm > num_pages() : new_wm < g_.min_page_index - 1)
             return false;
-        if (lazy() && peer_) {
-            if (up() && new_wm * page_bytes() > peer_->byte_low_frontier())
+        if (lazy()) {
+            if (up() && upper_ && new_wm * page_bytes() > upper_->byte_low_frontier())
                 return false;
-            if (!up() && (new_wm + 1) * page_bytes() < peer_->byte_high_frontier())
+            if (!up() && lower_ && (new_wm + 1) * page_bytes() < lower_->byte_high_frontier())
                 return false;
         }
         wm_ = new_wm;
+        return true;
+    }
+
+    // kvpool: a floating band's new pages, into the wider gap first (above
+    // on a tie), then the other; each part ascending.
+    bool extend_floating(index_t n, std::vector<index_t>& out) {
+        const index_t room_above = page_limit_above() - wm_;
+        const index_t room_below = anchor_ - lowest_free_page();
+        if (n > std::max<index_t>(0, room_above) + std::max<index_t>(0, room_below))
+            return false;
+        const bool above_first = room_above >= room_below;
+        const index_t above = above_first ? std::min(n, room_above) : n - std::min(n, room_below);
+        const index_t below = n - above;
+        std::vector<index_t> up_pages, down_pages;
+        for (index_t p = wm_; p < wm_ + above; ++p)
+            up_pages.push_back(p);
+        for (index_t p = anchor_ - below; p < anchor_; ++p)
+            down_pages.push_back(p);
+        const auto& first = above_first ? up_pages : down_pages;
+        const auto& second = above_first ? down_pages : up_pages;
+        out.insert(out.end(), first.begin(), first.end());
+        out.insert(out.end(), second.begin(), second.end());
+        wm_ += above;
+        anchor_ -= below;
         return true;
     }
 
@@ -512,13 +704,18 @@ private:
     bool take_physical(index_t n, Allocation& a) {
         const index_t n_drain = std::min(n, hole_count());
         const index_t need_more = n - n_drain;
-        if (need_more > 0 && !extend_watermark(need_more))
+        std::vector<index_t> floating_pages;
+        if (need_more > 0 && !(floating() ? extend_floating(need_more, floating_pages)
+                                          : extend_watermark(need_more)))
             return false;
         a.physical_pages.assign(free_phys_.begin(), free_phys_.begin() + n_drain);
         free_phys_.erase(free_phys_.begin(), free_phys_.begin() + n_drain);
         a.drained = static_cast<std::size_t>(n_drain);
         live_page_count_ += n;
-        if (up())
+        if (floating())
+            a.physical_pages.insert(a.physical_pages.end(), floating_pages.begin(),
+                                    floating_pages.end());
+        else if (up())
             for (index_t p = wm_ - need_more; p < wm_; ++p)
                 a.physical_pages.push_back(p);
         else
@@ -537,6 +734,7 @@ private:
         if (a.ids_from_free_list)
             free_ids_.insert(free_ids_.begin(), a.virtual_pages.begin(), a.virtual_pages.end());
         wm_ = a.watermark_before;
+        anchor_ = a.anchor_before;
         if (lazy())
             live_page_count_ -= static_cast<index_t>(a.virtual_pages.size());
     }
@@ -683,8 +881,7 @@ private:
             return std::binary_search(holes.begin(), holes.end(), p) || pending_set_.count(p) != 0;
         };
         if (up()) {
-            for (index_t p = cursor && *cursor < wm_ ? *cursor : wm_ - 1; p >= g_.min_page_index;
-                 --p)
+            for (index_t p = cursor && *cursor < wm_ ? *cursor : wm_ - 1; p >= base(); --p)
                 if (!skipped(p))
                     return p;
         } else {
@@ -744,12 +941,15 @@ private:
     index_t total_bytes_;
     bool lazy_;
     index_t max_moves_;
-    ReferenceSide* peer_ = nullptr;
+    ReferenceSide* lower_ = nullptr; // the neighbouring bands
+    ReferenceSide* upper_ = nullptr;
+    bool relocations_held_ = false;
     bool id_owner_ = true;
     index_t min_virtual_page_ = g_.min_page_index;
     index_t virtual_pages_ = g_.num_virtual_pages;
 
     index_t wm_ = 0;                 // up: first page past the band; down: the page just below it
+    index_t anchor_ = 0;             // a floating band's first page
     std::map<index_t, index_t> v2p_; // live virtual page -> physical page
     std::vector<index_t> p2v_;
     std::deque<index_t> free_ids_;
@@ -771,6 +971,15 @@ private:
     bool last_alloc_flushed_peer_ = false;
     std::vector<Token> waits_;
 };
+
+// The follower binds the virtual pages its owner just took; the owner's pages
+// stay where they are meanwhile (its flush is held).
+inline bool bind_follower(ReferenceSide& owner, ReferenceSide& follower) {
+    owner.hold_relocations(true);
+    const bool bound = follower.bind_virtual(owner.last_allocated_virtual_pages());
+    owner.hold_relocations(false);
+    return bound;
+}
 
 // UnifiedSWATokenToKVPoolAllocator: the full side mints the virtual ids, the
 // SWA side (a non-owner) binds the same virtual pages; every allocation binds
@@ -914,7 +1123,7 @@ private:
         last_alloc_flushed_ = last_alloc_flushed_ || full_.last_alloc_flushed_peer();
         if (!tokens)
             return std::nullopt;
-        if (!swa_.bind_virtual(full_.last_allocated_virtual_pages())) {
+        if (!bind_follower(full_, swa_)) {
             full_.undo_last_allocation();
             return std::nullopt;
         }
@@ -969,6 +1178,184 @@ public:
 private:
     ReferenceSide full_;
     ReferenceSide state_;
+};
+
+// kvpool's tri-pool (UnifiedMambaSWAAllocator; README, "The tri-pool"), which
+// the reference does not have: [state slots up | sliding-window KV floating |
+// full KV down]. The full side mints the KV ids and the sliding-window side
+// binds them (both or neither, as in the SWA pair); state slots own theirs.
+class ReferenceTriPool {
+public:
+    ReferenceTriPool(const SideGeometry& state, const SideGeometry& swa, const SideGeometry& full,
+                     index_t total_bytes, const AllocatorOptions& full_options,
+                     const AllocatorOptions& swa_options, const AllocatorOptions& state_options)
+        : state_(state, total_bytes, state_options), swa_(swa, total_bytes, swa_options),
+          full_(full, total_bytes, full_options) {
+        state_.bind_peer(swa_);
+        swa_.bind_peer(full_);
+        swa_.bind_ids_of(full_);
+    }
+
+    ReferenceSide& full() { return full_; }
+    ReferenceSide& swa() { return swa_; }
+    ReferenceSide& state() { return state_; }
+    const ReferenceSide& full() const { return full_; }
+    const ReferenceSide& swa() const { return swa_; }
+    const ReferenceSide& state() const { return state_; }
+    index_t page_size() const { return full_.page_size(); }
+
+    // available_size(): the most pages n one KV allocation gets with no
+    // flush. Each side takes its holes first; the rest is new pages. The full
+    // side's new pages come from the gap above the sliding-window band, the
+    // band's from either gap; when the band can shift away from the full
+    // side, both gaps pool, less a page of the band's size at each of its two
+    // edges (what the page sizes may fail to tile there).
+    index_t available_pages() const {
+        const index_t e_f = full_.page_bytes(), e_s = swa_.page_bytes();
+        const index_t above = swa_.gap_above_bytes(), below = swa_.gap_below_bytes();
+        const index_t h_f = full_.hole_count(), h_s = swa_.hole_count();
+        const bool shifts = swa_.shiftable_bytes(false) > 0;
+        const index_t most = std::min(
+            {full_.free_id_count(), h_f + full_.index_headroom(), h_s + swa_.index_headroom()});
+        index_t n = 0;
+        for (; n < most; ++n) {
+            const index_t new_f = std::max<index_t>(0, n + 1 - h_f);
+            const index_t new_s = std::max<index_t>(0, n + 1 - h_s);
+            const bool fits =
+                shifts ? new_f * e_f + new_s * e_s <= above + below - 2 * e_s
+                       : new_f <= above / e_f && new_s <= (above - new_f * e_f) / e_s + below / e_s;
+            if (!fits)
+                break;
+        }
+        return n;
+    }
+    index_t available_size() const { return available_pages() * page_size(); }
+    index_t state_slots_available() const { return state_.schedulable_available_size(); }
+    index_t state_slot_full_token_cost() const {
+        const index_t token_bytes = full_.geometry().spec.entry_bytes;
+        return (state_.page_bytes() + token_bytes - 1) / token_bytes;
+    }
+    // True when the last allocation flushed or shifted a band (pages may have moved).
+    bool last_alloc_relocated() const { return last_relocated_; }
+
+    std::optional<std::vector<index_t>> alloc(index_t need_tokens) {
+        return both_or_neither(need_tokens / page_size(), [&] { return full_.alloc(need_tokens); });
+    }
+    std::optional<std::vector<index_t>> alloc_extend(const std::vector<index_t>& prefix,
+                                                     const std::vector<index_t>& seq,
+                                                     const std::vector<index_t>& last_loc) {
+        index_t pages = 0;
+        for (std::size_t r = 0; r < seq.size(); ++r)
+            pages += pages_covering(seq[r]) - pages_covering(prefix[r]);
+        return both_or_neither(pages, [&] { return full_.alloc_extend(prefix, seq, last_loc); });
+    }
+    std::optional<std::vector<index_t>> alloc_decode(const std::vector<index_t>& seq,
+                                                     const std::vector<index_t>& last_loc) {
+        index_t pages = 0;
+        for (index_t s : seq)
+            pages += pages_covering(s) - pages_covering(s - 1);
+        return both_or_neither(pages, [&] { return full_.alloc_decode(seq, last_loc); });
+    }
+    // State slots: the state side's own room (a shift of the band included);
+    // short, a lazy full side packs (the band can then shift further) and the
+    // slots are tried once more.
+    std::optional<std::vector<index_t>> alloc_state_slots(index_t count) {
+        auto slots = state_.alloc(count);
+        last_relocated_ = state_.last_alloc_flushed_peer();
+        if (slots || !full_.lazy())
+            return slots;
+        full_.flush(true);
+        last_relocated_ = true;
+        return state_.alloc(count);
+    }
+    void free_state_slots(const std::vector<index_t>& slots) { state_.free(slots); }
+
+    void free(const std::vector<index_t>& tokens) {
+        swa_.free_if_bound(tokens);
+        full_.free(tokens);
+    }
+    void free_swa(const std::vector<index_t>& tokens) {
+        for (index_t t : tokens)
+            if (t < 0 || full_.live().count(t / page_size()) == 0)
+                throw std::logic_error("model free_swa: token " + std::to_string(t) +
+                                       " is not allocated");
+        swa_.free_if_bound(tokens);
+    }
+    void free_group_begin() {
+        for (ReferenceSide* side : sides())
+            side->free_group_begin();
+    }
+    void free_group_end() {
+        swa_.free_group_end();
+        full_.free_group_end();
+        state_.free_group_end();
+    }
+    index_t flush_opportunistic() {
+        index_t moved = 0;
+        for (ReferenceSide* side : sides())
+            moved += side->flush_opportunistic();
+        return moved;
+    }
+    void backup() {
+        for (ReferenceSide* side : sides())
+            side->backup();
+    }
+    void restore() {
+        for (ReferenceSide* side : sides())
+            side->restore();
+    }
+    void commit() {
+        for (ReferenceSide* side : sides())
+            side->commit();
+    }
+    bool window_open() const { return full_.window_open(); }
+
+    // Virtual pages live on the full side whose sliding-window pages were released.
+    std::set<index_t> tombstones() const {
+        std::set<index_t> out;
+        for (const auto& [v, p] : full_.live())
+            if (swa_.live().count(v) == 0)
+                out.insert(v);
+        return out;
+    }
+
+private:
+    std::vector<ReferenceSide*> sides() { return {&full_, &swa_, &state_}; }
+    index_t pages_covering(index_t tokens) const {
+        return (tokens + page_size() - 1) / page_size();
+    }
+
+    // Short of available_pages(), every lazy side packs first (each opens gap
+    // for a neighbour); then the full side allocates (shifting the band down
+    // if short) and the sliding-window side binds the same pages (its lazy
+    // neighbours flushed if short), or the full side's allocation is undone.
+    template <class AllocateFull>
+    std::optional<std::vector<index_t>> both_or_neither(index_t pages,
+                                                        AllocateFull&& allocate_full) {
+        last_relocated_ = false;
+        if (pages > available_pages())
+            for (ReferenceSide* side : {&state_, &swa_, &full_})
+                if (side->lazy()) {
+                    side->flush(true);
+                    last_relocated_ = true;
+                }
+        auto tokens = allocate_full();
+        last_relocated_ = last_relocated_ || full_.last_alloc_flushed_peer();
+        if (!tokens)
+            return std::nullopt;
+        const bool bound = bind_follower(full_, swa_);
+        last_relocated_ = last_relocated_ || swa_.last_alloc_flushed_peer();
+        if (!bound) {
+            full_.undo_last_allocation();
+            return std::nullopt;
+        }
+        return tokens;
+    }
+
+    ReferenceSide state_;
+    ReferenceSide swa_;
+    ReferenceSide full_;
+    bool last_relocated_ = false;
 };
 
 } // namespace kvpool::test
