@@ -63,6 +63,8 @@ typedef struct kvpool_hybrid_req_pool kvpool_hybrid_req_pool;
 typedef struct kvpool_token kvpool_token;
 typedef struct kvpool_snapshot kvpool_snapshot;
 typedef struct kvpool_pair_snapshot kvpool_pair_snapshot;
+typedef struct kvpool_mamba_swa kvpool_mamba_swa;
+typedef struct kvpool_mamba_swa_snapshot kvpool_mamba_swa_snapshot;
 
 /* ------------------------------------------------------------------ runtime */
 
@@ -108,18 +110,33 @@ KVPOOL_C_EXPORT kvpool_status kvpool_token_from_hip_event(void* event, kvpool_re
 KVPOOL_C_EXPORT void kvpool_token_release(kvpool_token* token);
 
 /* ------------------------------------------------------------------ unified byte buffer */
+/* Where a sub-pool's band grows (kvpool_sub_pool_spec.grow, kvpool_side_info.grow). */
+enum {
+    KVPOOL_GROW_UP = 0,      /* from the low end (byte 0) up */
+    KVPOOL_GROW_DOWN = 1,    /* from the high end down */
+    KVPOOL_GROW_FLOATING = 2 /* between its neighbours, starting at float_at */
+};
+
 typedef struct {
     const char* name;
     int64_t entry_bytes; /* bytes of one token slot across all layers */
     int64_t page_size;
-    int grow_down;      /* 0: grows up from byte 0, 1: grows down from the top */
+    int grow;           /* KVPOOL_GROW_*; 0 and 1 are what the former grow_down meant */
     int64_t max_tokens; /* cap on live tokens; 0: none */
+    /* KVPOOL_GROW_FLOATING only (ignored otherwise): where the empty band
+     * starts, as a fraction of the buffer, in (0, 1) and above the floating
+     * sub-pools listed before it. */
+    double float_at;
 } kvpool_sub_pool_spec;
 
-/* A buffer of total_bytes shared by num_specs (1 or 2) sub-pools. adopt: NULL
- * to allocate device memory (zeroed on stream), or caller-owned device memory
- * of at least total_bytes, used as it is, that the caller keeps alive while
- * the pool lives. */
+/* A buffer of total_bytes shared by num_specs sub-pools: one alone, two growing
+ * toward each other (in either order), or more listed from the low end up, the
+ * first growing up, the last down and those between floating (the tri-pool:
+ * state slots, sliding-window KV, full KV). An unknown grow code, a wrong order
+ * or a float_at out of range is KVPOOL_ERROR_INVALID_ARGUMENT, naming the
+ * sub-pool. adopt: NULL to allocate device memory (zeroed on stream), or
+ * caller-owned device memory of at least total_bytes, used as it is, that the
+ * caller keeps alive while the pool lives. */
 KVPOOL_C_EXPORT kvpool_status kvpool_pool_create(int64_t total_bytes,
                                                  const kvpool_sub_pool_spec* specs, int num_specs,
                                                  void* adopt, void* stream, kvpool_pool** out);
@@ -138,7 +155,7 @@ typedef struct {
     int64_t num_virtual_pages; /* this side's own virtual page space */
     int64_t min_page_index;    /* pages below overlap the padding sink */
     int64_t page_capacity;     /* pages that can be live at once */
-    int grow_down;
+    int grow;                  /* KVPOOL_GROW_* */
     int is_id_owner;
     int lazy;
     int64_t max_moves_per_flush; /* opportunistic flush cap */
@@ -153,7 +170,9 @@ typedef struct {
     int64_t hole_pages;
     int64_t pending_reuse_pages;
     int64_t free_virtual_pages; /* id owner only; 0 otherwise */
-    int64_t gap_bytes;
+    int64_t gap_bytes;          /* free bytes beside the band: gap_below_bytes + gap_above_bytes */
+    int64_t gap_below_bytes;    /* below the band (0 for a side growing up) */
+    int64_t gap_above_bytes;    /* above the band (0 for a side growing down) */
 } kvpool_side_state;
 
 typedef struct {
@@ -377,6 +396,105 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_restore_state(kvpool_mamba_pair*
                                                               const kvpool_pair_snapshot* snapshot);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_commit_state(kvpool_mamba_pair* pair,
                                                              const kvpool_pair_snapshot* snapshot);
+
+/* ------------------------------------------------------------------ Mamba + SWA tri-pool
+ * Three bands in one buffer, from the low end up: state slots (KVPOOL_GROW_UP,
+ * page size 1), sliding-window KV (KVPOOL_GROW_FLOATING) and full KV
+ * (KVPOOL_GROW_DOWN), the two KV sides with one page size. The full side mints
+ * the virtual token ids and the sliding-window side binds them (both or
+ * neither, as in the SWA pair); state slots own theirs. The floating band
+ * shifts out of the way when a neighbour needs its bytes.
+ * Side handles (0: full, 1: swa, 2: state) take the per-side calls above and
+ * keep the tri-pool alive: translate of each kind (the sliding-window side's
+ * into int32), free of state slots (kvpool_allocator_free on side 2), tables,
+ * state and counters. */
+typedef struct {
+    int64_t available_size;             /* KV tokens one allocation always gets now */
+    int64_t state_slots_available;      /* state slots one allocation always gets now */
+    int64_t state_slot_full_token_cost; /* full-token equivalents of bytes one state slot costs */
+} kvpool_tri_pool_sizes;
+
+/* Each side takes its options (NULL: kvpool's defaults, eager); the tri-pool
+ * sets is_id_owner. The pool's sub-pools must be state_name, swa_name and
+ * full_name, in that order from the low end up. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_create(kvpool_pool* pool, const char* full_name,
+                                                      const char* swa_name, const char* state_name,
+                                                      const kvpool_side_options* full_options,
+                                                      const kvpool_side_options* swa_options,
+                                                      const kvpool_side_options* state_options,
+                                                      kvpool_mamba_swa** out);
+KVPOOL_C_EXPORT void kvpool_mamba_swa_destroy(kvpool_mamba_swa* tri);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_side(kvpool_mamba_swa* tri, int which,
+                                                    kvpool_allocator** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_sizes(const kvpool_mamba_swa* tri,
+                                                     kvpool_tri_pool_sizes* out);
+/* KV allocation, as kvpool_swa_pair_*: both KV sides or neither. Short of
+ * room, lazy sides flush and the floating band shifts before it gives up. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_alloc(kvpool_mamba_swa* tri, void* stream,
+                                                     int64_t need_size, int64_t* out,
+                                                     int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_alloc_extend(kvpool_mamba_swa* tri, void* stream,
+                                                            const int64_t* prefix_lens_host,
+                                                            const int64_t* seq_lens_host,
+                                                            int64_t batch, const int64_t* last_loc,
+                                                            int64_t* out, int64_t out_length,
+                                                            int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_alloc_decode(kvpool_mamba_swa* tri, void* stream,
+                                                            const int64_t* seq_lens_host,
+                                                            int64_t batch, const int64_t* last_loc,
+                                                            int64_t* out, int* allocated);
+/* Both KV sides (sliding-window pages already released by free_swa are skipped). */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_free(kvpool_mamba_swa* tri, void* stream,
+                                                    const int64_t* virtual_tokens_host,
+                                                    int64_t count);
+/* Tokens that left the window: the sliding-window side only. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_free_swa(kvpool_mamba_swa* tri, void* stream,
+                                                        const int64_t* virtual_tokens_host,
+                                                        int64_t count);
+/* Frees on any of the three sides between these two calls compact together. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_free_group_begin(kvpool_mamba_swa* tri);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_free_group_end(kvpool_mamba_swa* tri, void* stream);
+/* count state slots (virtual slot ids) into out (device), or *allocated = 0:
+ * the state side's holes and gap, then the floating band shifts up; short
+ * still, a lazy full side flushes and it is tried again. Freed with
+ * kvpool_allocator_free on side 2. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_alloc_state_slots(kvpool_mamba_swa* tri,
+                                                                 void* stream, int64_t count,
+                                                                 int64_t* out, int* allocated);
+/* The move gate on full tokens (both KV sides, the sliding-window side's pages
+ * where still bound) and state slots (host arrays; either count may be 0);
+ * checked on every side first. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_gate_transfer(
+    kvpool_mamba_swa* tri, const kvpool_token* token, const int64_t* virtual_tokens_host,
+    int64_t count, const int64_t* state_slots_host, int64_t slot_count);
+/* One opportunistic lazy compaction pass over every side; *moved (may be
+ * NULL): pages moved. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_flush_opportunistic(kvpool_mamba_swa* tri,
+                                                                   void* stream, int64_t* moved);
+/* The forward's hooks over every side (token may be NULL); the in-flight
+ * forward writes these virtual tokens on both KV sides. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_set_latest_forward_done(kvpool_mamba_swa* tri,
+                                                                       const kvpool_token* token);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_mamba_swa_set_inflight_forward(kvpool_mamba_swa* tri, const kvpool_token* token,
+                                      const int64_t* virtual_tokens_host, int64_t count);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_drain_pending_reuse(kvpool_mamba_swa* tri);
+/* A backup window over all three sides, as the pairs': restore_state undoes
+ * every allocation since the snapshot (KV and state slots), commit_state keeps
+ * them; every side or none. A snapshot of another tri-pool, of a closed
+ * window, or made stale by an earlier restore: KVPOOL_ERROR_INVALID_STATE. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_backup_state(kvpool_mamba_swa* tri,
+                                                            kvpool_mamba_swa_snapshot** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_restore_state(
+    kvpool_mamba_swa* tri, void* stream, const kvpool_mamba_swa_snapshot* snapshot);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_mamba_swa_commit_state(kvpool_mamba_swa* tri, const kvpool_mamba_swa_snapshot* snapshot);
+KVPOOL_C_EXPORT void kvpool_mamba_swa_snapshot_destroy(kvpool_mamba_swa_snapshot* snapshot);
+/* Frees everything on every side (the floating band back where the layout starts it). */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_clear(kvpool_mamba_swa* tri, void* stream);
+/* Every side's host state and device tables checked (fences the stream). */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_check_invariants(const kvpool_mamba_swa* tri,
+                                                                void* stream);
 
 /* ------------------------------------------------------------------ request tables */
 /* size request slots (1..size) and the padding row 0, max_context_len columns,

@@ -176,13 +176,12 @@ public:
     // ---- state slots: one per running request
     std::optional<index_view> alloc_state_slots(const ExecutionSpace& space, index_t count) {
         state_.check_alloc_size("alloc_state_slots", count);
-        return swa_.transaction(space, [&]() -> std::optional<index_view> {
-            auto slots = state_.alloc(space, count);
-            if (slots || !full_.core().is_lazy())
-                return slots;
-            full_.flush(space, true);
-            return state_.alloc(space, count);
-        });
+        return state_ladder(space, [&] { return state_.alloc(space, count); });
+    }
+    // As above into out (count entries), or false when there is no room.
+    bool alloc_state_slots(const ExecutionSpace& space, index_t count, const index_view& out) {
+        state_.check_alloc("alloc_state_slots", count, out);
+        return state_ladder(space, [&] { return state_.alloc(space, count, out); });
     }
     void free_state_slots(const ExecutionSpace& space, const std::vector<index_t>& slots) {
         state_.free(space, slots);
@@ -288,6 +287,19 @@ private:
         full_.core().check_snapshot(snapshot.full, call);
         swa_.core().check_snapshot(snapshot.swa, call);
         state_.core().check_snapshot(snapshot.state, call);
+    }
+
+    // A state-slot allocation: the state side's holes and gap, then the band's
+    // shift; short, a lazy full side flushes (widening the gap the band shifts
+    // into) and it is tried again.
+    template <class Alloc> auto state_ladder(const ExecutionSpace& space, const Alloc& alloc) {
+        return swa_.transaction(space, [&] {
+            auto slots = alloc();
+            if (slots || !full_.core().is_lazy())
+                return slots;
+            full_.flush(space, true);
+            return alloc();
+        });
     }
 
     // Short of the joint bound, every lazy side packs: each compaction opens

@@ -8,7 +8,7 @@ configuration; nothing here depends on the Python version. It is found at
 import ctypes
 import os
 import threading
-from ctypes import POINTER, c_char_p, c_int, c_int64, c_void_p
+from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_void_p
 
 from . import errors
 
@@ -23,13 +23,19 @@ QUERY_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 RELEASE_FN = ctypes.CFUNCTYPE(None, c_void_p)
 
 
+# kvpool_sub_pool_spec.grow and kvpool_side_info.grow: KVPOOL_GROW_UP, _DOWN, _FLOATING.
+GROW_CODES = {"up": 0, "down": 1, "floating": 2}
+GROW_NAMES = {code: name for name, code in GROW_CODES.items()}
+
+
 class SubPoolSpec(ctypes.Structure):
     _fields_ = [
         ("name", c_char_p),
         ("entry_bytes", c_int64),
         ("page_size", c_int64),
-        ("grow_down", c_int),
+        ("grow", c_int),
         ("max_tokens", c_int64),
+        ("float_at", c_double),
     ]
 
 
@@ -46,7 +52,7 @@ class SideInfo(ctypes.Structure):
         ("num_virtual_pages", c_int64),
         ("min_page_index", c_int64),
         ("page_capacity", c_int64),
-        ("grow_down", c_int),
+        ("grow", c_int),
         ("is_id_owner", c_int),
         ("lazy", c_int),
         ("max_moves_per_flush", c_int64),
@@ -66,6 +72,8 @@ class SideState(ctypes.Structure):
             "pending_reuse_pages",
             "free_virtual_pages",
             "gap_bytes",
+            "gap_below_bytes",
+            "gap_above_bytes",
         )
     ]
 
@@ -109,6 +117,13 @@ class MambaSizes(ctypes.Structure):
         ("state_slots_available", c_int64),
         ("state_slot_full_token_cost", c_int64),
         ("state_slot_starved", c_int),
+    ]
+
+
+class TriPoolSizes(ctypes.Structure):
+    _fields_ = [
+        (name, c_int64)
+        for name in ("available_size", "state_slots_available", "state_slot_full_token_cost")
     ]
 
 
@@ -205,6 +220,38 @@ _SIGNATURES = {
     "kvpool_mamba_pair_backup_state": (_P, _PP),
     "kvpool_mamba_pair_restore_state": (_P, _P, _P),
     "kvpool_mamba_pair_commit_state": (_P, _P),
+    "kvpool_mamba_swa_create": (
+        _P,
+        c_char_p,
+        c_char_p,
+        c_char_p,
+        POINTER(SideOptions),
+        POINTER(SideOptions),
+        POINTER(SideOptions),
+        _PP,
+    ),
+    "kvpool_mamba_swa_destroy": (_P,),
+    "kvpool_mamba_swa_side": (_P, c_int, _PP),
+    "kvpool_mamba_swa_sizes": (_P, POINTER(TriPoolSizes)),
+    "kvpool_mamba_swa_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_mamba_swa_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_mamba_swa_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_mamba_swa_free": (_P, _P, _P, _I64),
+    "kvpool_mamba_swa_free_swa": (_P, _P, _P, _I64),
+    "kvpool_mamba_swa_free_group_begin": (_P,),
+    "kvpool_mamba_swa_free_group_end": (_P, _P),
+    "kvpool_mamba_swa_alloc_state_slots": (_P, _P, _I64, _P, _PI),
+    "kvpool_mamba_swa_gate_transfer": (_P, _P, _P, _I64, _P, _I64),
+    "kvpool_mamba_swa_flush_opportunistic": (_P, _P, _PI64),
+    "kvpool_mamba_swa_set_latest_forward_done": (_P, _P),
+    "kvpool_mamba_swa_set_inflight_forward": (_P, _P, _P, _I64),
+    "kvpool_mamba_swa_drain_pending_reuse": (_P,),
+    "kvpool_mamba_swa_backup_state": (_P, _PP),
+    "kvpool_mamba_swa_restore_state": (_P, _P, _P),
+    "kvpool_mamba_swa_commit_state": (_P, _P),
+    "kvpool_mamba_swa_snapshot_destroy": (_P,),
+    "kvpool_mamba_swa_clear": (_P, _P),
+    "kvpool_mamba_swa_check_invariants": (_P, _P),
     "kvpool_req_pool_create": (_I64, _I64, _P, _PP),
     "kvpool_req_pool_destroy": (_P,),
     "kvpool_req_pool_table": (_P, _PP, _PI64, _PI64),
@@ -246,6 +293,8 @@ _OTHER_RESTYPES = {
     "kvpool_pair_snapshot_destroy": None,
     "kvpool_swa_pair_destroy": None,
     "kvpool_mamba_pair_destroy": None,
+    "kvpool_mamba_swa_destroy": None,
+    "kvpool_mamba_swa_snapshot_destroy": None,
     "kvpool_req_pool_destroy": None,
     "kvpool_hybrid_req_pool_destroy": None,
 }

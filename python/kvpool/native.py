@@ -65,23 +65,38 @@ def _new(create, *args):
     return out.value
 
 
+def _grow_code(name, grow):
+    """A sub-pool's KVPOOL_GROW_* code: "up", "down" or "floating" (a bool: grow_down)."""
+    if isinstance(grow, bool):
+        return _lib.GROW_CODES["down" if grow else "up"]
+    if grow not in _lib.GROW_CODES:
+        raise _lib.errors.InvalidArgumentError(
+            f"sub-pool {name!r}: grow must be 'up', 'down' or 'floating', not {grow!r}"
+        )
+    return _lib.GROW_CODES[grow]
+
+
 class UnifiedBuffer(_Handle):
-    """The unified byte buffer: one or two sides, ``sides`` a list of
-    ``(name, entry_bytes, page_size, grow_down)``. ``buffer``: a uint8 tensor
-    the engine owns, adopted as it is; otherwise kvpool allocates the bytes
-    (zeroed) and ``bytes`` exports them."""
+    """The unified byte buffer: ``sides`` a list of ``(name, entry_bytes, page_size,
+    grow)`` or ``(name, entry_bytes, page_size, grow, float_at)``, grow "up", "down" or
+    "floating" (a bool: whether it grows down). One side, two growing toward each
+    other, or more listed from the low end up: one up, the floating ones, one down; a
+    floating side's empty band starts at float_at, a fraction of the buffer (0.5 when
+    not given). ``buffer``: a uint8 tensor the engine owns, adopted as it is; otherwise
+    kvpool allocates the bytes (zeroed) and ``bytes`` exports them."""
 
     _destroy = lib.kvpool_pool_destroy
 
     def __init__(self, total_bytes, sides, device, buffer=None):
         self.device = pool_device(device)
         specs = (_lib.SubPoolSpec * len(sides))()
-        for spec, (name, entry_bytes, page_size, grow_down) in zip(specs, sides):
+        for spec, (name, entry_bytes, page_size, grow, *float_at) in zip(specs, sides):
             spec.name = name.encode()
             spec.entry_bytes = int(entry_bytes)
             spec.page_size = int(page_size)
-            spec.grow_down = 1 if grow_down else 0
+            spec.grow = _grow_code(name, grow)
             spec.max_tokens = 0
+            spec.float_at = float(float_at[0]) if float_at else 0.5
         adopt = None
         if buffer is not None:
             if not isinstance(buffer, torch.Tensor) or buffer.dtype != torch.uint8:
@@ -121,9 +136,9 @@ class UnifiedBuffer(_Handle):
 
 
 class _Allocates:
-    """alloc, alloc_extend and alloc_decode of a side or of the SWA pair (both or neither),
-    through the C functions the class names. Ids come back as device tensors, None when
-    there is no room."""
+    """alloc, alloc_extend and alloc_decode of a side, of the SWA pair or of the tri-pool
+    (both KV sides or neither), through the C functions the class names. Ids come back as
+    device tensors, None when there is no room."""
 
     _c_alloc = _c_alloc_extend = _c_alloc_decode = None
 
@@ -388,49 +403,88 @@ class _PairSnapshot(_Handle):
     _destroy = lib.kvpool_pair_snapshot_destroy
 
 
+class _TriPoolSnapshot(_Handle):
+    _destroy = lib.kvpool_mamba_swa_snapshot_destroy
+
+
 class _Pair(_Handle):
-    """Two sides of one buffer made and kept together by kvpool: ``sides`` (first, second)."""
+    """Sides of one buffer made and kept together by kvpool (a pair, or the tri-pool's
+    three): ``sides``, in the order of ``names``."""
 
     _create = _side = _c_backup_state = _c_restore_state = _c_commit_state = None
+    _snapshot = _PairSnapshot
 
-    def __init__(self, buffer, first_options, second_options, first_name, second_name):
-        """first_options, second_options: each side's side_options(...)."""
+    def __init__(self, buffer, options, names):
+        """options: each side's side_options(...); names: each side's sub-pool."""
         cls = type(self)
         super().__init__(
             _new(
                 cls._create,
                 buffer._h,
-                first_name.encode(),
-                second_name.encode(),
-                byref(first_options),
-                byref(second_options),
+                *(name.encode() for name in names),
+                *(byref(o) for o in options),
             )
         )
         self.buffer = buffer
         self.device = buffer.device
-        self.sides = tuple(Side(_new(cls._side, self._h, which), buffer) for which in (0, 1))
+        self.sides = tuple(
+            Side(_new(cls._side, self._h, which), buffer) for which in range(len(names))
+        )
 
     # ---------------------------------------------------------------- state windows
-    # Over both sides at once: a restore or commit changes both or (on error) neither.
+    # Over every side at once: a restore or commit changes all or (on error) none.
     def backup_state(self):
-        return _PairSnapshot(_new(type(self)._c_backup_state, self._h))
+        return self._snapshot(_new(type(self)._c_backup_state, self._h))
 
     def restore_state(self, snapshot):
-        check(type(self)._c_restore_state(self._h, stream_of(self.device), _pair_handle(snapshot)))
+        check(type(self)._c_restore_state(self._h, stream_of(self.device), self._of(snapshot)))
 
     def commit_state(self, snapshot):
-        check(type(self)._c_commit_state(self._h, _pair_handle(snapshot)))
+        check(type(self)._c_commit_state(self._h, self._of(snapshot)))
+
+    def _of(self, snapshot):
+        if not isinstance(snapshot, self._snapshot):
+            raise _lib.errors.InvalidArgumentError(
+                f"a {type(self).__name__}'s state is what its backup_state() returned, not "
+                f"{type(snapshot).__name__}"
+            )
+        return snapshot._h
 
 
-def _pair_handle(snapshot):
-    if not isinstance(snapshot, _PairSnapshot):
-        raise _lib.errors.InvalidArgumentError(
-            f"a pair's state is what its backup_state() returned, not {type(snapshot).__name__}"
-        )
-    return snapshot._h
+class _FreesKV:
+    """free and free_swa of a composite whose full side owns the ids and whose
+    sliding-window side binds them (the SWA pair, the tri-pool)."""
+
+    _c_free = _c_free_swa = None
+
+    def free(self, virtual_tokens):
+        """Both KV sides (sliding-window pages already released by free_swa are skipped)."""
+        ids = host_ids(virtual_tokens, "free_index")
+        status = type(self)._c_free(self._h, stream_of(self.device), ids.ptr, ids.n)
+        if status:
+            raise_status(status)
+
+    def free_swa(self, virtual_tokens):
+        """Tokens that left the window: the sliding-window side only."""
+        ids = host_ids(virtual_tokens, "free_index")
+        check(type(self)._c_free_swa(self._h, stream_of(self.device), ids.ptr, ids.n))
 
 
-class SwaPair(_Allocates, _Pair):
+class _GatesStateSlots:
+    """gate_transfer of a composite with state slots (the Mamba pair, the tri-pool)."""
+
+    _c_gate_transfer = None
+
+    def gate_transfer(self, marker, virtual_tokens, state_slots=()):
+        """Side.gate_transfer on full tokens and state slots; checked on every side
+        before any changes."""
+        _token, handle = token_handle(marker)
+        ids = host_ids(virtual_tokens, "virtual_tokens")
+        slots = host_ids(state_slots, "state_slots")
+        check(type(self)._c_gate_transfer(self._h, handle, ids.ptr, ids.n, slots.ptr, slots.n))
+
+
+class SwaPair(_FreesKV, _Allocates, _Pair):
     """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
 
     _destroy = lib.kvpool_swa_pair_destroy
@@ -439,12 +493,14 @@ class SwaPair(_Allocates, _Pair):
     _c_alloc = lib.kvpool_swa_pair_alloc
     _c_alloc_extend = lib.kvpool_swa_pair_alloc_extend
     _c_alloc_decode = lib.kvpool_swa_pair_alloc_decode
+    _c_free = lib.kvpool_swa_pair_free
+    _c_free_swa = lib.kvpool_swa_pair_free_swa
     _c_backup_state = lib.kvpool_swa_pair_backup_state
     _c_restore_state = lib.kvpool_swa_pair_restore_state
     _c_commit_state = lib.kvpool_swa_pair_commit_state
 
     def __init__(self, buffer, full_options, swa_options, full_name="full", swa_name="swa"):
-        super().__init__(buffer, full_options, swa_options, full_name, swa_name)
+        super().__init__(buffer, (full_options, swa_options), (full_name, swa_name))
         self.full, self.swa = self.sides
         self._sizes = _lib.SwaSizes()
         self._ok = c_int()
@@ -455,16 +511,6 @@ class SwaPair(_Allocates, _Pair):
             raise_status(status)
         return self._sizes
 
-    def free(self, virtual_tokens):
-        ids = host_ids(virtual_tokens, "free_index")
-        status = lib.kvpool_swa_pair_free(self._h, stream_of(self.device), ids.ptr, ids.n)
-        if status:
-            raise_status(status)
-
-    def free_swa(self, virtual_tokens):
-        ids = host_ids(virtual_tokens, "free_index")
-        check(lib.kvpool_swa_pair_free_swa(self._h, stream_of(self.device), ids.ptr, ids.n))
-
     def gate_transfer(self, marker, virtual_tokens):
         """Side.gate_transfer on both sides: the full side's pages, the SWA side's
         still bound; checked on both before either changes."""
@@ -473,18 +519,19 @@ class SwaPair(_Allocates, _Pair):
         check(lib.kvpool_swa_pair_gate_transfer(self._h, handle, ids.ptr, ids.n))
 
 
-class MambaPair(_Pair):
+class MambaPair(_GatesStateSlots, _Pair):
     """The Mamba pair: ``full`` KV (paged) and ``state`` slots (page size 1), own ids each."""
 
     _destroy = lib.kvpool_mamba_pair_destroy
     _create = lib.kvpool_mamba_pair_create
     _side = lib.kvpool_mamba_pair_side
+    _c_gate_transfer = lib.kvpool_mamba_pair_gate_transfer
     _c_backup_state = lib.kvpool_mamba_pair_backup_state
     _c_restore_state = lib.kvpool_mamba_pair_restore_state
     _c_commit_state = lib.kvpool_mamba_pair_commit_state
 
     def __init__(self, buffer, full_options, state_options, full_name="full", state_name="mamba"):
-        super().__init__(buffer, full_options, state_options, full_name, state_name)
+        super().__init__(buffer, (full_options, state_options), (full_name, state_name))
         self.full, self.state = self.sides
         self._sizes = _lib.MambaSizes()
 
@@ -492,15 +539,101 @@ class MambaPair(_Pair):
         check(lib.kvpool_mamba_pair_sizes(self._h, byref(self._sizes)))
         return self._sizes
 
-    def gate_transfer(self, marker, virtual_tokens, state_slots=()):
-        """Side.gate_transfer on full tokens and state slots; checked on both sides
-        before either changes."""
-        _token, handle = token_handle(marker)
-        ids = host_ids(virtual_tokens, "virtual_tokens")
-        slots = host_ids(state_slots, "state_slots")
-        check(
-            lib.kvpool_mamba_pair_gate_transfer(self._h, handle, ids.ptr, ids.n, slots.ptr, slots.n)
+
+class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
+    """The tri-pool: ``state`` slots (up, page size 1), ``swa`` sliding-window KV
+    (floating) and ``full`` KV (down) in one buffer. ``full`` mints the token ids and
+    ``swa`` binds them (both or neither); state slots own theirs. Each side's translate,
+    tables and state are its Side's; state slots are freed through ``state.free``."""
+
+    _destroy = lib.kvpool_mamba_swa_destroy
+    _create = lib.kvpool_mamba_swa_create
+    _side = lib.kvpool_mamba_swa_side
+    _snapshot = _TriPoolSnapshot
+    _c_alloc = lib.kvpool_mamba_swa_alloc
+    _c_alloc_extend = lib.kvpool_mamba_swa_alloc_extend
+    _c_alloc_decode = lib.kvpool_mamba_swa_alloc_decode
+    _c_free = lib.kvpool_mamba_swa_free
+    _c_free_swa = lib.kvpool_mamba_swa_free_swa
+    _c_gate_transfer = lib.kvpool_mamba_swa_gate_transfer
+    _c_backup_state = lib.kvpool_mamba_swa_backup_state
+    _c_restore_state = lib.kvpool_mamba_swa_restore_state
+    _c_commit_state = lib.kvpool_mamba_swa_commit_state
+
+    def __init__(
+        self,
+        buffer,
+        full_options,
+        swa_options,
+        state_options,
+        full_name="full",
+        swa_name="swa",
+        state_name="mamba",
+    ):
+        super().__init__(
+            buffer,
+            (full_options, swa_options, state_options),
+            (full_name, swa_name, state_name),
         )
+        self.full, self.swa, self.state = self.sides
+        self._sizes = _lib.TriPoolSizes()
+        self._ok = c_int()
+        self._n = c_int64()
+
+    def sizes(self):
+        """available_size (KV tokens one allocation always gets), state_slots_available,
+        state_slot_full_token_cost."""
+        status = lib.kvpool_mamba_swa_sizes(self._h, byref(self._sizes))
+        if status:
+            raise_status(status)
+        return self._sizes
+
+    def alloc_state_slots(self, count):
+        """count state slot ids (device int64), or None when there is no room."""
+        out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
+        check(
+            lib.kvpool_mamba_swa_alloc_state_slots(
+                self._h, stream_of(self.device), int(count), out.data_ptr(), byref(self._ok)
+            )
+        )
+        return out if self._ok.value else None
+
+    def free_group_begin(self):
+        check(lib.kvpool_mamba_swa_free_group_begin(self._h))
+
+    def free_group_end(self):
+        check(lib.kvpool_mamba_swa_free_group_end(self._h, stream_of(self.device)))
+
+    def flush_opportunistic(self):
+        """One opportunistic lazy compaction pass over every side; pages moved."""
+        check(
+            lib.kvpool_mamba_swa_flush_opportunistic(
+                self._h, stream_of(self.device), byref(self._n)
+            )
+        )
+        return self._n.value
+
+    def set_latest_forward_done(self, marker):
+        """The engine's latest forward-done marker (an object with query(), or a recorded
+        torch.cuda.Event; None: no forward in flight), on every side."""
+        _token, handle = token_handle(marker)
+        check(lib.kvpool_mamba_swa_set_latest_forward_done(self._h, handle))
+
+    def set_inflight_forward(self, marker, virtual_tokens):
+        """The forward in flight until marker is done writes these virtual tokens on both
+        KV sides (host ids)."""
+        _token, handle = token_handle(marker)
+        ids = host_ids(virtual_tokens if virtual_tokens is not None else (), "out_cache_loc")
+        check(lib.kvpool_mamba_swa_set_inflight_forward(self._h, handle, ids.ptr, ids.n))
+
+    def drain_pending_reuse(self):
+        check(lib.kvpool_mamba_swa_drain_pending_reuse(self._h))
+
+    def clear(self):
+        check(lib.kvpool_mamba_swa_clear(self._h, stream_of(self.device)))
+
+    def check_invariants(self):
+        check(lib.kvpool_mamba_swa_check_invariants(self._h, stream_of(self.device)))
 
 
 def set_forward_done(sides, marker):
@@ -719,6 +852,7 @@ __all__ = [
     "Side",
     "SwaPair",
     "MambaPair",
+    "MambaSwaTriPool",
     "ReqTable",
     "HybridReqTable",
     "set_forward_done",

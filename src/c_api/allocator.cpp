@@ -120,7 +120,7 @@ kvpool_status kvpool_allocator_info(const kvpool_allocator* a, kvpool_side_info*
         info.num_virtual_pages = g.num_virtual_pages;
         info.min_page_index = g.min_page_index;
         info.page_capacity = g.page_capacity();
-        info.grow_down = g.grow() == kvpool::GrowDirection::down ? 1 : 0;
+        info.grow = grow_code(g.grow());
         info.is_id_owner = side.options().is_id_owner ? 1 : 0;
         info.lazy = side.options().mode == kvpool::CompactionMode::lazy ? 1 : 0;
         info.max_moves_per_flush = side.options().max_moves_per_flush;
@@ -141,6 +141,11 @@ kvpool_status kvpool_allocator_state(const kvpool_allocator* a, kvpool_side_stat
         state.pending_reuse_pages = occupancy.pending_reuse_pages;
         state.free_virtual_pages = side.options().is_id_owner ? occupancy.free_virtual_pages : 0;
         state.gap_bytes = occupancy.gap_bytes;
+        const kvpool::GrowDirection grow = side.geometry().grow();
+        state.gap_below_bytes =
+            grow == kvpool::GrowDirection::up ? 0 : side.core().gap_below_bytes();
+        state.gap_above_bytes =
+            grow == kvpool::GrowDirection::down ? 0 : side.core().gap_above_bytes();
     });
 }
 
@@ -196,14 +201,7 @@ kvpool_status kvpool_allocator_is_slot_allocated(const kvpool_allocator* a, int6
 
 kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream, int64_t need_size,
                                      int64_t* out, int* allocated) {
-    return guarded([&] {
-        Side& side = side_of(a);
-        int& ok = deref(allocated, "allocated");
-        ok = side.alloc(space_of(stream), need_size,
-                        device_ids(out, std::max<int64_t>(need_size, 0)))
-                 ? 1
-                 : 0;
-    });
+    return guarded([&] { run_alloc(AllocCall(need_size, out), side_of(a), stream, allocated); });
 }
 
 kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocator* a, void* stream,
@@ -222,8 +220,8 @@ kvpool_status kvpool_allocator_alloc_extend(kvpool_allocator* a, void* stream,
                                             const int64_t* last_loc, int64_t* out,
                                             int64_t out_length, int* allocated) {
     return guarded([&] {
-        ExtendCall call(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length);
-        deref(allocated, "allocated") = call.run(side_of(a), space_of(stream)) ? 1 : 0;
+        run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length),
+                  side_of(a), stream, allocated);
     });
 }
 
@@ -231,8 +229,7 @@ kvpool_status kvpool_allocator_alloc_decode(kvpool_allocator* a, void* stream,
                                             const int64_t* seq_lens_host, int64_t batch,
                                             const int64_t* last_loc, int64_t* out, int* allocated) {
     return guarded([&] {
-        DecodeCall call(seq_lens_host, batch, last_loc, out);
-        deref(allocated, "allocated") = call.run(side_of(a), space_of(stream)) ? 1 : 0;
+        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), side_of(a), stream, allocated);
     });
 }
 

@@ -7,6 +7,7 @@
 #include <kvpool/error.hpp>
 #include <kvpool/hybrid_req_to_token_pool.hpp>
 #include <kvpool/mamba_pair.hpp>
+#include <kvpool/mamba_swa_allocator.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 #include <kvpool/req_to_token_pool.hpp>
 #include <kvpool/swa_pair.hpp>
@@ -27,6 +28,7 @@ using Pool = UnifiedKVPool<Memory>;
 using Side = MultiEndedAllocator<Space>;
 using SwaPair = UnifiedSWAAllocator<Space>;
 using MambaPair = UnifiedMambaAllocator<Space>;
+using MambaSwa = UnifiedMambaSWAAllocator<Space>;
 using ReqPool = ReqToTokenPool<Space>;
 using HybridPool = HybridReqToTokenPool<Space>;
 using Ids = Kokkos::View<index_t*, Memory>;
@@ -83,10 +85,15 @@ template <class F> kvpool_status guarded(F&& f) {
 const char* thread_string(std::string s);
 
 // The object a handle keeps alive and the side it addresses: a standalone
-// side, two sides bound as peers, or a side of a pair.
+// side, two sides bound as peers, or a side of a pair or of the tri-pool.
 struct SideOwner {
     virtual ~SideOwner() = default;
 };
+
+// A side's KVPOOL_GROW_* code, and the direction of one (an unknown code:
+// invalid_argument, what naming the spec).
+int grow_code(GrowDirection grow);
+GrowDirection grow_direction(int code, const std::string& what);
 
 // A side's options as the caller gave them; NULL: kvpool's defaults.
 AllocatorOptions options_of(const kvpool_side_options* options);
@@ -119,4 +126,8 @@ struct kvpool_snapshot {
 
 struct kvpool_pair_snapshot {
     kvpool::PairSnapshot snapshot;
+};
+
+struct kvpool_mamba_swa_snapshot {
+    kvpool::MambaSWASnapshot snapshot;
 };

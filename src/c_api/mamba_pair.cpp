@@ -11,8 +11,9 @@ kvpool_status kvpool_mamba_pair_create(kvpool_pool* pool, const char* full_name,
                                        const kvpool_side_options* full_options,
                                        const kvpool_side_options* state_options,
                                        kvpool_mamba_pair** out) {
-    return guarded(
-        [&] { create_pair(pool, full_name, state_name, full_options, state_options, out); });
+    return guarded([&] {
+        create_pair(pool, {full_name, state_name}, {full_options, state_options}, out);
+    });
 }
 
 void kvpool_mamba_pair_destroy(kvpool_mamba_pair* pair) {
@@ -22,7 +23,7 @@ void kvpool_mamba_pair_destroy(kvpool_mamba_pair* pair) {
 kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, int which, kvpool_allocator** out) {
     return guarded([&] {
         MambaPair& p = pair_of(pair);
-        deref(out, "out") = pair_side(pair, which, p.full(), p.state());
+        deref(out, "out") = pair_side(pair, which, {&p.full(), &p.state()});
     });
 }
 

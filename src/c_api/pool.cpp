@@ -4,6 +4,38 @@
 using namespace kvpool::capi;
 using kvpool::index_t;
 
+namespace kvpool::capi {
+
+int grow_code(GrowDirection grow) {
+    switch (grow) {
+    case GrowDirection::up:
+        return KVPOOL_GROW_UP;
+    case GrowDirection::down:
+        return KVPOOL_GROW_DOWN;
+    case GrowDirection::floating:
+        break;
+    }
+    return KVPOOL_GROW_FLOATING;
+}
+
+GrowDirection grow_direction(int code, const std::string& what) {
+    switch (code) {
+    case KVPOOL_GROW_UP:
+        return GrowDirection::up;
+    case KVPOOL_GROW_DOWN:
+        return GrowDirection::down;
+    case KVPOOL_GROW_FLOATING:
+        return GrowDirection::floating;
+    default:
+        break;
+    }
+    throw Error(ErrorCode::invalid_argument,
+                what + ": grow is " + std::to_string(code) +
+                    ", not KVPOOL_GROW_UP (0), KVPOOL_GROW_DOWN (1) or KVPOOL_GROW_FLOATING (2)");
+}
+
+} // namespace kvpool::capi
+
 extern "C" {
 
 kvpool_status kvpool_pool_create(int64_t total_bytes, const kvpool_sub_pool_spec* specs,
@@ -14,14 +46,16 @@ kvpool_status kvpool_pool_create(int64_t total_bytes, const kvpool_sub_pool_spec
         std::vector<kvpool::SubPoolSpec> sides;
         for (int i = 0; i < num_specs; ++i) {
             const kvpool_sub_pool_spec& s = specs[i];
-            require(s.name != nullptr,
-                    "kvpool_pool_create: sub-pool spec " + std::to_string(i) + " has no name");
+            const std::string what = "kvpool_pool_create: sub-pool spec " + std::to_string(i);
+            require(s.name != nullptr, what + " has no name");
             kvpool::SubPoolSpec side;
             side.name = s.name;
             side.entry_bytes = s.entry_bytes;
             side.page_size = s.page_size;
-            side.grow = s.grow_down ? kvpool::GrowDirection::down : kvpool::GrowDirection::up;
+            side.grow = grow_direction(s.grow, what + " ('" + side.name + "')");
             side.max_tokens = s.max_tokens;
+            if (side.grow == kvpool::GrowDirection::floating)
+                side.float_at = s.float_at;
             sides.push_back(std::move(side));
         }
         kvpool::PoolLayout layout(total_bytes, std::move(sides));

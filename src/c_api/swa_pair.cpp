@@ -10,7 +10,9 @@ kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const char* full_name, c
                                      const kvpool_side_options* full_options,
                                      const kvpool_side_options* swa_options,
                                      kvpool_swa_pair** out) {
-    return guarded([&] { create_pair(pool, full_name, swa_name, full_options, swa_options, out); });
+    return guarded([&] {
+        create_pair(pool, {full_name, swa_name}, {full_options, swa_options}, out);
+    });
 }
 
 void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) {
@@ -20,7 +22,7 @@ void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) {
 kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which, kvpool_allocator** out) {
     return guarded([&] {
         SwaPair& p = pair_of(pair);
-        deref(out, "out") = pair_side(pair, which, p.full(), p.swa());
+        deref(out, "out") = pair_side(pair, which, {&p.full(), &p.swa()});
     });
 }
 
@@ -40,13 +42,7 @@ kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair, kvpool_swa_size
 
 kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream, int64_t need_size,
                                     int64_t* out, int* allocated) {
-    return guarded([&] {
-        SwaPair& p = pair_of(pair);
-        int& ok = deref(allocated, "allocated");
-        ok = p.alloc(space_of(stream), need_size, device_ids(out, std::max<int64_t>(need_size, 0)))
-                 ? 1
-                 : 0;
-    });
+    return guarded([&] { run_alloc(AllocCall(need_size, out), pair_of(pair), stream, allocated); });
 }
 
 kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
@@ -55,8 +51,8 @@ kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
                                            const int64_t* last_loc, int64_t* out,
                                            int64_t out_length, int* allocated) {
     return guarded([&] {
-        ExtendCall call(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length);
-        deref(allocated, "allocated") = call.run(pair_of(pair), space_of(stream)) ? 1 : 0;
+        run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length),
+                  pair_of(pair), stream, allocated);
     });
 }
 
@@ -64,8 +60,8 @@ kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
                                            const int64_t* seq_lens_host, int64_t batch,
                                            const int64_t* last_loc, int64_t* out, int* allocated) {
     return guarded([&] {
-        DecodeCall call(seq_lens_host, batch, last_loc, out);
-        deref(allocated, "allocated") = call.run(pair_of(pair), space_of(stream)) ? 1 : 0;
+        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), pair_of(pair), stream,
+                  allocated);
     });
 }
 

@@ -22,7 +22,8 @@ static int fail(const char* what) {
 int main(void) {
     if (strcmp(kvpool_backend(), "host") != 0)
         return 0; /* device arrays would be GPU memory */
-    kvpool_sub_pool_spec specs[2] = {{"full", 64, 4, 0, 0}, {"swa", 96, 4, 1, 0}};
+    kvpool_sub_pool_spec specs[2] = {{"full", 64, 4, KVPOOL_GROW_UP, 0, 0.0},
+                                     {"swa", 96, 4, KVPOOL_GROW_DOWN, 0, 0.0}};
     kvpool_pool* pool = NULL;
     kvpool_swa_pair* pair = NULL;
     kvpool_allocator* full = NULL;

@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from .. import native
+from .. import _lib, native
 from .._tensors import pool_device
 from ..errors import InvalidArgumentError, KVPoolAssertionError, WrongRoleError
 from . import relocation
@@ -109,7 +109,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self.sub_pool_name = sub_pool_name
         self.spec = spec
         self.max_slots = max_slots
-        self.grow_direction = "down" if info.grow_down else "up"
+        self.grow_direction = _lib.GROW_NAMES[info.grow]
         self.entry_bytes = info.entry_bytes
         self.min_slot_index = unified_buffer.min_slot_index(sub_pool_name)
         self.is_id_owner = bool(info.is_id_owner)
