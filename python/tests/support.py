@@ -4,6 +4,7 @@ kvcache protocol), stamps that follow each token, and the checks every test
 ends with (invariants, inverse tables, data)."""
 
 import random
+from types import SimpleNamespace
 
 import torch
 
@@ -21,11 +22,12 @@ from kvpool.sglang import (
 HEADS, HEAD_DIM = 2, 4
 
 
-def mha_spec(name, layers, grow):
+def mha_spec(name, layers, grow, float_at=0.5):
     return MHASubPoolSpec(
         name=name,
         layer_num=layers,
         grow_direction=grow,
+        float_at=float_at,
         head_num=HEADS,
         head_dim=HEAD_DIM,
         store_dtype=torch.bfloat16,
@@ -72,6 +74,21 @@ def mamba_pool(device, page_size, total_bytes=1 << 17):
     return UnifiedKVPool(
         total_bytes=total_bytes,
         sub_pool_specs=[mha_spec("full", 2, "down"), mamba_spec("mamba", 2, "up")],
+        device=device,
+        page_size=page_size,
+    )
+
+
+def tri_pool(device, page_size, total_bytes=1 << 17, float_at=0.5):
+    """A tri-pool's buffer, from the low end up: "mamba" state (2 layers) grows up, "swa"
+    (3 layers) floats from float_at, "full" (2 layers) grows down."""
+    return UnifiedKVPool(
+        total_bytes=total_bytes,
+        sub_pool_specs=[
+            mamba_spec("mamba", 2, "up"),
+            mha_spec("swa", 3, "floating", float_at),
+            mha_spec("full", 2, "down"),
+        ],
         device=device,
         page_size=page_size,
     )
@@ -282,6 +299,25 @@ def mamba_stores(kind, pool, page_size, device):
     full = EngineKV(full_pages * page_size, device)
     state = EngineStateKV(pool.max_slots("mamba"), device)
     return UnifiedHybridLinearKVPool(full_kv_pool=full, mamba_pool=state), full, state
+
+
+def tri_pool_stores(kind, pool, page_size, device):
+    """(kvcache for the tri-pool composite, full store, swa store, state store), of the
+    kinds swa_stores makes."""
+    if kind == "unified":
+        full, swa = (
+            UnifiedMHATokenToKVPool(unified_buffer=pool, sub_pool_name=name, page_size=page_size)
+            for name in ("full", "swa")
+        )
+        state = UnifiedMambaPool(unified_buffer=pool, sub_pool_name="mamba")
+        kvcache = SimpleNamespace(full_kv_pool=full, swa_kv_pool=swa, mamba_pool=state)
+        return kvcache, PageMajorStore(full), PageMajorStore(swa), MambaStore(state)
+    full, swa = (
+        EngineKV(pool.max_slots(name) // page_size * page_size, device) for name in ("full", "swa")
+    )
+    state = EngineStateKV(pool.max_slots("mamba"), device)
+    kvcache = SimpleNamespace(full_kv_pool=full, swa_kv_pool=swa, mamba_pool=state)
+    return kvcache, full, swa, state
 
 
 class FakeEvent:

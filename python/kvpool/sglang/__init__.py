@@ -14,6 +14,7 @@ from .kv_pools import (
     UnifiedSWAKVPool,
 )
 from .mamba_allocator import UnifiedMambaSlotAllocator, UnifiedMambaTokenToKVPoolAllocator
+from .mamba_swa_allocator import UnifiedMambaSWATokenToKVPoolAllocator
 from .multi_ended_allocator import MultiEndedAllocator
 from .req_to_token_pool import HybridReqToTokenPool, ReqToTokenPool, UnifiedHybridReqToTokenPool
 from .specs import MambaSubPoolSpec, MHASubPoolSpec, SubPoolSpec
@@ -32,6 +33,7 @@ __all__ = [
     "UnifiedKVPool",
     "UnifiedMambaPool",
     "UnifiedMambaSlotAllocator",
+    "UnifiedMambaSWATokenToKVPoolAllocator",
     "UnifiedMambaTokenToKVPoolAllocator",
     "UnifiedMHATokenToKVPool",
     "UnifiedSWAKVPool",

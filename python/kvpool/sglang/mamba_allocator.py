@@ -13,7 +13,7 @@ from .pair_allocator import PairAllocator
 
 
 class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
-    _second_side_written = False  # Mamba state is not written through out_cache_loc
+    _sides_written = (True, False)  # Mamba state is not written through out_cache_loc
 
     def __init__(
         self,

@@ -1,5 +1,6 @@
-"""What the SWA and the Mamba composite share: a MultiEndedAllocator over each side
-of a kvpool pair, state windows over both, and the forward-event hooks."""
+"""What the SWA, the Mamba and the tri-pool composite share: a MultiEndedAllocator over
+each side of a kvpool pair (or of the tri-pool), state windows over every side, and the
+forward-event hooks."""
 
 from typing import Optional
 
@@ -11,9 +12,9 @@ from .multi_ended_allocator import MultiEndedAllocator
 
 
 class PairAllocator(BaseTokenToKVPoolAllocator):
-    # Whether the forward writes the second side at out_cache_loc (the SWA side
-    # does; Mamba state is written by the state kernels, not through it).
-    _second_side_written = True
+    # Whether the forward writes each side at out_cache_loc (KV sides do; Mamba
+    # state is written by the state kernels, not through it).
+    _sides_written = (True, True)
 
     def _init_pair(
         self,
@@ -25,15 +26,19 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
         device,
         need_sort,
         forward_stream,
+        allocator_classes=None,
     ):
-        """pair: a kvpool.native pair; sides: (sub-pool, kvcache attribute, page size) of its
-        first and second side. Returns their MultiEndedAllocators."""
+        """pair: a kvpool.native pair or tri-pool; sides: (sub-pool, kvcache attribute, page
+        size) of each of its sides; allocator_classes: the MultiEndedAllocator class of each
+        (default: MultiEndedAllocator). Returns their MultiEndedAllocators; the first two are
+        each other's peer."""
         self.unified_buffer = unified_buffer
         self.lazy_compaction = lazy_compaction
         self._pair = pair
         self._inflight = InflightForward()
+        classes = allocator_classes or [MultiEndedAllocator] * len(sides)
         self._sides = [
-            MultiEndedAllocator._over(
+            cls._over(
                 side,
                 kvcache=getattr(kvcache, attribute, None),
                 unified_buffer=unified_buffer,
@@ -44,7 +49,7 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
                 forward_stream=forward_stream,
                 inflight=self._inflight,
             )
-            for side, (name, attribute, page_size) in zip(pair.sides, sides)
+            for side, (name, attribute, page_size), cls in zip(pair.sides, sides, classes)
         ]
         self._sides[0]._peer, self._sides[1]._peer = self._sides[1], self._sides[0]
         self.free_pages = torch.empty(0, dtype=torch.int64, device=self.device)
@@ -53,12 +58,12 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
 
     # -- state --
     def backup_state(self):
-        """A backup window over both sides (the reference returns one state per side)."""
+        """A backup window over every side (the reference returns one state per side)."""
         return self._pair.backup_state()
 
     def restore_state(self, state):
-        """Undoes every allocation on both sides since backup_state(), atomically (a bad or
-        stale state raises and changes neither side); returns the relocations recorded in the
+        """Undoes every allocation on every side since backup_state(), atomically (a bad or
+        stale state raises and changes no side); returns the relocations recorded in the
         window (none: kvpool refuses frees inside it)."""
         self._inflight.settle()
         self._pair.restore_state(state)
@@ -76,7 +81,7 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
         self.free_group = []
 
     def check_invariants(self) -> None:
-        """Both sides' host state and device tables checked (synchronises the stream)."""
+        """Every side's host state and device tables checked (synchronises the stream)."""
         for side in self._sides:
             side.check_invariants()
 
@@ -89,11 +94,8 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
     ) -> None:
         if not self.lazy_compaction:
             return
-        first, second = self._pair.sides
         self._inflight.set(
-            [(first, True), (second, self._second_side_written)],
-            forward_done,
-            out_cache_loc_virtual,
+            list(zip(self._pair.sides, self._sides_written)), forward_done, out_cache_loc_virtual
         )
 
     def flush_opportunistic(self) -> int:

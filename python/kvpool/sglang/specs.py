@@ -27,16 +27,19 @@ def _prod(shape):
 
 @dataclass(frozen=True, kw_only=True)
 class SubPoolSpec:
-    """Per-slot layout of one sub-pool: a name, its layer count, its end of the buffer."""
+    """Per-slot layout of one sub-pool: a name, its layer count, its end of the buffer
+    ("up", "down", or kvpool's "floating": a band between the two, of the tri-pool, whose
+    empty band starts at ``float_at``, a fraction of the buffer; other sub-pools ignore it)."""
 
     name: str
     layer_num: int
-    grow_direction: str  # "up" | "down"
+    grow_direction: str  # "up" | "down" | "floating"
+    float_at: float = 0.5
 
     def __post_init__(self):
         _require(
-            self.grow_direction in ("up", "down"),
-            f"grow_direction must be 'up' or 'down'; got {self.grow_direction!r}",
+            self.grow_direction in ("up", "down", "floating"),
+            f"grow_direction must be 'up', 'down' or 'floating'; got {self.grow_direction!r}",
         )
         _require(self.layer_num > 0, f"layer_num must be positive; got {self.layer_num}")
 

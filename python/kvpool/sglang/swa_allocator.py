@@ -14,7 +14,72 @@ from .multi_ended_allocator import _translate, side_options
 from .pair_allocator import PairAllocator
 
 
-class UnifiedSWATokenToKVPoolAllocator(PairAllocator):
+class FullAndSWAKVAllocator(PairAllocator):
+    """KV allocation, translation and frees over a full side that mints the virtual ids
+    (``full_attn_allocator``) and a sliding-window side that binds them
+    (``swa_attn_allocator``), both or neither in one kvpool call: what the SWA pair and
+    the tri-pool share. ``_pair``: their kvpool.native composite."""
+
+    # -- translate --
+    def translate_kv_loc(
+        self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        return self.full_attn_allocator.translate_kv_loc(loc, out=out)
+
+    def translate_loc_from_full_to_swa(
+        self, kv_indices: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        """Virtual token ids -> SWA-physical token ids, int32; ``out=`` int32, same shape."""
+        return _translate(
+            self._pair.swa,
+            kv_indices,
+            out,
+            torch.int32,
+            "translate_loc_from_full_to_swa",
+            self.device,
+        )
+
+    # -- allocation: both sides or neither --
+    def alloc(self, need_size: int) -> Optional[torch.Tensor]:
+        self._inflight.settle()
+        if need_size <= 0:
+            return torch.empty(0, dtype=torch.int64, device=self.device)
+        return self._pair.alloc(need_size)
+
+    def alloc_extend(
+        self, prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc, extend_num_tokens: int
+    ) -> Optional[torch.Tensor]:
+        self._inflight.settle()
+        return self._pair.alloc_extend(prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens)
+
+    def alloc_decode(self, seq_lens, seq_lens_cpu, last_loc) -> Optional[torch.Tensor]:
+        self._inflight.settle()
+        return self._pair.alloc_decode(seq_lens_cpu, last_loc)
+
+    def is_slot_allocated(self, slot: int) -> bool:
+        return self.full_attn_allocator.is_slot_allocated(slot)
+
+    def allocator_state_str(self) -> str:
+        return self.full_attn_allocator.allocator_state_str()
+
+    # -- free --
+    def free(self, free_index) -> None:
+        """Both sides; SWA pages already released by free_swa are skipped."""
+        if self._grouped(free_index):
+            return
+        self._pair.free(free_index)
+
+    def free_swa(self, free_index) -> None:
+        """Tokens that left the window: their SWA pages only; the ids stay live."""
+        if free_index is None or (isinstance(free_index, torch.Tensor) and free_index.numel() == 0):
+            return
+        self._pair.free_swa(free_index)
+
+    def set_full_to_swa_mapping(self, full_indices, swa_indices) -> None:
+        """The SWA side's v2p is the mapping; nothing to record."""
+
+
+class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
     def __init__(
         self,
         *,
@@ -106,61 +171,3 @@ class UnifiedSWATokenToKVPoolAllocator(PairAllocator):
             f"#swa-available={self.swa_attn_allocator.available_size()}, "
             f"#joint-available={self.available_size()}"
         )
-
-    # -- translate --
-    def translate_kv_loc(
-        self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None
-    ) -> torch.Tensor:
-        return self.full_attn_allocator.translate_kv_loc(loc, out=out)
-
-    def translate_loc_from_full_to_swa(
-        self, kv_indices: torch.Tensor, *, out: Optional[torch.Tensor] = None
-    ) -> torch.Tensor:
-        """Virtual token ids -> SWA-physical token ids, int32; ``out=`` int32, same shape."""
-        return _translate(
-            self._pair.swa,
-            kv_indices,
-            out,
-            torch.int32,
-            "translate_loc_from_full_to_swa",
-            self.device,
-        )
-
-    # -- allocation: both sides or neither --
-    def alloc(self, need_size: int) -> Optional[torch.Tensor]:
-        self._inflight.settle()
-        if need_size <= 0:
-            return torch.empty(0, dtype=torch.int64, device=self.device)
-        return self._pair.alloc(need_size)
-
-    def alloc_extend(
-        self, prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc, extend_num_tokens: int
-    ) -> Optional[torch.Tensor]:
-        self._inflight.settle()
-        return self._pair.alloc_extend(prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens)
-
-    def alloc_decode(self, seq_lens, seq_lens_cpu, last_loc) -> Optional[torch.Tensor]:
-        self._inflight.settle()
-        return self._pair.alloc_decode(seq_lens_cpu, last_loc)
-
-    def is_slot_allocated(self, slot: int) -> bool:
-        return self.full_attn_allocator.is_slot_allocated(slot)
-
-    def allocator_state_str(self) -> str:
-        return self.full_attn_allocator.allocator_state_str()
-
-    # -- free --
-    def free(self, free_index) -> None:
-        """Both sides; SWA pages already released by free_swa are skipped."""
-        if self._grouped(free_index):
-            return
-        self._pair.free(free_index)
-
-    def free_swa(self, free_index) -> None:
-        """Tokens that left the window: their SWA pages only; the ids stay live."""
-        if free_index is None or (isinstance(free_index, torch.Tensor) and free_index.numel() == 0):
-            return
-        self._pair.free_swa(free_index)
-
-    def set_full_to_swa_mapping(self, full_indices, swa_indices) -> None:
-        """The SWA side's v2p is the mapping; nothing to record."""

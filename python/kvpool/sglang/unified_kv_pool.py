@@ -1,4 +1,5 @@
-"""UnifiedKVPool: one uint8 buffer shared by two sub-pools growing toward each other.
+"""UnifiedKVPool: one uint8 buffer shared by two sub-pools growing toward each other, or by
+three, the middle one floating between them (the tri-pool's).
 
 The bytes are kvpool's: allocated by the C API (zeroed) and exported as the
 tensor ``_raw``, or, with ``buffer=``, an engine's own uint8 tensor adopted
@@ -31,14 +32,17 @@ class UnifiedKVPool:
         _require(page_size >= 1, f"page_size must be >= 1; got {page_size}")
         names = [s.name for s in sub_pool_specs]
         _require(
-            len(sub_pool_specs) == 2 and len(set(names)) == 2,
-            f"UnifiedKVPool needs two sub-pools with distinct names; got {names}",
+            len(sub_pool_specs) >= 2 and len(set(names)) == len(names),
+            f"UnifiedKVPool needs two or more sub-pools with distinct names; got {names}",
         )
-        directions = sorted(s.grow_direction for s in sub_pool_specs)
-        _require(
-            directions == ["down", "up"],
-            f"UnifiedKVPool needs one grow-up and one grow-down sub-pool; got {directions}",
-        )
+        # More sub-pools are listed from the low end up (up, floating..., down); kvpool's
+        # layout checks that order and each float_at, naming the sub-pool.
+        if len(sub_pool_specs) == 2:
+            directions = sorted(s.grow_direction for s in sub_pool_specs)
+            _require(
+                directions == ["down", "up"],
+                f"UnifiedKVPool needs one grow-up and one grow-down sub-pool; got {directions}",
+            )
         self.total_bytes = int(total_bytes)
         self.sub_pool_specs = sub_pool_specs
         self.enable_memory_saver = enable_memory_saver
@@ -51,7 +55,13 @@ class UnifiedKVPool:
         self._native = native.UnifiedBuffer(
             self.total_bytes,
             [
-                (s.name, s.entry_bytes(), self._side_page_size[s.name], s.grow_direction == "down")
+                (
+                    s.name,
+                    s.entry_bytes(),
+                    self._side_page_size[s.name],
+                    s.grow_direction,
+                    s.float_at,
+                )
                 for s in sub_pool_specs
             ],
             device,
