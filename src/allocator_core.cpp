@@ -239,6 +239,10 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
         num_pages > index_headroom_pages() + usable_hole_pages())
         return false;
     const index_t pb = geometry_.page_bytes;
+    // Between two floating bands, a lower one that cannot cover the whole
+    // shortfall gives what it credits and the upper one the rest, as
+    // schedulable_available_size() counts them.
+    const bool two_floating = lower_ && lower_->is_floating() && upper_ && upper_->is_floating();
     for (AllocatorCore* n : {lower_, upper_}) {
         const index_t short_pages = num_pages - available_pages(0, 0);
         if (!n || !n->is_floating() || short_pages <= 0)
@@ -248,7 +252,15 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
             (!above && geometry_.grow() == GrowDirection::up))
             continue;
         const index_t gap = above ? gap_above_bytes() : gap_below_bytes();
-        n->shift_away(above, (gap / pb + short_pages) * pb - gap);
+        const auto shift_pages = [&](index_t pages) {
+            return n->shift_away(above, (gap / pb + pages) * pb - gap);
+        };
+        if (shift_pages(short_pages) || above || !two_floating)
+            continue;
+        const index_t credited =
+            available_pages(neighbour_credit_bytes(n), 0) - available_pages(0, 0);
+        if (credited > 0)
+            shift_pages(std::min(short_pages, credited));
     }
     return num_pages <= available_pages(0, 0);
 }

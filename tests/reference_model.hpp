@@ -601,6 +601,9 @@ private:
             }
         if (pages > free_id_count() || pages > index_headroom() + (lazy() ? hole_count() : 0))
             return false;
+        // Between two floating bands, when the lower one cannot shift by all
+        // that is short, it shifts by what it credits and the upper one by the rest.
+        const bool both_float = lower_ && lower_->floating() && upper_ && upper_->floating();
         for (ReferenceSide* n : {lower_, upper_}) {
             const index_t short_pages = pages - available_size() / page_size();
             const bool above = n == upper_;
@@ -609,9 +612,18 @@ private:
                 (!above && up() && !floating()))
                 continue;
             const index_t gap = above ? gap_above_bytes() : gap_below_bytes();
-            const index_t want = (gap / page_bytes() + short_pages) * page_bytes() - gap;
-            if (n->shift_away(above, want))
-                last_alloc_flushed_peer_ = true;
+            const auto shift = [&](index_t by_pages) {
+                const bool moved =
+                    n->shift_away(above, (gap / page_bytes() + by_pages) * page_bytes() - gap);
+                last_alloc_flushed_peer_ = last_alloc_flushed_peer_ || moved;
+                return moved;
+            };
+            if (shift(short_pages) || above || !both_float)
+                continue;
+            const index_t credited =
+                (available_tokens(neighbour_credit_bytes(n), 0) - available_size()) / page_size();
+            if (credited > 0)
+                shift(std::min(short_pages, credited));
         }
         return pages * page_size() <= available_size();
     }
