@@ -122,6 +122,31 @@ PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
         g.spec = std::move(s);
         sides_.push_back(std::move(g));
     }
+    order_floating_starts();
+}
+
+void PoolLayout::order_floating_starts() {
+    if (sides_.size() < 3)
+        return;
+    // Each floating band's start page is its float_at rounded down in its own
+    // page size; bands of different page sizes could then start out of order,
+    // one empty band inside the next. Each starts at or above the band below
+    // it, and at or below the band above it.
+    const auto start_byte = [](const SideGeometry& g) { return g.start_page * g.page_bytes; };
+    for (std::size_t i = 1; i + 1 < sides_.size(); ++i) {
+        SideGeometry& g = sides_[i];
+        g.start_page = std::max(g.start_page, ceil_div(start_byte(sides_[i - 1]), g.page_bytes));
+    }
+    for (std::size_t i = sides_.size() - 2; i >= 1; --i) {
+        SideGeometry& g = sides_[i];
+        g.start_page = std::min(g.start_page, start_byte(sides_[i + 1]) / g.page_bytes);
+        if (g.start_page < g.min_page_index || start_byte(g) < start_byte(sides_[i - 1]))
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("floating sub-pool '{}': a buffer of {} bytes has no page "
+                                    "of {} bytes to start its band between '{}' and '{}'",
+                                    g.spec.name, total_bytes_, g.page_bytes,
+                                    sides_[i - 1].spec.name, sides_[i + 1].spec.name));
+    }
 }
 
 PoolLayout PoolLayout::fixed_split(index_t total_bytes, std::vector<SubPoolSpec> specs,

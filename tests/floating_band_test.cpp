@@ -99,6 +99,43 @@ TEST_CASE("layout: N sub-pools run up, floating..., down, each with its position
     CHECK(two.side("swa").position == 1);
 }
 
+TEST_CASE("layout: floating bands of different page sizes start in order, however close their "
+          "float_at",
+          "[layout][bands]") {
+    // Rounded down in its own page size, b's start (0.51 of the buffer, in pages of 500 bytes)
+    // would lie below a's (0.5, in pages of 10 bytes): b starts at a's start rounded up instead.
+    const PoolLayout layout(4096, {spec("up", 16, 1, GrowDirection::up),
+                                   floating_spec("a", 10, 1, 0.5), floating_spec("b", 500, 1, 0.51),
+                                   spec("down", 16, 1, GrowDirection::down)});
+    const auto start_byte = [&](const char* name) {
+        const auto& g = layout.side(name);
+        return g.start_page * g.page_bytes;
+    };
+    CHECK(start_byte("a") == 2040);
+    CHECK(start_byte("b") == 2500);
+    CHECK(start_byte("up") <= start_byte("a"));
+    CHECK(start_byte("b") <= start_byte("down"));
+    // The empty bands as neighbours: in order, and each allocates.
+    Pool pool(layout);
+    Allocator up(pool, "up", options(CompactionMode::eager)),
+        a(pool, "a", options(CompactionMode::eager)), b(pool, "b", options(CompactionMode::eager)),
+        down(pool, "down", options(CompactionMode::eager));
+    up.bind_neighbour(a);
+    a.bind_neighbour(b);
+    b.bind_neighbour(down);
+    const std::array<Allocator*, 4> sides{&up, &a, &b, &down};
+    std::array<std::vector<index_t>, 4> ids;
+    for (int i = 0; i < 4; ++i) {
+        REQUIRE_NOTHROW(sides[i]->check_invariants());
+        const auto got = sides[i]->alloc(Space(), sides[i]->page_size());
+        REQUIRE(got.has_value());
+        ids[i] = to_host(*got);
+        stamp_tokens(pool, *sides[i], i, ids[i]);
+    }
+    for (int i = 0; i < 4; ++i)
+        check_all(pool, *sides[i], i, ids[i]);
+}
+
 TEST_CASE("layout: bad band orders are rejected with the sub-pool named",
           "[layout][bands][bad-input]") {
     const auto rejects = [](std::vector<SubPoolSpec> specs, const std::string& named) {

@@ -74,6 +74,8 @@ public:
     std::size_t side_index(const std::string& name) const;
 
 private:
+    void order_floating_starts();
+
     index_t total_bytes_;
     index_t sink_bytes_;
     std::vector<SideGeometry> sides_;
