@@ -17,7 +17,7 @@ using namespace kvpool::test;
 using namespace kvpool::test::bands_run;
 
 TEST_CASE("bands differential: N bands with floating ones against the reference model",
-          "[bands-differential][floating]") {
+          "[bands-differential][floating][randomised]") {
     run_differential("bands-differential", all_configs(),
                      [](std::uint64_t seed, const Config& c, int ops) {
                          return std::make_unique<BandsRun>(seed, c, ops);

@@ -35,15 +35,17 @@ public:
         : DifferentialRun("bands-differential", seed, config.name(), ops,
                           input ? *input : Rng(seed ^ 0x42414e44535f4e4eull ^ config.salt())),
           eager_(config.mode == CompactionMode::eager) {
-        // Entry bytes not multiples of each other; floating bands start in
-        // order at random places; a few hundred pages of the largest size.
+        // Entry bytes not multiples of each other; floating bands start at
+        // random places, in order; a few hundred pages of the largest size.
         static const std::vector<index_t> entries = {9, 12, 13, 17, 20, 24, 28, 36, 40};
         const auto floating = static_cast<std::size_t>(rng_.uniform(1, 3));
         const std::size_t n = floating + 2;
+        // Each floating band starts inside its own slice of the buffer, so the
+        // starts increase strictly (as a layout requires) whatever is drawn.
         std::vector<double> starts;
+        const double slice = 0.8 / static_cast<double>(floating);
         for (std::size_t i = 0; i < floating; ++i)
-            starts.push_back(0.1 + 0.8 * uniform01());
-        std::sort(starts.begin(), starts.end());
+            starts.push_back(0.1 + slice * (static_cast<double>(i) + 0.05 + 0.9 * uniform01()));
         std::vector<SubPoolSpec> specs;
         index_t page_bytes_max = 0;
         for (std::size_t i = 0; i < n; ++i) {

@@ -2,11 +2,13 @@
 // (fuzz/corpus/<target>/) and every crash the fuzzer found, kept as a
 // regression test (fuzz/regressions/<target>/), each decoded into the same
 // run the target makes of it (fuzz_input.hpp).
+#include "bands_run.hpp"
 #include "fuzz_input.hpp"
 #include "mamba_run.hpp"
 #include "req_table_run.hpp"
 #include "side_run.hpp"
 #include "swa_run.hpp"
+#include "tri_pool_run.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -63,6 +65,14 @@ TEST_CASE("fuzz inputs replayed: the SWA pair", "[fuzz-replay]") {
 
 TEST_CASE("fuzz inputs replayed: the Mamba pair", "[fuzz-replay]") {
     replay<mamba_run::MambaRun>("mamba_pair_fuzz", pair_configs());
+}
+
+TEST_CASE("fuzz inputs replayed: the tri-pool", "[fuzz-replay]") {
+    replay<tri_run::TriRun>("tri_pool_fuzz", tri_run::all_configs());
+}
+
+TEST_CASE("fuzz inputs replayed: N bands with floating ones", "[fuzz-replay]") {
+    replay<bands_run::BandsRun>("bands_fuzz", bands_run::all_configs());
 }
 
 TEST_CASE("fuzz inputs replayed: the hybrid request table", "[fuzz-replay]") {

@@ -20,7 +20,7 @@ using namespace kvpool::test;
 using namespace kvpool::test::tri_run;
 
 TEST_CASE("tri-pool differential: the tri-pool against the reference model",
-          "[tri-differential][tri-pool]") {
+          "[tri-differential][tri-pool][randomised]") {
     run_differential("tri-differential", all_configs(),
                      [](std::uint64_t seed, const Config& c, int ops) {
                          return std::make_unique<TriRun>(seed, c, ops);
