@@ -1,21 +1,15 @@
 // The tri-pool (state slots, sliding-window KV floating, full KV in one
-// buffer): bad construction, the starvation case, and a randomised run with
-// invariants, the stamped-data check of all three kinds and the capacity
-// views' promises after every step.
+// buffer): bad construction, misuse, the starvation case and clear(). Its
+// randomised run is the differential test against the reference model
+// (tri_pool_differential_test.cpp).
 #include "atomicity_harness.hpp"
-#include "self_completing_token.hpp"
-#include "test_config.hpp"
-#include "test_random.hpp"
 #include "test_support.hpp"
 
 #include <kvpool/error.hpp>
 #include <kvpool/mamba_swa_allocator.hpp>
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <functional>
-#include <memory>
 
 using namespace kvpool;
 using namespace kvpool::test;
@@ -208,107 +202,5 @@ TEST_CASE("tri-pool: a state slot the two-band design would starve is served, da
             const SideGeometry& swa = e.tri.swa().geometry();
             CHECK(e.tri.swa().core().anchor() == std::max(swa.start_page, swa.min_page_index));
             e.check();
-        }
-}
-
-TEST_CASE("tri-pool: randomised run, invariants, data and capacity promises after every step",
-          "[tri-pool][randomised]") {
-    const RandomisedTestConfig& config = randomised_config();
-    for (const auto mode : {CompactionMode::eager, CompactionMode::lazy})
-        for (const index_t page_size : {index_t(1), index_t(16)}) {
-            index_t shifts = 0, kv_failed = 0, slot_failed = 0, windows = 0, kv_beyond = 0,
-                    slot_beyond = 0;
-            for (const std::uint64_t seed : config.seed_list()) {
-                INFO("seed " << seed << " (--kvpool-seed " << seed << "), mode " << to_string(mode)
-                             << ", page size " << page_size);
-                Rng rng(seed);
-                Engine e(mode, page_size, 128 * 1024,
-                         0.1 + 0.8 * static_cast<double>(rng.uniform(0, 100)) / 100);
-                std::vector<std::shared_ptr<SelfCompletingToken>> forwards;
-                for (int op = 0; op < config.ops; ++op) {
-                    const index_t roll = rng.uniform(0, 99);
-                    if (roll < 30) {
-                        // 16 to 192 tokens whatever the page size: the pool fills
-                        // within a few hundred operations.
-                        const index_t tokens = rng.uniform(1, 12) * 16;
-                        const bool promised = tokens <= e.tri.available_size();
-                        const bool ok = e.alloc(tokens);
-                        kv_failed += ok ? 0 : 1;
-                        kv_beyond += ok && !promised ? 1 : 0;
-                        if (promised)
-                            REQUIRE(ok);
-                    } else if (roll < 40) {
-                        const index_t count = rng.uniform(1, 3);
-                        const bool promised = count <= e.tri.state_slots_available();
-                        const bool ok = e.alloc_slots(count);
-                        slot_failed += ok ? 0 : 1;
-                        slot_beyond += ok && !promised ? 1 : 0;
-                        if (promised)
-                            REQUIRE(ok);
-                    } else if (roll < 52) {
-                        if (!e.requests.empty())
-                            e.free_request(static_cast<std::size_t>(
-                                rng.uniform(0, static_cast<index_t>(e.requests.size()) - 1)));
-                    } else if (roll < 60) {
-                        // Requests finishing in one step: their KV and slots compact together.
-                        e.tri.free_group_begin();
-                        for (int k = 0; k < 2 && !e.requests.empty(); ++k)
-                            e.free_request(static_cast<std::size_t>(
-                                rng.uniform(0, static_cast<index_t>(e.requests.size()) - 1)));
-                        if (!e.slots.empty())
-                            e.free_slot(0);
-                        e.tri.free_group_end(Space());
-                    } else if (roll < 72) {
-                        if (!e.requests.empty())
-                            e.leave_window(static_cast<std::size_t>(
-                                rng.uniform(0, static_cast<index_t>(e.requests.size()) - 1)));
-                    } else if (roll < 82) {
-                        if (!e.slots.empty())
-                            e.free_slot(static_cast<std::size_t>(
-                                rng.uniform(0, static_cast<index_t>(e.slots.size()) - 1)));
-                    } else if (roll < 86) {
-                        // Speculative decoding: allocations undone or kept.
-                        ++windows;
-                        const auto requests = e.requests.size();
-                        const auto slots = e.slots.size();
-                        const MambaSWASnapshot snapshot = e.tri.backup_state();
-                        e.alloc(page_size);
-                        e.alloc_slots(1);
-                        e.check();
-                        if (rng.chance(0.5)) {
-                            e.tri.restore_state(Space(), snapshot);
-                            e.requests.resize(requests);
-                            e.slots.resize(slots);
-                        } else {
-                            e.tri.commit_state(snapshot);
-                        }
-                    } else if (mode == CompactionMode::eager) {
-                        continue;
-                    } else if (roll < 90) {
-                        e.tri.flush_opportunistic(Space());
-                    } else if (roll < 95) {
-                        forwards.push_back(std::make_shared<SelfCompletingToken>());
-                        e.tri.set_latest_forward_done(forwards.back());
-                        if (!e.requests.empty())
-                            e.tri.set_inflight_forward(forwards.back(), e.requests.back().tokens);
-                    } else if (!forwards.empty()) {
-                        const auto i = static_cast<std::size_t>(
-                            rng.uniform(0, static_cast<index_t>(forwards.size()) - 1));
-                        forwards[i]->complete();
-                        forwards.erase(forwards.begin() + static_cast<std::ptrdiff_t>(i));
-                        e.tri.drain_pending_reuse();
-                    }
-                    e.check();
-                }
-                shifts += e.tri.swa().counters().shifts;
-            }
-            fmt::print("tri-pool randomised, {} page size {}: {} seeds x {} operations, {} band "
-                       "shifts, {} backup windows; KV allocations without room {}, beyond "
-                       "available_size() {}; state-slot allocations without room {}, beyond "
-                       "state_slots_available() {}\n",
-                       to_string(mode), page_size, config.seed_list().size(), config.ops, shifts,
-                       windows, kv_failed, kv_beyond, slot_failed, slot_beyond);
-            CHECK(shifts > 0);
-            CHECK(kv_failed > 0);
         }
 }
