@@ -512,6 +512,84 @@ protected:
         stats_.beyond_schedulable += real_ok && beyond;
     }
 
+    // ---- what the runs of a full side and a sliding-window side share (the SWA
+    // pair, the tri-pool): requests hold `tokens` (positions in order, the
+    // first starting a page) and `swa_from` (tokens [0, swa_from) left the window).
+
+    // The oldest whole pages of a few requests leave the window (never the
+    // page a decode appends to); now and then the pages that left before are
+    // named again, and must be skipped. replay_free_swa(tokens) replays the call.
+    template <class Request, class ReplayFreeSwa>
+    void evict_from_window(std::vector<Request>& requests, index_t ps,
+                           ReplayFreeSwa&& replay_free_swa) {
+        std::vector<index_t> tokens;
+        std::vector<std::pair<std::size_t, index_t>> moves; // request, its new swa_from
+        std::vector<std::string> ranges;
+        for (std::size_t i : pick_distinct(requests.size(), rng_.uniform(1, 3))) {
+            const Request& req = requests[i];
+            const index_t pages = (static_cast<index_t>(req.tokens.size()) + ps - 1) / ps;
+            const index_t gone = req.swa_from / ps;
+            const index_t to =
+                gone + 1 < pages ? rng_.uniform(gone + 1, pages - 1) * ps : req.swa_from;
+            const index_t from = rng_.chance(0.3) ? 0 : req.swa_from;
+            tokens.insert(tokens.end(), req.tokens.begin() + from, req.tokens.begin() + to);
+            ranges.push_back(fmt::format("positions [{}, {}) of {}", from, to, req.tokens.size()));
+            moves.emplace_back(i, to);
+        }
+        begin_op(fmt::format("free_swa of {} tokens: {}", tokens.size(), fmt::join(ranges, ", ")));
+        replay_free_swa(tokens);
+        for (const auto& [i, to] : moves)
+            requests[i].swa_from = to;
+        ++stats_.frees;
+    }
+
+    // The tombstones (live on the full side, released on the window side) in
+    // the library's tables, in the model and as the requests' windows say.
+    template <class Request>
+    void expect_tombstones(const detail::AllocatorCore& full, const detail::AllocatorCore& swa,
+                           const std::set<index_t>& model, const std::vector<Request>& requests,
+                           index_t ps) const {
+        std::set<index_t> real, booked;
+        for (index_t v = 1; v < full.virtual_table_pages(); ++v)
+            if (full.physical_page_of(v) != unbound && swa.physical_page_of(v) == unbound)
+                real.insert(v);
+        for (const auto& req : requests)
+            for (index_t i = 0; i < req.swa_from; ++i)
+                booked.insert(req.tokens[static_cast<std::size_t>(i)] / ps);
+        expect_eq(real, model, "tombstones (live on full, released on swa)");
+        expect_eq(booked, model, "tombstones the requests' windows account for");
+    }
+
+    // The KV data check of both KV sides (each request's tokens on the full
+    // side, those still in the window on the other); tombstoned tokens read
+    // the sink through the window layers' path (translate_swa).
+    template <class Request, class Composite>
+    void expect_window_data(const Composite& c, const ReferenceSide& full_model,
+                            const ReferenceSide& swa_model, int full_tag, int swa_tag,
+                            const std::vector<Request>& requests) {
+        std::vector<index_t> full_live, swa_live, tombstoned;
+        for (const auto& req : requests) {
+            const auto from = req.tokens.begin() + static_cast<std::ptrdiff_t>(req.swa_from);
+            full_live.insert(full_live.end(), req.tokens.begin(), req.tokens.end());
+            swa_live.insert(swa_live.end(), from, req.tokens.end());
+            tombstoned.insert(tombstoned.end(), req.tokens.begin(), from);
+        }
+        expect_live_data("full", c.full(), full_model, full_tag, full_live);
+        expect_live_data("swa", c.swa(), swa_model, swa_tag, swa_live);
+        if (tombstoned.empty())
+            return;
+        // Uninitialised: every element is written (a fill would be a parallel
+        // launch of the host space on every check).
+        using Int32View = Kokkos::View<std::int32_t*, Space::memory_space>;
+        const auto physical = kk::uninitialized<Int32View>("test::swa_physical", tombstoned.size());
+        c.translate_swa(Space(), to_device(tombstoned), physical);
+        auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), physical);
+        for (std::size_t i = 0; i < tombstoned.size(); ++i)
+            if (host(i) != 0)
+                fail(fmt::format("swa: tombstoned token {} translates to {}, not the sink 0",
+                                 tombstoned[i], host(i)));
+    }
+
     std::string tag_;
     std::uint64_t seed_;
     std::string config_;

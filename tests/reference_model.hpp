@@ -993,11 +993,72 @@ inline bool bind_follower(ReferenceSide& owner, ReferenceSide& follower) {
     return bound;
 }
 
+// The KV calls the SWA pair and the tri-pool share: the full side allocates
+// and the sliding-window side binds the same virtual pages, both or neither
+// (Derived::both_or_neither makes the room); free releases both sides (window
+// pages released before are skipped), free_swa the window's only.
+template <class Derived> class ReferenceKvCalls {
+public:
+    std::optional<std::vector<index_t>> alloc(index_t need_tokens) {
+        return self().both_or_neither(need_tokens / page_size(),
+                                      [&] { return full().alloc(need_tokens); });
+    }
+    std::optional<std::vector<index_t>> alloc_extend(const std::vector<index_t>& prefix,
+                                                     const std::vector<index_t>& seq,
+                                                     const std::vector<index_t>& last_loc) {
+        index_t pages = 0;
+        for (std::size_t r = 0; r < seq.size(); ++r)
+            pages += pages_covering(seq[r]) - pages_covering(prefix[r]);
+        return self().both_or_neither(pages,
+                                      [&] { return full().alloc_extend(prefix, seq, last_loc); });
+    }
+    std::optional<std::vector<index_t>> alloc_decode(const std::vector<index_t>& seq,
+                                                     const std::vector<index_t>& last_loc) {
+        index_t pages = 0;
+        for (index_t s : seq)
+            pages += pages_covering(s) - pages_covering(s - 1);
+        return self().both_or_neither(pages, [&] { return full().alloc_decode(seq, last_loc); });
+    }
+
+    void free(const std::vector<index_t>& tokens) {
+        swa().free_if_bound(tokens);
+        full().free(tokens);
+    }
+    void free_swa(const std::vector<index_t>& tokens) {
+        for (index_t t : tokens)
+            if (t < 0 || full().live().count(t / page_size()) == 0)
+                throw std::logic_error("model free_swa: token " + std::to_string(t) +
+                                       " is not allocated");
+        swa().free_if_bound(tokens);
+    }
+
+    // Virtual pages live on the full side whose sliding-window pages were released.
+    std::set<index_t> tombstones() const {
+        std::set<index_t> out;
+        for (const auto& [v, p] : self().full().live())
+            if (self().swa().live().count(v) == 0)
+                out.insert(v);
+        return out;
+    }
+
+protected:
+    index_t pages_covering(index_t tokens) const {
+        return (tokens + page_size() - 1) / page_size();
+    }
+
+private:
+    Derived& self() { return static_cast<Derived&>(*this); }
+    const Derived& self() const { return static_cast<const Derived&>(*this); }
+    ReferenceSide& full() { return self().full(); }
+    ReferenceSide& swa() { return self().swa(); }
+    index_t page_size() const { return self().page_size(); }
+};
+
 // UnifiedSWATokenToKVPoolAllocator: the full side mints the virtual ids, the
 // SWA side (a non-owner) binds the same virtual pages; every allocation binds
 // both sides or neither. free releases both sides (SWA pages released before
 // skipped), free_swa the SWA side only.
-class ReferenceSwaPair {
+class ReferenceSwaPair : public ReferenceKvCalls<ReferenceSwaPair> {
 public:
     ReferenceSwaPair(const SideGeometry& full, const SideGeometry& swa, index_t total_bytes,
                      const AllocatorOptions& full_options, const AllocatorOptions& swa_options)
@@ -1058,38 +1119,9 @@ public:
         return std::min(conserve_swa_available_size(), swa_.schedulable_available_size());
     }
 
-    std::optional<std::vector<index_t>> alloc(index_t need_tokens) {
-        return both_or_neither(need_tokens / page_size(), [&] { return full_.alloc(need_tokens); });
-    }
-    std::optional<std::vector<index_t>> alloc_extend(const std::vector<index_t>& prefix,
-                                                     const std::vector<index_t>& seq,
-                                                     const std::vector<index_t>& last_loc) {
-        index_t pages = 0;
-        for (std::size_t r = 0; r < seq.size(); ++r)
-            pages += pages_covering(seq[r]) - pages_covering(prefix[r]);
-        return both_or_neither(pages, [&] { return full_.alloc_extend(prefix, seq, last_loc); });
-    }
-    std::optional<std::vector<index_t>> alloc_decode(const std::vector<index_t>& seq,
-                                                     const std::vector<index_t>& last_loc) {
-        index_t pages = 0;
-        for (index_t s : seq)
-            pages += pages_covering(s) - pages_covering(s - 1);
-        return both_or_neither(pages, [&] { return full_.alloc_decode(seq, last_loc); });
-    }
     // True when the last allocation flushed a side (pages may have moved).
     bool last_alloc_flushed() const { return last_alloc_flushed_; }
 
-    void free(const std::vector<index_t>& tokens) {
-        swa_.free_if_bound(tokens);
-        full_.free(tokens);
-    }
-    void free_swa(const std::vector<index_t>& tokens) {
-        for (index_t t : tokens)
-            if (t < 0 || full_.live().count(t / page_size()) == 0)
-                throw std::logic_error("model free_swa: token " + std::to_string(t) +
-                                       " is not allocated");
-        swa_.free_if_bound(tokens);
-    }
     void free_group_begin() {
         full_.free_group_begin();
         swa_.free_group_begin();
@@ -1102,19 +1134,8 @@ public:
         return full_.flush_opportunistic() + swa_.flush_opportunistic();
     }
 
-    // Virtual pages live on the full side whose SWA pages were released.
-    std::set<index_t> tombstones() const {
-        std::set<index_t> out;
-        for (const auto& [v, p] : full_.live())
-            if (swa_.live().count(v) == 0)
-                out.insert(v);
-        return out;
-    }
-
 private:
-    index_t pages_covering(index_t tokens) const {
-        return (tokens + page_size() - 1) / page_size();
-    }
+    friend class ReferenceKvCalls<ReferenceSwaPair>;
 
     // The joint check; a shortfall flushes both sides urgently once
     // (_flush_both_for_alloc), then the full side allocates and the SWA side
@@ -1196,7 +1217,7 @@ private:
 // the reference does not have: [state slots up | sliding-window KV floating |
 // full KV down]. The full side mints the KV ids and the sliding-window side
 // binds them (both or neither, as in the SWA pair); state slots own theirs.
-class ReferenceTriPool {
+class ReferenceTriPool : public ReferenceKvCalls<ReferenceTriPool> {
 public:
     ReferenceTriPool(const SideGeometry& state, const SideGeometry& swa, const SideGeometry& full,
                      index_t total_bytes, const AllocatorOptions& full_options,
@@ -1250,24 +1271,6 @@ public:
     // True when the last allocation flushed or shifted a band (pages may have moved).
     bool last_alloc_relocated() const { return last_relocated_; }
 
-    std::optional<std::vector<index_t>> alloc(index_t need_tokens) {
-        return both_or_neither(need_tokens / page_size(), [&] { return full_.alloc(need_tokens); });
-    }
-    std::optional<std::vector<index_t>> alloc_extend(const std::vector<index_t>& prefix,
-                                                     const std::vector<index_t>& seq,
-                                                     const std::vector<index_t>& last_loc) {
-        index_t pages = 0;
-        for (std::size_t r = 0; r < seq.size(); ++r)
-            pages += pages_covering(seq[r]) - pages_covering(prefix[r]);
-        return both_or_neither(pages, [&] { return full_.alloc_extend(prefix, seq, last_loc); });
-    }
-    std::optional<std::vector<index_t>> alloc_decode(const std::vector<index_t>& seq,
-                                                     const std::vector<index_t>& last_loc) {
-        index_t pages = 0;
-        for (index_t s : seq)
-            pages += pages_covering(s) - pages_covering(s - 1);
-        return both_or_neither(pages, [&] { return full_.alloc_decode(seq, last_loc); });
-    }
     // State slots: the state side's own room (a shift of the band included);
     // short, a lazy full side packs (the band can then shift further) and the
     // slots are tried once more.
@@ -1282,17 +1285,6 @@ public:
     }
     void free_state_slots(const std::vector<index_t>& slots) { state_.free(slots); }
 
-    void free(const std::vector<index_t>& tokens) {
-        swa_.free_if_bound(tokens);
-        full_.free(tokens);
-    }
-    void free_swa(const std::vector<index_t>& tokens) {
-        for (index_t t : tokens)
-            if (t < 0 || full_.live().count(t / page_size()) == 0)
-                throw std::logic_error("model free_swa: token " + std::to_string(t) +
-                                       " is not allocated");
-        swa_.free_if_bound(tokens);
-    }
     void free_group_begin() {
         for (ReferenceSide* side : sides())
             side->free_group_begin();
@@ -1322,20 +1314,9 @@ public:
     }
     bool window_open() const { return full_.window_open(); }
 
-    // Virtual pages live on the full side whose sliding-window pages were released.
-    std::set<index_t> tombstones() const {
-        std::set<index_t> out;
-        for (const auto& [v, p] : full_.live())
-            if (swa_.live().count(v) == 0)
-                out.insert(v);
-        return out;
-    }
-
 private:
+    friend class ReferenceKvCalls<ReferenceTriPool>;
     std::vector<ReferenceSide*> sides() { return {&full_, &swa_, &state_}; }
-    index_t pages_covering(index_t tokens) const {
-        return (tokens + page_size() - 1) / page_size();
-    }
 
     // Short of available_pages(), every lazy side packs first (each opens gap
     // for a neighbour); then the full side allocates (shifting the band down

@@ -12,7 +12,6 @@
 namespace kvpool::test::tri_run {
 
 using TriPool = UnifiedMambaSWAAllocator<Space>;
-using Int32View = Kokkos::View<std::int32_t*, Space::memory_space>;
 
 constexpr int full_tag = 0;
 constexpr int swa_tag = 1;
@@ -161,17 +160,8 @@ private:
         probe_side("full");
         probe_side("swa");
         probe_side("state");
-        std::set<index_t> real, booked;
-        const auto& full = tri_->full().core();
-        for (index_t v = 1; v < full.virtual_table_pages(); ++v)
-            if (full.physical_page_of(v) != unbound && swa.physical_page_of(v) == unbound)
-                real.insert(v);
-        for (const auto& req : requests_)
-            for (index_t i = 0; i < req.swa_from; ++i)
-                booked.insert(req.tokens[static_cast<std::size_t>(i)] / tri_->page_size());
-        const auto tombstones = m.tombstones();
-        expect_eq(real, tombstones, "tombstones (live on full, released on swa)");
-        expect_eq(booked, tombstones, "tombstones the requests' windows account for");
+        expect_tombstones(tri_->full().core(), tri_->swa().core(), m.tombstones(), requests_,
+                          tri_->page_size());
     }
 
     // available_size() is what one KV allocation takes now with no flush (a
@@ -224,26 +214,11 @@ private:
         if (!data_check_due_)
             return;
         data_check_due_ = false;
-        std::vector<index_t> full_live, swa_live, tombstoned, slots;
-        for (const auto& req : requests_) {
-            const auto from = req.tokens.begin() + static_cast<std::ptrdiff_t>(req.swa_from);
-            full_live.insert(full_live.end(), req.tokens.begin(), req.tokens.end());
-            swa_live.insert(swa_live.end(), from, req.tokens.end());
-            tombstoned.insert(tombstoned.end(), req.tokens.begin(), from);
+        expect_window_data(*tri_, model_->full(), model_->swa(), full_tag, swa_tag, requests_);
+        std::vector<index_t> slots;
+        for (const auto& req : requests_)
             slots.push_back(req.slot);
-        }
-        expect_live_data("full", tri_->full(), model_->full(), full_tag, full_live);
-        expect_live_data("swa", tri_->swa(), model_->swa(), swa_tag, swa_live);
         expect_live_data("state", tri_->state(), model_->state(), state_tag, slots);
-        if (tombstoned.empty())
-            return;
-        const auto physical = kk::uninitialized<Int32View>("test::swa_physical", tombstoned.size());
-        tri_->translate_swa(Space(), to_device(tombstoned), physical);
-        auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), physical);
-        for (std::size_t i = 0; i < tombstoned.size(); ++i)
-            if (host(i) != 0)
-                fail(fmt::format("swa: tombstoned token {} translates to {}, not the sink 0",
-                                 tombstoned[i], host(i)));
     }
 
     void one_step() override {
@@ -496,26 +471,10 @@ private:
     // page a decode appends to); now and then the pages that left before are
     // named again, and skipped.
     void op_free_swa() {
-        const index_t ps = tri_->page_size();
-        std::vector<index_t> tokens;
-        std::vector<std::pair<std::size_t, index_t>> moves;
-        std::vector<std::string> ranges;
-        for (std::size_t i : pick_distinct(requests_.size(), rng_.uniform(1, 3))) {
-            const Request& req = requests_[i];
-            const index_t pages = (static_cast<index_t>(req.tokens.size()) + ps - 1) / ps;
-            const index_t gone = req.swa_from / ps;
-            const index_t to =
-                gone + 1 < pages ? rng_.uniform(gone + 1, pages - 1) * ps : req.swa_from;
-            const index_t from = rng_.chance(0.3) ? 0 : req.swa_from;
-            tokens.insert(tokens.end(), req.tokens.begin() + from, req.tokens.begin() + to);
-            ranges.push_back(fmt::format("positions [{}, {}) of {}", from, to, req.tokens.size()));
-            moves.emplace_back(i, to);
-        }
-        begin_op(fmt::format("free_swa of {} tokens: {}", tokens.size(), fmt::join(ranges, ", ")));
-        replay_void([&] { model_->free_swa(tokens); }, [&] { tri_->free_swa(Space(), tokens); });
-        for (const auto& [i, to] : moves)
-            requests_[i].swa_from = to;
-        ++stats_.frees;
+        evict_from_window(requests_, tri_->page_size(), [&](const std::vector<index_t>& tokens) {
+            replay_void([&] { model_->free_swa(tokens); },
+                        [&] { tri_->free_swa(Space(), tokens); });
+        });
         data_check_due_ = data_check_due_ || eager_;
     }
 
