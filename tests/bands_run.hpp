@@ -173,7 +173,7 @@ private:
         case 3:
             return op_alloc(s, true);
         case 4:
-            return op_forward(s);
+            return op_forward();
         case 5:
             return op_complete();
         default:
@@ -240,7 +240,7 @@ private:
     }
 
     // A forward writes the last allocation's tokens still live (on its side).
-    void op_forward(std::size_t) {
+    void op_forward() {
         std::vector<std::vector<index_t>> written(real_sides_.size());
         if (last_side_ < real_sides_.size())
             written[last_side_] = still_live(last_allocated_, *model_sides_[last_side_]);

@@ -1312,7 +1312,6 @@ public:
         for (ReferenceSide* side : sides())
             side->commit();
     }
-    bool window_open() const { return full_.window_open(); }
 
 private:
     friend class ReferenceKvCalls<ReferenceTriPool>;
