@@ -18,6 +18,15 @@ index_t ceil_div(index_t a, index_t b) {
     return (a + b - 1) / b;
 }
 
+// Whether ids[k] == ids[0] + k for every k: an OR of differences, which
+// compilers vectorise, where a loop that stops at the first miss is scalar.
+bool consecutive(const index_t* ids, std::size_t n) {
+    index_t differs = 0;
+    for (std::size_t k = 0; k < n; ++k)
+        differs |= ids[k] ^ (ids[0] + static_cast<index_t>(k));
+    return differs == 0;
+}
+
 // At most this many ids are named in an error message.
 constexpr std::size_t max_ids_in_message = 8;
 
@@ -267,10 +276,15 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
 
 void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     std::vector<index_t>& out = binding.physical_pages;
+    out.reserve(static_cast<std::size_t>(num_pages));
     const index_t from_holes = std::min<index_t>(num_pages, usable_hole_pages());
     // Holes under a transfer stay where they are in the list; the positions of
     // the holes taken from between them put those back in place on an undo.
     const std::vector<index_t> gated = gated_pages();
+    if (gated.empty()) {
+        out.insert(out.end(), holes_.begin(), holes_.begin() + from_holes);
+        holes_.erase_front(static_cast<std::size_t>(from_holes));
+    }
     bool passed_gated = false;
     for (std::size_t i = 0; static_cast<index_t>(out.size()) < from_holes;) {
         if (std::binary_search(gated.begin(), gated.end(), holes_[i])) {
@@ -298,12 +312,15 @@ void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     // Ascending, as the reference binds a pure extension on either side and
     // an up side's always; a down side's extension after drained holes it
     // binds from the old frontier outward (descending).
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(last - first));
+    index_t* const dst = out.data() + at;
     if (!band.up() && from_holes > 0)
-        for (index_t p = last - 1; p >= first; --p)
-            out.push_back(p);
+        for (index_t k = 0; k < last - first; ++k)
+            dst[k] = last - 1 - k;
     else
-        for (index_t p = first; p < last; ++p)
-            out.push_back(p);
+        for (index_t k = 0; k < last - first; ++k)
+            dst[k] = first + k;
 }
 
 void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
@@ -315,14 +332,14 @@ void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
     const index_t above =
         above_first ? std::min(pages, room_above) : pages - std::min(pages, room_below);
     const index_t below = pages - above;
-    const auto push_above = [&] {
-        for (index_t p = watermark_; p < watermark_ + above; ++p)
-            out.push_back(p);
+    const auto push_run = [&out](index_t first, index_t count) {
+        const std::size_t at = out.size();
+        out.resize(at + static_cast<std::size_t>(count));
+        for (index_t k = 0; k < count; ++k)
+            out[at + static_cast<std::size_t>(k)] = first + k;
     };
-    const auto push_below = [&] {
-        for (index_t p = anchor_ - below; p < anchor_; ++p)
-            out.push_back(p);
-    };
+    const auto push_above = [&] { push_run(watermark_, above); };
+    const auto push_below = [&] { push_run(anchor_ - below, below); };
     if (above_first) {
         push_above();
         push_below();
@@ -336,10 +353,24 @@ void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
 
 void AllocatorCore::bind(const std::vector<index_t>& virtual_pages,
                          const std::vector<index_t>& physical_pages) {
-    for (std::size_t i = 0; i < virtual_pages.size(); ++i) {
-        v2p_.set(virtual_pages[i], physical_pages[i]);
-        p2v_.set(physical_pages[i], virtual_pages[i]);
-        page_state_.set(physical_pages[i], PageState::live);
+    const std::size_t n = virtual_pages.size();
+    const index_t* const v = virtual_pages.data();
+    const index_t* const p = physical_pages.data();
+    const auto live = [](std::size_t) { return PageState::live; };
+    if (n > 0 && consecutive(v, n) && consecutive(p, n)) {
+        // One run (a fresh or dense band's): contiguous fills.
+        const index_t v0 = v[0], p0 = p[0];
+        const auto virtual_at = [v0](std::size_t k) { return static_cast<std::size_t>(v0) + k; };
+        const auto physical_at = [p0](std::size_t k) { return static_cast<std::size_t>(p0) + k; };
+        v2p_.set_each(n, virtual_at, [p0](std::size_t k) { return p0 + static_cast<index_t>(k); });
+        p2v_.set_each(n, physical_at, [v0](std::size_t k) { return v0 + static_cast<index_t>(k); });
+        page_state_.set_each(n, physical_at, live);
+    } else {
+        const auto virtual_at = [v](std::size_t k) { return static_cast<std::size_t>(v[k]); };
+        const auto physical_at = [p](std::size_t k) { return static_cast<std::size_t>(p[k]); };
+        v2p_.set_each(n, virtual_at, [p](std::size_t k) { return p[k]; });
+        p2v_.set_each(n, physical_at, [v](std::size_t k) { return v[k]; });
+        page_state_.set_each(n, physical_at, live);
     }
     live_pages_ += static_cast<index_t>(virtual_pages.size());
     counters_.allocs += virtual_pages.empty() ? 0 : 1;
@@ -394,16 +425,25 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{}: negative page count {}", geometry_.spec.name, count));
     std::vector<index_t> bad;
-    // Repeats are found by marking each page in v2p as it is checked; the marks
-    // are undone before anything else reads the table.
-    constexpr index_t seen = unbound - 1;
-    index_t checked = 0;
-    {
+    const auto outside_or_bound = [&](index_t v) {
+        return v < min_virtual_page_ || v >= virtual_table_pages_ || v2p_[v] != unbound;
+    };
+    // Ascending ids (a run the peer just minted, the common case) cannot
+    // repeat; others are checked for repeats by marking each page in v2p as it
+    // is checked, marks undone before anything else reads the table.
+    if (std::adjacent_find(virtual_pages, virtual_pages + count,
+                           [](index_t a, index_t b) { return a >= b; }) == virtual_pages + count) {
+        for (index_t k = 0; k < count; ++k)
+            if (outside_or_bound(virtual_pages[k]))
+                bad.push_back(virtual_pages[k]);
+    } else {
+        constexpr index_t seen = unbound - 1;
+        index_t checked = 0;
         // The marks undo themselves: a transaction need not journal them.
         const Unjournaled quiet(*this, transaction_open_);
         for (; checked < count; ++checked) {
             const index_t v = virtual_pages[checked];
-            if (v < min_virtual_page_ || v >= virtual_table_pages_ || v2p_[v] != unbound)
+            if (outside_or_bound(v))
                 bad.push_back(v);
             else
                 v2p_.set(v, seen);

@@ -479,6 +479,8 @@ TEST_CASE("device faults: the seam counts each kind and fails the armed operatio
     device_faults::reset();
     expect(c.sides.full.alloc(Space(), 2));
     CHECK(device_faults::count(DeviceOp::launch) >= 1);
+    // Pages in a run reach the kernel by value; an extend's lengths are staged.
+    extend_on(c.sides.full, c.sides.full_live, c.ps);
     CHECK(device_faults::count(DeviceOp::upload) >= 1);
     device_faults::fail_nth(DeviceOp::launch, 1);
     CHECK_THROWS_AS(c.sides.full.alloc(Space(), 2), Error);

@@ -10,6 +10,7 @@
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kernels/dispatch.hpp>
+#include <kvpool/kernels/page_runs.hpp>
 #include <kvpool/kernels/stream_wait.hpp>
 #include <kvpool/kokkos_compat.hpp>
 #include <kvpool/side_occupancy.hpp>
@@ -523,7 +524,8 @@ private:
     void emit_allocated_tokens(const ExecutionSpace& space, const index_view& out) {
         submit_peer(space);
         const StagedBinding staged = stage_binding();
-        staging_.upload(space);
+        if (staged.runs.count == 0)
+            staging_.upload(space);
         const auto n = binding_.virtual_pages.size();
         kernels::bind_pages_emit_tokens(space, kernels::AllocTokens{new_pages(staged, n), out});
     }
@@ -609,29 +611,42 @@ private:
     }
 
     // Where the allocation being applied is staged: its virtual and physical
-    // pages, and the follower's physical pages when there is a follower.
+    // pages, and the follower's physical pages when there is a follower; or,
+    // when they form a few runs, the runs alone (handed to the kernel by value).
     struct StagedBinding {
         std::size_t virtual_pages, physical_pages, follower_pages;
+        kernels::PageRuns runs;
     };
     StagedBinding stage_binding() {
+        const auto& pages = binding_.virtual_pages;
+        const index_t* const follower_pages =
+            follower_ ? follower_->binding_.physical_pages.data() : nullptr;
+        const kernels::PageRuns runs =
+            kernels::find_page_runs(pages.data(), binding_.physical_pages.data(), follower_pages,
+                                    static_cast<index_t>(pages.size()));
+        if (runs.count > 0)
+            return {0, 0, 0, runs};
         const std::size_t v = staging_.add(binding_.virtual_pages);
         const std::size_t p = staging_.add(binding_.physical_pages);
-        return {v, p, follower_ ? staging_.add(follower_->binding_.physical_pages) : 0};
+        return {v, p, follower_ ? staging_.add(follower_->binding_.physical_pages) : 0, runs};
     }
     using staged_view =
         decltype(std::declval<const detail::Staging<ExecutionSpace>&>().slice(0, 0));
     // The n pages of a staged binding, for the kernels (after the upload).
     kernels::NewPages<index_view, staged_view> new_pages(const StagedBinding& staged,
                                                          std::size_t n) const {
-        kernels::NewPages<index_view, staged_view> pages{v2p_,
-                                                         p2v_,
-                                                         staging_.slice(staged.virtual_pages, n),
-                                                         staging_.slice(staged.physical_pages, n),
-                                                         page_size(),
-                                                         {}};
+        const std::size_t listed = staged.runs.count > 0 ? 0 : n;
+        kernels::NewPages<index_view, staged_view> pages{
+            v2p_,
+            p2v_,
+            staging_.slice(staged.virtual_pages, listed),
+            staging_.slice(staged.physical_pages, listed),
+            page_size(),
+            {},
+            staged.runs};
         if (follower_)
             pages.follower = {follower_->v2p_, follower_->p2v_,
-                              staging_.slice(staged.follower_pages, n)};
+                              staging_.slice(staged.follower_pages, listed)};
         return pages;
     }
 

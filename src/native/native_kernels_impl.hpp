@@ -122,18 +122,30 @@ inline int power_of_two_shift(index_t n) {
     return shift;
 }
 
+// The virtual page of new page k.
+__device__ __forceinline__ index_t virtual_page_of(const native::NewPages& pages, index_t k) {
+    return pages.runs.count > 0 ? pages.runs.at(k).virtual_page : pages.virtual_pages[k];
+}
+
 // Binds new page k: virtual_pages[k] <-> physical_pages[k], and the follower's.
 __device__ __forceinline__ index_t bind_page(const native::NewPages& pages, index_t k) {
-    const index_t v = pages.virtual_pages[k];
-    const index_t p = pages.physical_pages[k];
-    pages.v2p[v] = p;
-    pages.p2v[p] = v;
+    PageRuns::Page page{};
+    if (pages.runs.count > 0) {
+        page = pages.runs.at(k);
+    } else {
+        page.virtual_page = pages.virtual_pages[k];
+        page.physical_page = pages.physical_pages[k];
+        if (pages.follower.v2p != nullptr)
+            page.follower_page = pages.follower.physical_pages[k];
+    }
+    pages.v2p[page.virtual_page] = page.physical_page;
+    pages.p2v[page.physical_page] = page.virtual_page;
     const native::Follower& follower = pages.follower;
     if (follower.v2p != nullptr) {
-        follower.v2p[v] = follower.physical_pages[k];
-        follower.p2v[follower.physical_pages[k]] = v;
+        follower.v2p[page.virtual_page] = page.follower_page;
+        follower.p2v[page.follower_page] = page.virtual_page;
     }
-    return v;
+    return page.virtual_page;
 }
 
 __global__ void bind_pages_emit_tokens_kernel(native::AllocTokens op) {
@@ -142,7 +154,7 @@ __global__ void bind_pages_emit_tokens_kernel(native::AllocTokens op) {
     if (t >= op.pages.pages * page_size)
         return;
     const index_t page = t / page_size;
-    op.out[t] = op.pages.virtual_pages[page] * page_size + t % page_size;
+    op.out[t] = virtual_page_of(op.pages, page) * page_size + t % page_size;
     if (t % page_size == 0)
         bind_page(op.pages, page);
 }
@@ -165,8 +177,8 @@ __global__ void alloc_extend_bind_kernel(native::AllocExtend op) {
             request_out[j] = op.last_loc[r] + 1 + j;
         } else {
             const index_t n = j - tail;
-            request_out[j] =
-                op.pages.virtual_pages[first_new_page + n / page_size] * page_size + n % page_size;
+            request_out[j] = virtual_page_of(op.pages, first_new_page + n / page_size) * page_size +
+                             n % page_size;
         }
     }
 }

@@ -94,6 +94,19 @@ public:
         this->log({i, items_[i]});
         items_[i] = value;
     }
+    // n entries at once, entry index_of(k) set to value_of(k): a prefill binds
+    // thousands, and closed the loop has no branch to take per entry.
+    template <class IndexOf, class ValueOf>
+    void set_each(std::size_t n, const IndexOf& index_of, const ValueOf& value_of) {
+        if (this->open_) {
+            for (std::size_t k = 0; k < n; ++k)
+                set(index_of(k), value_of(k));
+            return;
+        }
+        T* const items = items_.data();
+        for (std::size_t k = 0; k < n; ++k)
+            items[index_of(k)] = value_of(k);
+    }
     void assign(std::size_t n, T value) {
         if (this->save(items_))
             items_ = std::vector<T>(n, value);

@@ -1,12 +1,14 @@
 // Host-to-device hand-over of the small id arrays one allocator call produces,
 // without a copy: they are written straight into page-locked host memory that
-// the kernels read directly (ordinary memory on the host backends). A ring of
-// such slabs lets the host fill the next call's arrays while the GPU still
-// reads the last ones; a slab is reused only after the work that read it has
-// completed, which a stream event tells without a device-wide fence. When the
-// GPU is so far behind that the next slab is still in use, the ring grows
-// instead of waiting (up to max_slabs), so a call never blocks on queued
-// device work.
+// the kernels read directly (ordinary memory on the host backends). Calls on
+// one stream append their arrays to the same slab, so that the stream event
+// that tells when the GPU has read a slab is recorded once per slab rather
+// than once per call (an event record and query cost a decode step as much as
+// its launch). A ring of slabs lets the host fill the next ones while the GPU
+// still reads the last; a slab is reused only after the work that read it has
+// completed, which the event tells without a device-wide fence. When the GPU
+// is so far behind that the next slab is still in use, the ring grows instead
+// of waiting (up to max_slabs), so a call never blocks on queued device work.
 #pragma once
 
 #include <kvpool/kernels/device_ids.hpp>
@@ -32,15 +34,20 @@ public:
             start_filling();
         Slab& slab = *ring_[current_];
         if (slab.view.extent(0) < used_ + n) {
-            slab_view larger = kk::uninitialized<slab_view>("kvpool::staging", grow(used_ + n));
-            if (used_ > 0)
-                std::memcpy(larger.data(), slab.view.data(), used_ * sizeof(index_t));
+            // The call's arrays move to the start of a larger slab; the old one
+            // is kept, as work in flight may read the earlier calls' arrays.
+            const std::size_t call = used_ - call_start_;
+            slab_view larger = kk::uninitialized<slab_view>("kvpool::staging", grow(call + n));
+            if (call > 0)
+                std::memcpy(larger.data(), slab.view.data() + call_start_, call * sizeof(index_t));
             retire(std::move(slab.view));
             slab.view = larger;
+            call_start_ = 0;
+            used_ = call;
         }
         if (n > 0)
             std::memcpy(slab.view.data() + used_, data, n * sizeof(index_t));
-        const std::size_t offset = used_;
+        const std::size_t offset = used_ - call_start_;
         used_ += n;
         return offset;
     }
@@ -52,6 +59,10 @@ public:
         kvpool::detail::device_fault_point(DeviceOp::upload, "kvpool: staging upload");
         if (!filling_)
             start_filling();
+        // Earlier calls' arrays here are read on another stream, which the
+        // slab's one event cannot also cover: this call's go to the next slab.
+        if (in_use_ && !kernels::same_stream(space, last_space_))
+            move_call_to_next_slab();
         filling_ = false;
         in_use_ = true;
         last_space_ = space;
@@ -59,7 +70,8 @@ public:
 
     // The n entries at offset of the last upload.
     auto slice(std::size_t offset, std::size_t n) const {
-        return Kokkos::subview(ring_[current_]->view, std::make_pair(offset, offset + n));
+        const std::size_t first = call_start_ + offset;
+        return Kokkos::subview(ring_[current_]->view, std::make_pair(first, first + n));
     }
 
     // The same entries copied into device memory on space (asynchronously), for
@@ -69,16 +81,19 @@ public:
         if constexpr (std::is_same_v<memory_space, typename ExecutionSpace::memory_space>) {
             return slice(offset, n);
         } else {
+            const std::size_t first = call_start_ + offset;
             Slab& slab = *ring_[current_];
             slab.device.reserve(space, slab.view.extent(0));
             const auto device = slab.device.view();
-            kernels::async_upload(space, device.data() + offset, slab.view.data() + offset, n);
-            return Kokkos::subview(device, std::make_pair(offset, offset + n));
+            kernels::async_upload(space, device.data() + first, slab.view.data() + first, n);
+            return Kokkos::subview(device, std::make_pair(first, first + n));
         }
     }
 
 private:
     static constexpr std::size_t max_slabs = 256;
+    // Entries of a new slab: room for a few dozen decode steps' arrays.
+    static constexpr std::size_t min_slab_entries = std::size_t(1) << 15;
 
     struct Slab {
         slab_view view;
@@ -86,7 +101,7 @@ private:
         kernels::StreamEvent<ExecutionSpace> done;
     };
     static std::size_t grow(std::size_t need) {
-        std::size_t size = 1024;
+        std::size_t size = min_slab_entries;
         while (size < need)
             size *= 2;
         return size;
@@ -105,11 +120,21 @@ private:
             retired_slabs_.push_back(std::move(view));
     }
 
+    // A call's arrays follow the last call's in the slab, unless it is half
+    // full: then they start the next one.
+    void start_filling() {
+        if (in_use_ && 2 * used_ >= ring_[current_]->view.extent(0))
+            next_slab();
+        filling_ = true;
+        call_start_ = used_;
+    }
+
     // Moves to the next slab the GPU no longer reads: the kernels that read the
     // current one have all been enqueued by now, so its event marks their end.
-    void start_filling() {
+    void next_slab() {
         if (in_use_)
             ring_[current_]->done.record(last_space_);
+        in_use_ = false;
         const std::size_t next = (current_ + 1) % ring_.size();
         if (ring_[next]->done.is_complete()) {
             current_ = next;
@@ -122,16 +147,31 @@ private:
             current_ = next;
             ring_[current_]->done.wait();
         }
-        filling_ = true;
         used_ = 0;
+        call_start_ = 0;
+    }
+
+    void move_call_to_next_slab() {
+        const Slab& from = *ring_[current_];
+        const std::size_t first = call_start_, n = used_ - call_start_;
+        next_slab();
+        Slab& to = *ring_[current_];
+        if (to.view.extent(0) < n) {
+            retire(std::move(to.view));
+            to.view = kk::uninitialized<slab_view>("kvpool::staging", grow(n));
+        }
+        if (n > 0)
+            std::memcpy(to.view.data(), from.view.data() + first, n * sizeof(index_t));
+        used_ = n;
     }
 
     std::vector<std::unique_ptr<Slab>> ring_ = initial_ring();
     std::vector<slab_view> retired_slabs_;
     std::size_t current_ = 0;
+    std::size_t call_start_ = 0; // where this call's arrays start in the slab
     std::size_t used_ = 0;
     bool filling_ = false;
-    bool in_use_ = false;
+    bool in_use_ = false; // kernels enqueued may read the current slab
     ExecutionSpace last_space_;
 };
 

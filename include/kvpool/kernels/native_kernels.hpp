@@ -5,6 +5,7 @@
 // here, so that the native sources compile without it.
 #pragma once
 
+#include <kvpool/kernels/page_runs.hpp>
 #include <kvpool/types.hpp>
 
 #include <cstdint>
@@ -52,7 +53,8 @@ struct Follower {
     const index_t* physical_pages;
 };
 
-// virtual_pages[k] <-> physical_pages[k] on both tables (and the follower's).
+// virtual_pages[k] <-> physical_pages[k] on both tables (and the follower's);
+// with runs.count > 0, runs.at(k) instead, and the lists are not read.
 struct NewPages {
     index_t* v2p;
     index_t* p2v;
@@ -61,6 +63,7 @@ struct NewPages {
     index_t pages;
     index_t page_size;
     Follower follower;
+    PageRuns runs;
 };
 
 struct AllocTokens {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <kvpool/kernels/native_kernels.hpp>
+#include <kvpool/kernels/page_runs.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 #include <tuple>
@@ -87,16 +88,21 @@ template <class TableView, class PageView> struct Follower {
     PageView physical_pages;
 
     KOKKOS_INLINE_FUNCTION void bind(index_t k, index_t v) const {
+        if (v2p.data() != nullptr)
+            bind_to(v, physical_pages(k));
+    }
+    KOKKOS_INLINE_FUNCTION void bind_to(index_t v, index_t p) const {
         if (v2p.data() == nullptr)
             return;
-        v2p(v) = physical_pages(k);
-        p2v(physical_pages(k)) = v;
+        v2p(v) = p;
+        p2v(p) = v;
     }
     native::Follower raw() const { return {v2p.data(), p2v.data(), physical_pages.data()}; }
 };
 
 // Pages one allocation takes: virtual_pages(k) <-> physical_pages(k) on this
-// side's tables and on the follower's.
+// side's tables and on the follower's; with runs.count > 0, runs.at(k) instead
+// (the lists are then empty).
 template <class TableView, class PageView> struct NewPages {
     TableView v2p;
     TableView p2v;
@@ -104,8 +110,20 @@ template <class TableView, class PageView> struct NewPages {
     PageView physical_pages;
     index_t page_size = 1;
     Follower<TableView, PageView> follower;
+    PageRuns runs;
 
+    index_t size() const { return runs.count > 0 ? runs.pages : length(virtual_pages); }
+    KOKKOS_INLINE_FUNCTION index_t virtual_page(index_t k) const {
+        return runs.count > 0 ? runs.at(k).virtual_page : virtual_pages(k);
+    }
     KOKKOS_INLINE_FUNCTION index_t bind(index_t k) const {
+        if (runs.count > 0) {
+            const PageRuns::Page page = runs.at(k);
+            v2p(page.virtual_page) = page.physical_page;
+            p2v(page.physical_page) = page.virtual_page;
+            follower.bind_to(page.virtual_page, page.follower_page);
+            return page.virtual_page;
+        }
         const index_t v = virtual_pages(k);
         v2p(v) = physical_pages(k);
         p2v(physical_pages(k)) = v;
@@ -117,13 +135,8 @@ template <class TableView, class PageView> struct NewPages {
                         follower.physical_pages);
     }
     native::NewPages raw() const {
-        return {v2p.data(),
-                p2v.data(),
-                virtual_pages.data(),
-                physical_pages.data(),
-                length(virtual_pages),
-                page_size,
-                follower.raw()};
+        return {v2p.data(), p2v.data(), virtual_pages.data(), physical_pages.data(),
+                size(),     page_size,  follower.raw(),       runs};
     }
 };
 template <class TableView, class PageView>

@@ -43,4 +43,14 @@ private:
     bool recorded_ = false;
 };
 
+// Whether work enqueued on a and on b runs in one order: on a GPU backend,
+// whether they share a stream; on a host backend, always.
+template <class ExecutionSpace> bool same_stream(const ExecutionSpace& a, const ExecutionSpace& b) {
+    using backend = NativeBackend<ExecutionSpace>;
+    if constexpr (backend::available)
+        return backend::stream(a) == backend::stream(b);
+    else
+        return true;
+}
+
 } // namespace kvpool::kernels

@@ -13,13 +13,13 @@ namespace kvpool::kernels::portable {
 template <class ExecutionSpace, class Pages, class OutView>
 void bind_pages_emit_tokens(const ExecutionSpace& space, const AllocTokens<Pages, OutView>& op) {
     const index_t page_size = op.pages.page_size;
-    const index_t n = length(op.pages.virtual_pages) * page_size;
+    const index_t n = op.pages.size() * page_size;
     if (n == 0)
         return;
     Kokkos::parallel_for(
         "kvpool::alloc_bind", kk::range(space, n), KOKKOS_LAMBDA(const index_t t) {
             const index_t page = t / page_size;
-            op.out(t) = op.pages.virtual_pages(page) * page_size + t % page_size;
+            op.out(t) = op.pages.virtual_page(page) * page_size + t % page_size;
             if (t % page_size == 0)
                 op.pages.bind(page);
         });
@@ -49,7 +49,7 @@ void alloc_extend_bind(const ExecutionSpace& space,
                 op.out(o++) = op.last_loc(r) + 1 + j;
             // Parts 2 and 3: whole new pages, then the partial last one.
             for (index_t j = 0; j < seq - prefix - tail; ++j)
-                op.out(o++) = op.pages.virtual_pages(first_new_page + j / page_size) * page_size +
+                op.out(o++) = op.pages.virtual_page(first_new_page + j / page_size) * page_size +
                               j % page_size;
         });
 }

@@ -1,0 +1,87 @@
+// The new pages of one allocation as a few runs of consecutive ids, passed to
+// the alloc-bind kernels by value: a fresh or densely packed band hands out
+// its pages in runs (a prefill of 16,384 pages is often one), and then there
+// is no page list to stage on the host or to read across the bus. No Kokkos,
+// so that the native kernels use it too.
+#pragma once
+
+#include <kvpool/types.hpp>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define KVPOOL_HOST_DEVICE __host__ __device__
+#else
+#define KVPOOL_HOST_DEVICE
+#endif
+
+namespace kvpool::kernels {
+
+struct PageRuns {
+    // More runs than this go as lists: the kernel's search stays a short
+    // scan, and the launch arguments small.
+    static constexpr int max_runs = 8;
+
+    struct Page {
+        index_t virtual_page;
+        index_t physical_page;
+        index_t follower_page; // the follower's physical page; unused without one
+    };
+
+    // 0: the pages are not runs (the lists hold them).
+    int count = 0;
+    index_t pages = 0;
+    // Run j covers new pages [first[j], first[j + 1]) (pages for the last),
+    // starting at these ids and going up by one per page.
+    index_t first[max_runs] = {};
+    index_t virtual_start[max_runs] = {};
+    index_t physical_start[max_runs] = {};
+    index_t follower_start[max_runs] = {};
+
+    KVPOOL_HOST_DEVICE Page at(index_t k) const {
+        int j = 0;
+        while (j + 1 < count && first[j + 1] <= k)
+            ++j;
+        const index_t d = k - first[j];
+        return {virtual_start[j] + d, physical_start[j] + d, follower_start[j] + d};
+    }
+};
+
+// The n pages virtual[k] <-> physical[k] (and follower[k], when not null) as
+// runs where every list goes up by one from page to page; count 0 when there
+// are none or more than PageRuns::max_runs. Stops at the first run too many.
+inline PageRuns find_page_runs(const index_t* virtual_pages, const index_t* physical_pages,
+                               const index_t* follower_pages, index_t n) {
+    PageRuns runs;
+    if (n == 0)
+        return runs;
+    // Without a follower its list is the physical one: the checks stay the same.
+    const index_t* const follower = follower_pages ? follower_pages : physical_pages;
+    const auto start_run = [&](index_t k) {
+        runs.first[runs.count] = k;
+        runs.virtual_start[runs.count] = virtual_pages[k];
+        runs.physical_start[runs.count] = physical_pages[k];
+        runs.follower_start[runs.count] = follower[k];
+        ++runs.count;
+    };
+    start_run(0);
+    runs.pages = n;
+    // One run, the common case, checked without a branch per page (an OR of
+    // differences, which compilers vectorise).
+    index_t differs = 0;
+    for (index_t k = 0; k < n; ++k)
+        differs |= (virtual_pages[k] ^ (virtual_pages[0] + k)) |
+                   (physical_pages[k] ^ (physical_pages[0] + k)) |
+                   (follower[k] ^ (follower[0] + k));
+    if (differs == 0)
+        return runs;
+    for (index_t k = 1; k < n; ++k) {
+        if (virtual_pages[k] == virtual_pages[k - 1] + 1 &&
+            physical_pages[k] == physical_pages[k - 1] + 1 && follower[k] == follower[k - 1] + 1)
+            continue;
+        if (runs.count == PageRuns::max_runs)
+            return PageRuns{};
+        start_run(k);
+    }
+    return runs;
+}
+
+} // namespace kvpool::kernels

@@ -1,0 +1,261 @@
+// New pages handed to the alloc-bind kernels as runs instead of lists, and the
+// staging slabs that successive calls share.
+#include <kvpool/detail/staging.hpp>
+#include <kvpool/kernels/dispatch.hpp>
+#include <kvpool/kernels/page_runs.hpp>
+
+#include "test_config.hpp"
+#include "test_support.hpp"
+
+#include <numeric>
+#include <random>
+
+using namespace kvpool;
+using namespace kvpool::test;
+
+namespace {
+
+// Page lists of the given run lengths: each run starts at ids apart from the
+// previous run's end, so that no two runs merge.
+struct Lists {
+    std::vector<index_t> virtual_pages, physical_pages, follower_pages;
+};
+Lists lists_of_runs(const std::vector<index_t>& lengths, std::mt19937_64& rng) {
+    Lists l;
+    index_t v = static_cast<index_t>(rng() % 50), p = static_cast<index_t>(rng() % 50),
+            f = static_cast<index_t>(rng() % 50);
+    for (index_t n : lengths) {
+        // Which list breaks the run: any one of them is enough.
+        const auto breaks = rng() % 3;
+        v += breaks == 0 ? 2 + static_cast<index_t>(rng() % 5) : 0;
+        p += breaks == 1 ? 2 + static_cast<index_t>(rng() % 5) : 0;
+        f += breaks == 2 ? 2 + static_cast<index_t>(rng() % 5) : 0;
+        for (index_t k = 0; k < n; ++k) {
+            l.virtual_pages.push_back(v++);
+            l.physical_pages.push_back(p++);
+            l.follower_pages.push_back(f++);
+        }
+    }
+    return l;
+}
+
+} // namespace
+
+TEST_CASE("page runs: found where every list goes up by one, and give back every page",
+          "[page-runs][randomised]") {
+    for (const std::uint64_t seed : randomised_config().seed_list()) {
+        INFO("seed " << seed);
+        std::mt19937_64 rng(seed);
+        for (int trial = 0; trial < 200; ++trial) {
+            const int run_count = 1 + static_cast<int>(rng() % 12);
+            std::vector<index_t> lengths;
+            for (int j = 0; j < run_count; ++j)
+                lengths.push_back(1 + static_cast<index_t>(rng() % 40));
+            const Lists l = lists_of_runs(lengths, rng);
+            const index_t n = static_cast<index_t>(l.virtual_pages.size());
+            const bool with_follower = rng() % 2 == 0;
+            const index_t* follower = with_follower ? l.follower_pages.data() : nullptr;
+            // The first run has no break before it; the others do, so the
+            // lists hold exactly run_count runs (the follower's breaks count
+            // only with a follower).
+            int expected = 1;
+            for (int j = 1; j < run_count; ++j) {
+                const auto at = static_cast<std::size_t>(
+                    std::accumulate(lengths.begin(), lengths.begin() + j, index_t(0)));
+                const bool v_breaks = l.virtual_pages[at] != l.virtual_pages[at - 1] + 1;
+                const bool p_breaks = l.physical_pages[at] != l.physical_pages[at - 1] + 1;
+                const bool f_breaks = l.follower_pages[at] != l.follower_pages[at - 1] + 1;
+                expected += v_breaks || p_breaks || (with_follower && f_breaks) ? 1 : 0;
+            }
+            INFO("trial " << trial << ", " << expected << " runs, follower " << with_follower);
+            const kernels::PageRuns runs = kernels::find_page_runs(
+                l.virtual_pages.data(), l.physical_pages.data(), follower, n);
+            if (expected > kernels::PageRuns::max_runs) {
+                CHECK(runs.count == 0);
+                continue;
+            }
+            REQUIRE(runs.count == expected);
+            CHECK(runs.pages == n);
+            for (index_t k = 0; k < n; ++k) {
+                const kernels::PageRuns::Page page = runs.at(k);
+                const auto i = static_cast<std::size_t>(k);
+                CHECK(page.virtual_page == l.virtual_pages[i]);
+                CHECK(page.physical_page == l.physical_pages[i]);
+                if (with_follower)
+                    CHECK(page.follower_page == l.follower_pages[i]);
+            }
+        }
+    }
+    CHECK(kernels::find_page_runs(nullptr, nullptr, nullptr, 0).count == 0);
+}
+
+TEST_CASE("page runs: the alloc-bind kernels bind and emit the same from runs as from lists",
+          "[page-runs]") {
+    const std::uint64_t seed = 8080;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const index_t page_size = 4, table_rows = 2048;
+    // Requests of a prefill: prefix and new tokens, and where each one's pages start.
+    std::vector<index_t> prefix, seq, last, out_start, page_start;
+    index_t tokens = 0, pages = 0;
+    for (int r = 0; r < 23; ++r) {
+        const index_t p = static_cast<index_t>(rng() % 9), grow = static_cast<index_t>(rng() % 40);
+        prefix.push_back(p);
+        seq.push_back(p + grow);
+        last.push_back(p == 0 ? -1 : 900 + static_cast<index_t>(rng() % 50));
+        out_start.push_back(tokens);
+        page_start.push_back(pages);
+        tokens += grow;
+        pages += (p + grow + page_size - 1) / page_size - (p + page_size - 1) / page_size;
+    }
+    std::vector<index_t> lengths;
+    for (index_t left = pages; left > 0;) {
+        const index_t n = std::min(left, 1 + static_cast<index_t>(rng() % (pages / 3 + 1)));
+        lengths.push_back(n);
+        left -= n;
+    }
+    const Lists l = lists_of_runs(lengths, rng);
+    const kernels::PageRuns runs = kernels::find_page_runs(
+        l.virtual_pages.data(), l.physical_pages.data(), l.follower_pages.data(), pages);
+    REQUIRE(runs.count > 1);
+    const Space space;
+    using Follower = kernels::Follower<IndexView, IndexView>;
+    const auto run = [&](bool as_runs) {
+        const auto table = [&](const char* label) {
+            IndexView t(std::string(label), table_rows);
+            Kokkos::deep_copy(t, -1);
+            return t;
+        };
+        IndexView v2p = table("v2p"), p2v = table("p2v"),
+                  out("out", static_cast<std::size_t>(tokens)),
+                  tokens_out("tokens_out", static_cast<std::size_t>(pages * page_size));
+        const Follower follower{table("follower_v2p"), table("follower_p2v"),
+                                as_runs ? IndexView() : to_device(l.follower_pages)};
+        const IndexView vp = as_runs ? IndexView() : to_device(l.virtual_pages);
+        const IndexView pp = as_runs ? IndexView() : to_device(l.physical_pages);
+        const kernels::PageRuns given = as_runs ? runs : kernels::PageRuns{};
+        const kernels::NewPages<IndexView, IndexView> new_pages{v2p,       p2v,      vp,   pp,
+                                                                page_size, follower, given};
+        kernels::alloc_extend_bind(space, kernels::AllocExtend{new_pages, to_device(prefix),
+                                                               to_device(seq), to_device(out_start),
+                                                               to_device(page_start),
+                                                               to_device(last), out});
+        kernels::bind_pages_emit_tokens(space, kernels::AllocTokens{new_pages, tokens_out});
+        // A decode step: every request whose new token starts a page takes one.
+        std::vector<index_t> decode_seq, decode_page_start;
+        index_t decode_pages = 0;
+        for (index_t s : seq) {
+            decode_seq.push_back(s + 1);
+            decode_page_start.push_back(decode_pages);
+            decode_pages += s % page_size == 0 ? 1 : 0;
+        }
+        IndexView decode_out("decode_out", seq.size());
+        kernels::PageRuns decode_runs = given;
+        decode_runs.pages = decode_pages;
+        const kernels::NewPages<IndexView, IndexView> decode_new_pages{
+            table("decode_v2p"), table("decode_p2v"), vp, pp, page_size, Follower{}, decode_runs};
+        kernels::alloc_decode_bind(
+            space, kernels::AllocDecode{decode_new_pages, to_device(decode_seq),
+                                        to_device(decode_page_start), to_device(last), decode_out});
+        space.fence();
+        return std::vector<std::vector<index_t>>{
+            to_host(v2p),          to_host(p2v),
+            to_host(out),          to_host(tokens_out),
+            to_host(follower.v2p), to_host(follower.p2v),
+            to_host(decode_out),   to_host(decode_new_pages.v2p)};
+    };
+    const auto from_lists = run(false), from_runs = run(true);
+    for (std::size_t i = 0; i < from_lists.size(); ++i) {
+        INFO("result " << i);
+        CHECK(from_runs[i] == from_lists[i]);
+    }
+    // Every new page was bound, on both sides.
+    CHECK(std::count_if(from_runs[0].begin(), from_runs[0].end(),
+                        [](index_t p) { return p >= 0; }) == pages);
+    CHECK(std::count_if(from_runs[4].begin(), from_runs[4].end(),
+                        [](index_t p) { return p >= 0; }) == pages);
+}
+
+TEST_CASE("staging: successive calls share a slab and each call reads back its own arrays",
+          "[staging][randomised]") {
+    for (const std::uint64_t seed : randomised_config().seed_list()) {
+        INFO("seed " << seed);
+        std::mt19937_64 rng(seed);
+        detail::Staging<Space> staging;
+        const Space space;
+        for (int call = 0; call < 300; ++call) {
+            INFO("call " << call);
+            // Mostly small arrays (decode steps), now and then one that
+            // outgrows the slab in the middle of the call (a prefill).
+            std::vector<std::vector<index_t>> arrays;
+            std::vector<std::size_t> offsets;
+            const int count = 1 + static_cast<int>(rng() % 4);
+            for (int a = 0; a < count; ++a) {
+                const std::size_t n =
+                    rng() % 16 == 0 ? 20000 + rng() % 60000 : static_cast<std::size_t>(rng() % 600);
+                std::vector<index_t> values(n);
+                for (index_t& v : values)
+                    v = static_cast<index_t>(rng());
+                offsets.push_back(staging.add(values));
+                arrays.push_back(std::move(values));
+            }
+            staging.upload(space);
+            for (int a = 0; a < count; ++a) {
+                const auto slice = staging.slice(offsets[static_cast<std::size_t>(a)],
+                                                 arrays[static_cast<std::size_t>(a)].size());
+                auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), slice);
+                CHECK(std::equal(host.data(), host.data() + host.extent(0),
+                                 arrays[static_cast<std::size_t>(a)].begin(),
+                                 arrays[static_cast<std::size_t>(a)].end()));
+            }
+        }
+    }
+}
+
+#if defined(KOKKOS_ENABLE_CUDA)
+namespace {
+
+// Keeps space busy for a while, so that work queued after it starts late.
+void delay(const Kokkos::Cuda& space, const kk::View<std::uint64_t*, Kokkos::CudaSpace>& sink) {
+    Kokkos::parallel_for(
+        kk::range(space, 1), KOKKOS_LAMBDA(index_t) {
+            std::uint64_t x = 1;
+            for (int i = 0; i < (1 << 24); ++i)
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+            sink(0) = x;
+        });
+}
+
+} // namespace
+
+TEST_CASE("staging: a slab read on a stream held back is not reused by calls on another",
+          "[staging]") {
+    if (!std::is_same_v<Space, Kokkos::Cuda>)
+        SKIP("one stream only on backend " KVPOOL_TEST_BACKEND_NAME);
+    cudaStream_t stream = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    {
+        const Kokkos::Cuda held(stream), other;
+        kk::View<std::uint64_t*, Kokkos::CudaSpace> sink("test::delay", 1);
+        detail::Staging<Kokkos::Cuda> staging;
+        // The held stream reads its array only after the delay.
+        std::vector<index_t> expected(500);
+        std::iota(expected.begin(), expected.end(), 7);
+        const std::size_t at = staging.add(expected);
+        staging.upload(held);
+        IndexView copied("test::copied", expected.size());
+        delay(held, sink);
+        Kokkos::deep_copy(held, copied, staging.slice(at, expected.size()));
+        // Meanwhile the other stream's calls go round the ring many times,
+        // each writing slabs the ring reuses once their readers are done.
+        for (int call = 0; call < 200; ++call) {
+            std::vector<index_t> junk(40000, -call);
+            staging.add(junk);
+            staging.upload(other);
+        }
+        Kokkos::fence();
+        CHECK(to_host(copied) == expected);
+    }
+    REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+#endif
