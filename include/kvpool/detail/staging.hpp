@@ -92,8 +92,10 @@ public:
 
 private:
     static constexpr std::size_t max_slabs = 256;
-    // Entries of a new slab: room for a few dozen decode steps' arrays.
-    static constexpr std::size_t min_slab_entries = std::size_t(1) << 15;
+    // Entries of a new slab (32 KiB): a few decode steps' arrays, in a ring
+    // small enough to stay in cache (on the H200, slabs of 32 Ki entries made
+    // the calls slower than these).
+    static constexpr std::size_t min_slab_entries = std::size_t(1) << 12;
 
     struct Slab {
         slab_view view;
