@@ -8,6 +8,7 @@
 // traffic, its token completed by hand, and an eager free that would touch the
 // gated pages is refused until then. Either way the copied bytes must be the
 // ones stamped before the transfer began.
+#include "device_delay.hpp"
 #include "move_gate_support.hpp"
 #include "test_support.hpp"
 #include <kvpool/completion_token.hpp>
@@ -36,18 +37,6 @@ void copy_entries(const ExecutionSpace& space, const Bytes& buffer, const Ids& p
     Kokkos::parallel_for(
         kk::range(space, static_cast<index_t>(out.extent(0))),
         KOKKOS_LAMBDA(index_t i) { out(i) = buffer(physical(i / entry) * entry + i % entry); });
-}
-
-// Keeps space busy for a while, so that work queued after it starts late.
-template <class ExecutionSpace>
-void delay(const ExecutionSpace& space, const kk::View<std::uint64_t*, Space::memory_space>& sink) {
-    Kokkos::parallel_for(
-        kk::range(space, 1), KOKKOS_LAMBDA(index_t) {
-            std::uint64_t x = 1;
-            for (int i = 0; i < (1 << 24); ++i)
-                x = x * 6364136223846793005ull + 1442695040888963407ull;
-            sink(0) = x;
-        });
 }
 
 // One transfer of the pages holding tokens, on its own instance where the

@@ -4,6 +4,7 @@
 #include <kvpool/kernels/dispatch.hpp>
 #include <kvpool/kernels/page_runs.hpp>
 
+#include "device_delay.hpp"
 #include "test_config.hpp"
 #include "test_support.hpp"
 
@@ -213,21 +214,6 @@ TEST_CASE("staging: successive calls share a slab and each call reads back its o
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)
-namespace {
-
-// Keeps space busy for a while, so that work queued after it starts late.
-void delay(const Kokkos::Cuda& space, const kk::View<std::uint64_t*, Kokkos::CudaSpace>& sink) {
-    Kokkos::parallel_for(
-        kk::range(space, 1), KOKKOS_LAMBDA(index_t) {
-            std::uint64_t x = 1;
-            for (int i = 0; i < (1 << 24); ++i)
-                x = x * 6364136223846793005ull + 1442695040888963407ull;
-            sink(0) = x;
-        });
-}
-
-} // namespace
-
 TEST_CASE("staging: a slab read on a stream held back is not reused by calls on another",
           "[staging]") {
     if (!std::is_same_v<Space, Kokkos::Cuda>)
