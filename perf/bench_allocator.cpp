@@ -184,7 +184,10 @@ void serving_step(benchmark::State& state) {
     std::vector<index_t> seq_lens;
     IndexView last_loc;
     double host = 0;
+    index_t moved = 0;
     for (auto _ : state) {
+        const index_t moved_before =
+            s.pair.full().counters().bytes_moved + s.pair.swa().counters().bytes_moved;
         decode_inputs(s.requests, seq_lens, last_loc);
         IndexView out("bench::out", s.requests.size());
         std::vector<std::vector<index_t>> finished(s.requests.begin(), s.requests.begin() + 4);
@@ -197,6 +200,8 @@ void serving_step(benchmark::State& state) {
         });
         if (!ok)
             state.SkipWithError("decode allocation failed");
+        moved += s.pair.full().counters().bytes_moved + s.pair.swa().counters().bytes_moved -
+                 moved_before;
         const auto decoded = host_copy(out);
         for (std::size_t r = 0; r < s.requests.size(); ++r)
             s.requests[r].push_back(decoded[r]);
@@ -205,6 +210,9 @@ void serving_step(benchmark::State& state) {
             state.SkipWithError("admission failed");
     }
     report_host_time(state, host);
+    // The step's compaction: its device time cannot be less than copying these bytes.
+    state.counters["bytes_moved_per_step"] =
+        benchmark::Counter(static_cast<double>(moved), benchmark::Counter::kAvgIterations);
 }
 
 void both_modes(benchmark::internal::Benchmark* b) {

@@ -560,7 +560,9 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
     // in ascending page order.
     if (is_lazy() && page_size() == 1)
         return first_occurrences(std::move(pages));
-    std::sort(pages.begin(), pages.end());
+    // A request's pages usually arrive in ascending order already.
+    if (!std::is_sorted(pages.begin(), pages.end()))
+        std::sort(pages.begin(), pages.end());
     pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
     return pages;
 }
@@ -667,19 +669,54 @@ void AllocatorCore::undo_free(const TransactionFree& f) {
     }
 }
 
-void AllocatorCore::move_page(index_t src, index_t dst) {
-    const index_t v = p2v_[src];
-    plan_.move_src.push_back(src);
-    plan_.move_dst.push_back(dst);
-    v2p_.set(v, dst);
-    p2v_.set(dst, v);
-    p2v_.set(src, unbound);
-    page_state_.set(dst, PageState::live);
-    plan_.set_v2p(v, dst);
-    plan_.set_p2v(dst, v);
-    plan_.set_p2v(src, unbound);
-    ++counters_.pages_moved;
-    counters_.bytes_moved += geometry_.page_bytes;
+void AllocatorCore::move_pages(const std::vector<index_t>& src, const index_t* dst,
+                               PageState src_after) {
+    const std::size_t n = src.size();
+    if (n == 0)
+        return;
+    std::vector<index_t> moved(n);
+    for (std::size_t k = 0; k < n; ++k)
+        moved[k] = p2v_[src[k]];
+    // Sources and destinations are disjoint, so every entry is saved before
+    // any changes; where one table's entries are too scattered for stretches,
+    // each change is logged instead.
+    const bool v2p_saved = v2p_.save_stretches(moved.data(), n);
+    const bool p2v_src_saved = p2v_.save_stretches(src.data(), n);
+    const bool p2v_dst_saved = p2v_.save_stretches(dst, n);
+    const bool state_src_saved = page_state_.save_stretches(src.data(), n);
+    const bool state_dst_saved = page_state_.save_stretches(dst, n);
+    // A loop per table and list, so that each tests its journal choice once.
+    const auto write = [n](auto& table, bool saved, const index_t* at, const auto& value_of) {
+        for (std::size_t k = 0; k < n; ++k) {
+            if (saved)
+                table.set_unlogged(static_cast<std::size_t>(at[k]), value_of(k));
+            else
+                table.set(static_cast<std::size_t>(at[k]), value_of(k));
+        }
+    };
+    write(v2p_, v2p_saved, moved.data(), [&](std::size_t k) { return dst[k]; });
+    write(p2v_, p2v_dst_saved, dst, [&](std::size_t k) { return moved[k]; });
+    write(p2v_, p2v_src_saved, src.data(), [](std::size_t) { return unbound; });
+    write(page_state_, state_dst_saved, dst, [](std::size_t) { return PageState::live; });
+    write(page_state_, state_src_saved, src.data(), [=](std::size_t) { return src_after; });
+    // The plan: the moves, and for each the v2p write and the two p2v writes.
+    plan_.move_src.insert(plan_.move_src.end(), src.begin(), src.end());
+    plan_.move_dst.insert(plan_.move_dst.end(), dst, dst + n);
+    const std::size_t p0 = plan_.p2v_index.size();
+    plan_.v2p_index.insert(plan_.v2p_index.end(), moved.begin(), moved.end());
+    plan_.v2p_value.insert(plan_.v2p_value.end(), dst, dst + n);
+    plan_.p2v_index.resize(p0 + 2 * n);
+    plan_.p2v_value.resize(p0 + 2 * n);
+    index_t* const p2v_index = plan_.p2v_index.data() + p0;
+    index_t* const p2v_value = plan_.p2v_value.data() + p0;
+    for (std::size_t k = 0; k < n; ++k) {
+        p2v_index[2 * k] = dst[k];
+        p2v_value[2 * k] = moved[k];
+        p2v_index[2 * k + 1] = src[k];
+        p2v_value[2 * k + 1] = unbound;
+    }
+    counters_.pages_moved += static_cast<index_t>(n);
+    counters_.bytes_moved += static_cast<index_t>(n) * geometry_.page_bytes;
 }
 
 void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) {
@@ -687,7 +724,8 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
     freed.reserve(virtual_pages.size());
     for (index_t v : virtual_pages)
         freed.push_back(v2p_[v]);
-    std::sort(freed.begin(), freed.end());
+    if (!std::is_sorted(freed.begin(), freed.end()))
+        std::sort(freed.begin(), freed.end());
     const auto k = static_cast<index_t>(freed.size());
     // The band shrinks by k pages at the frontier; survivors of the vacated
     // positions move into the holes the free leaves inside the kept band. The
@@ -701,9 +739,15 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
     for (index_t p : freed)
         if (p < vacated_lo || p >= vacated_hi)
             holes.push_back(p);
-    for (index_t p = vacated_lo; p < vacated_hi; ++p)
-        if (page_state_[p] == PageState::live && !std::binary_search(freed.begin(), freed.end(), p))
+    // freed is sorted: one pointer walks it alongside the vacated pages.
+    auto next_freed = std::lower_bound(freed.begin(), freed.end(), vacated_lo);
+    for (index_t p = vacated_lo; p < vacated_hi; ++p) {
+        const bool is_freed = next_freed != freed.end() && *next_freed == p;
+        if (is_freed)
+            ++next_freed;
+        else if (page_state_[p] == PageState::live)
             survivors.push_back(p);
+    }
     if (survivors.size() != holes.size())
         fail(fmt::format("eager compaction of {} freed pages found {} survivors for {} holes", k,
                          survivors.size(), holes.size()));
@@ -743,10 +787,7 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
         transaction_free_.move_src = survivors;
         transaction_free_.move_dst = holes;
     }
-    for (std::size_t i = 0; i < survivors.size(); ++i) {
-        move_page(survivors[i], holes[i]);
-        page_state_.set(survivors[i], PageState::outside);
-    }
+    move_pages(survivors, holes.data(), PageState::outside);
     plan_.overwrites_freed_pages = plan_.overwrites_freed_pages || !survivors.empty();
 }
 
@@ -846,8 +887,9 @@ index_t AllocatorCore::flush(bool urgent) {
     const BandDirection band(geometry_, anchor_);
     const std::vector<index_t> gated = gated_pages();
     std::vector<index_t> holes(holes_.begin(), holes_.end());
-    std::sort(holes.begin(), holes.end(),
-              [&](index_t a, index_t b) { return band.nearer_anchor(a, b); });
+    const auto nearer_anchor = [&](index_t a, index_t b) { return band.nearer_anchor(a, b); };
+    if (!std::is_sorted(holes.begin(), holes.end(), nearer_anchor))
+        std::sort(holes.begin(), holes.end(), nearer_anchor);
     const index_t absorbed = absorb_frontier_holes(holes, gated);
     // Urgent, with holes left inside the band: it packs the band fully,
     // unless pages under a transfer must stay where they are.
@@ -870,8 +912,8 @@ index_t AllocatorCore::flush(bool urgent) {
         // Every leftover hole and moved-from page now lies past the new frontier.
         const auto reclaimed = static_cast<index_t>(holes.size());
         const auto [first, last] = band.frontier_pages(watermark_, reclaimed);
-        for (index_t p = first; p < last; ++p)
-            page_state_.set(p, PageState::outside);
+        page_state_.fill(static_cast<std::size_t>(first), static_cast<std::size_t>(last),
+                         PageState::outside);
         watermark_ = band.grown(watermark_, -reclaimed);
         counters_.pages_absorbed += reclaimed;
     } else {
@@ -934,7 +976,9 @@ std::vector<index_t> AllocatorCore::move_survivors(const std::vector<index_t>& h
                                                    const std::vector<index_t>& write_set) {
     // Two pointers: the survivor nearest the frontier moves into the hole
     // nearest the anchor, until they cross; a page the forward in flight
-    // writes stops the walk.
+    // writes stops the walk. The walk takes the pairs first and the moves
+    // follow in one batch: a move's destination is a hole the walk has
+    // passed over already, so the walk's reads see what they saw before.
     const BandDirection band(geometry_, anchor_);
     std::vector<index_t> moved_from;
     index_t src = band.frontier_page(watermark_);
@@ -948,11 +992,10 @@ std::vector<index_t> AllocatorCore::move_survivors(const std::vector<index_t>& h
         if (band.nearer_anchor(src, dst) ||
             std::binary_search(write_set.begin(), write_set.end(), src))
             break;
-        move_page(src, dst);
-        page_state_.set(src, PageState::moved_out);
         moved_from.push_back(src);
         src = band.toward_anchor(src);
     }
+    move_pages(moved_from, holes.data(), PageState::moved_out);
     return moved_from;
 }
 
@@ -1068,10 +1111,7 @@ bool AllocatorCore::shift_away(bool from_below, index_t bytes) {
     }
     if (kept.size() != holes_.size())
         holes_.assign(kept.begin(), kept.end());
-    for (std::size_t i = 0; i < sources.size(); ++i) {
-        move_page(sources[i], destinations[i]);
-        page_state_.set(sources[i], PageState::outside);
-    }
+    move_pages(sources, destinations.data(), PageState::outside);
     if (from_below) {
         watermark_ = std::max(watermark_, hi) + fresh;
         anchor_ = hi;

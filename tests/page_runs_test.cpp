@@ -8,6 +8,7 @@
 #include "test_config.hpp"
 #include "test_support.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -210,6 +211,35 @@ TEST_CASE("staging: successive calls share a slab and each call reads back its o
                                  arrays[static_cast<std::size_t>(a)].end()));
             }
         }
+    }
+}
+
+TEST_CASE("staging: a repeated call pattern stops taking page-locked memory", "[staging]") {
+    // A small call, then one that fills the rest of the slab and more: the
+    // slab it outgrows must not be replaced by one of the same size each time.
+    const Space space;
+    for (const std::size_t big : {std::size_t(4096), std::size_t(6000), std::size_t(40000)}) {
+        INFO("big call of " << big << " entries");
+        detail::Staging<Space> staging;
+        const std::vector<index_t> small(4, 1), large(big, 2);
+        std::size_t held_after_warm_up = 0;
+        for (int step = 0; step < 200; ++step) {
+            staging.add(small);
+            staging.upload(space);
+            const std::size_t at = staging.add(large);
+            staging.upload(space);
+            space.fence();
+            if (step == 10)
+                held_after_warm_up = staging.held_entries();
+            if (step == 199) {
+                const auto host = Kokkos::create_mirror_view_and_copy(
+                    Kokkos::HostSpace(), staging.slice(at, large.size()));
+                CHECK(std::all_of(host.data(), host.data() + host.extent(0),
+                                  [](index_t v) { return v == 2; }));
+            }
+        }
+        CHECK(staging.held_entries() == held_after_warm_up);
+        CHECK(held_after_warm_up < 64 * big);
     }
 }
 

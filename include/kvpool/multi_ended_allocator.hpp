@@ -701,14 +701,19 @@ private:
             return;
         for (const auto& token : plan.waits)
             kernels::enqueue_wait(space, *token);
-        const std::size_t src = staging_.add(plan.move_src);
-        const std::size_t dst = staging_.add(plan.move_dst);
+        const std::size_t moves = plan.move_src.size();
+        // Moves in a few runs go to the kernel by value: no lists to stage or to read.
+        const kernels::MoveRuns runs =
+            move_ ? kernels::MoveRuns{}
+                  : kernels::find_move_runs(plan.move_src.data(), plan.move_dst.data(),
+                                            static_cast<index_t>(moves));
+        const std::size_t src = runs.count > 0 ? 0 : staging_.add(plan.move_src);
+        const std::size_t dst = runs.count > 0 ? 0 : staging_.add(plan.move_dst);
         const std::size_t vi = staging_.add(plan.v2p_index);
         const std::size_t vv = staging_.add(plan.v2p_value);
         const std::size_t pi = staging_.add(plan.p2v_index);
         const std::size_t pv = staging_.add(plan.p2v_value);
         staging_.upload(space);
-        const std::size_t moves = plan.move_src.size();
         const kernels::TableWrites writes{v2p_,
                                           staging_.slice(vi, plan.v2p_index.size()),
                                           staging_.slice(vv, plan.v2p_value.size()),
@@ -718,10 +723,12 @@ private:
         const auto apply_plan = [&](const auto& src_pages, const auto& dst_pages) {
             kernels::apply_plan(space, kernels::CompactionPlan{
                                            kernels::PageMoves{pool_->bytes(), geometry().page_bytes,
-                                                              src_pages, dst_pages},
+                                                              src_pages, dst_pages, runs},
                                            writes});
         };
-        if (moves > 0 && !move_ && geometry().page_bytes < device_move_list_min_page_bytes) {
+        if (runs.count > 0) {
+            apply_plan(staging_.slice(0, 0), staging_.slice(0, 0));
+        } else if (moves > 0 && !move_ && geometry().page_bytes < device_move_list_min_page_bytes) {
             apply_plan(staging_.slice(src, moves), staging_.slice(dst, moves));
         } else if (moves > 0 && !move_) {
             // Sources and destinations staged back to back: one copy to the device.

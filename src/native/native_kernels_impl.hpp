@@ -23,14 +23,22 @@ constexpr int vectors_per_thread = 4;
 // The unrolled loads are all issued before the stores so that every thread
 // keeps several 16-byte requests in flight. The move kernels take their
 // pointers as __restrict__ parameters (read-only loads of the page lists).
+__device__ __forceinline__ MoveRuns::Move move_at(const index_t* __restrict__ src,
+                                                  const index_t* __restrict__ dst,
+                                                  const MoveRuns& runs, index_t k) {
+    return runs.count > 0 ? runs.at(k) : MoveRuns::Move{src[k], dst[k]};
+}
+
 template <class Access>
 __device__ __forceinline__ void
 move_page_chunk(uint4* __restrict__ base, index_t vectors_per_page, index_t blocks_per_page,
-                const index_t* __restrict__ src, const index_t* __restrict__ dst, index_t block) {
+                const index_t* __restrict__ src, const index_t* __restrict__ dst,
+                const MoveRuns& runs, index_t block) {
     const index_t page = block / blocks_per_page;
     const index_t chunk = block % blocks_per_page;
-    const uint4* from = base + src[page] * vectors_per_page;
-    uint4* to = base + dst[page] * vectors_per_page;
+    const MoveRuns::Move move = move_at(src, dst, runs, page);
+    const uint4* from = base + move.src * vectors_per_page;
+    uint4* to = base + move.dst * vectors_per_page;
     const index_t first = chunk * threads_per_block * vectors_per_thread + threadIdx.x;
     uint4 v[vectors_per_thread];
 #pragma unroll
@@ -50,8 +58,8 @@ move_page_chunk(uint4* __restrict__ base, index_t vectors_per_page, index_t bloc
 template <class Access>
 __global__ void move_pages_vec16(uint4* __restrict__ base, index_t vectors_per_page,
                                  index_t blocks_per_page, const index_t* __restrict__ src,
-                                 const index_t* __restrict__ dst) {
-    move_page_chunk<Access>(base, vectors_per_page, blocks_per_page, src, dst, blockIdx.x);
+                                 const index_t* __restrict__ dst, const MoveRuns runs) {
+    move_page_chunk<Access>(base, vectors_per_page, blocks_per_page, src, dst, runs, blockIdx.x);
 }
 
 __global__ void move_pages_bytes(native::PageMoves op) {
@@ -59,8 +67,8 @@ __global__ void move_pages_bytes(native::PageMoves op) {
     for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<index_t>(gridDim.x) * blockDim.x) {
         const index_t page = i / op.page_bytes, offset = i % op.page_bytes;
-        op.bytes[op.dst[page] * op.page_bytes + offset] =
-            op.bytes[op.src[page] * op.page_bytes + offset];
+        const MoveRuns::Move move = move_at(op.src, op.dst, op.runs, page);
+        op.bytes[move.dst * op.page_bytes + offset] = op.bytes[move.src * op.page_bytes + offset];
     }
 }
 
@@ -80,11 +88,11 @@ __global__ void apply_table_writes_kernel(native::TableWrites op) {
 template <class Access>
 __global__ void apply_plan_kernel(uint4* __restrict__ base, index_t vectors_per_page,
                                   index_t blocks_per_page, const index_t* __restrict__ src,
-                                  const index_t* __restrict__ dst, index_t move_blocks,
-                                  native::TableWrites writes) {
+                                  const index_t* __restrict__ dst, const MoveRuns runs,
+                                  index_t move_blocks, native::TableWrites writes) {
     const index_t block = blockIdx.x;
     if (block < move_blocks)
-        move_page_chunk<Access>(base, vectors_per_page, blocks_per_page, src, dst, block);
+        move_page_chunk<Access>(base, vectors_per_page, blocks_per_page, src, dst, runs, block);
     else
         table_write(writes, (block - move_blocks) * blockDim.x + threadIdx.x);
 }
@@ -229,7 +237,7 @@ void NativeKernels<Runtime>::move_pages(stream_type stream, const native::PageMo
         move_pages_vec16<StreamingAccess<Runtime>>
             <<<static_cast<unsigned>(op.pages * blocks_per_page), threads_per_block, 0, stream>>>(
                 reinterpret_cast<uint4*>(op.bytes), op.page_bytes / 16, blocks_per_page, op.src,
-                op.dst);
+                op.dst, op.runs);
     } else {
         const index_t total = op.pages * op.page_bytes;
         const index_t blocks =
@@ -264,7 +272,7 @@ void NativeKernels<Runtime>::apply_plan(stream_type stream, const native::PageMo
     apply_plan_kernel<StreamingAccess<Runtime>>
         <<<static_cast<unsigned>(move_blocks + blocks_for(writes_count)), threads_per_block, 0,
            stream>>>(reinterpret_cast<uint4*>(moves.bytes), moves.page_bytes / 16, blocks_per_page,
-                     moves.src, moves.dst, move_blocks, writes);
+                     moves.src, moves.dst, moves.runs, move_blocks, writes);
     Runtime::check_launch("kvpool::apply_plan");
 }
 

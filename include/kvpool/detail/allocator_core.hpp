@@ -291,7 +291,9 @@ private:
     void release_moved_from(const CompletionTokenPtr& readers,
                             const std::vector<index_t>& moved_from);
     void add_pending(const CompletionTokenPtr& readers_done, const std::vector<index_t>& pages);
-    void move_page(index_t src, index_t dst);
+    // Page src[k] onto dst[k] for every k, host mirror and plan; src[k] is
+    // then in state src_after. Journaled in stretches where the pages lie close.
+    void move_pages(const std::vector<index_t>& src, const index_t* dst, PageState src_after);
     void note_holes_peak();
     [[noreturn]] void fail(const std::string& what) const;
 

@@ -5,6 +5,9 @@
 // AllocatorCore::rollback_transaction). Closed, the containers log nothing.
 #pragma once
 
+#include <kvpool/types.hpp>
+
+#include <algorithm>
 #include <cstddef>
 #include <deque>
 #include <optional>
@@ -94,6 +97,47 @@ public:
         this->log({i, items_[i]});
         items_[i] = value;
     }
+    // Before a batch of changes at these n entries (in any order, repeats
+    // allowed): while open, records the stretches of the table they fall in,
+    // one copy each, so that set_unlogged may then change them; a flush that
+    // moves thousands of pages journals them with a few copies instead of an
+    // entry per change. False, recording nothing, when the entries are too
+    // scattered for stretches to pay: set must log each change then.
+    bool save_stretches(const index_t* indices, std::size_t n) {
+        if (!this->open_ || n == 0)
+            return true;
+        const std::size_t most = n / 4 + 1;
+        found_.clear();
+        auto lo = static_cast<std::size_t>(indices[0]), hi = lo;
+        for (std::size_t k = 1; k < n; ++k) {
+            const auto i = static_cast<std::size_t>(indices[k]);
+            if (i + stretch_gap >= lo && i <= hi + stretch_gap) {
+                lo = std::min(lo, i);
+                hi = std::max(hi, i);
+                continue;
+            }
+            if (found_.size() + 1 == most)
+                return false;
+            found_.emplace_back(lo, hi);
+            lo = hi = i;
+        }
+        found_.emplace_back(lo, hi);
+        for (const auto& [first, last] : found_)
+            save_stretch(first, last + 1);
+        return true;
+    }
+    // Entries [first, last) set to value, journaled as one stretch.
+    void fill(std::size_t first, std::size_t last, T value) {
+        if (first >= last)
+            return;
+        if (this->open_)
+            save_stretch(first, last);
+        std::fill(items_.begin() + static_cast<std::ptrdiff_t>(first),
+                  items_.begin() + static_cast<std::ptrdiff_t>(last), value);
+    }
+    // Entry i, which save_stretches covered since the opening or the last
+    // checkpoint (or the journal is closed).
+    void set_unlogged(std::size_t i, T value) { items_[i] = value; }
     // n entries at once, entry index_of(k) set to value_of(k): a prefill binds
     // thousands, and closed the loop has no branch to take per entry.
     template <class IndexOf, class ValueOf>
@@ -114,23 +158,60 @@ public:
             items_.assign(n, value);
     }
 
+    void checkpoint() {
+        Base::checkpoint();
+        stretches_.clear();
+    }
+
     // Whether the whole table was reassigned since the opening or checkpoint.
     bool all_changed() const { return this->saved_.has_value(); }
-    // Entries changed since the opening or the last checkpoint, with repeats.
+    // Entries changed since the opening or the last checkpoint, with repeats
+    // (every entry of a saved stretch counts as changed).
     template <class F> void for_each_changed(const F& f) const {
         for (const TableEntry<T>& e : this->log_)
-            f(e.index);
+            if (e.index != stretch_mark)
+                f(e.index);
+        for (const Stretch& s : stretches_)
+            for (std::size_t k = 0; k < s.old.size(); ++k)
+                f(s.first + k);
     }
 
 private:
+    // A stretch's place in the log is an entry with this index: undoing
+    // entries and stretches in one reverse order puts back what was there.
+    static constexpr std::size_t stretch_mark = ~std::size_t(0);
+    // Entries this close to a stretch join it rather than start another.
+    static constexpr std::size_t stretch_gap = 16;
+    struct Stretch {
+        std::size_t first;
+        std::vector<T> old;
+    };
+
+    void save_stretch(std::size_t first, std::size_t last) {
+        stretches_.push_back(
+            {first, std::vector<T>(items_.begin() + static_cast<std::ptrdiff_t>(first),
+                                   items_.begin() + static_cast<std::ptrdiff_t>(last))});
+        this->log_.push_back({stretch_mark, T{}});
+    }
+
     void undo_down_to(std::size_t end) {
         while (this->log_.size() > end) {
-            items_[this->log_.back().index] = this->log_.back().old;
+            const TableEntry<T>& e = this->log_.back();
+            if (e.index == stretch_mark) {
+                const Stretch& s = stretches_.back();
+                std::copy(s.old.begin(), s.old.end(),
+                          items_.begin() + static_cast<std::ptrdiff_t>(s.first));
+                stretches_.pop_back();
+            } else {
+                items_[e.index] = e.old;
+            }
             this->log_.pop_back();
         }
     }
 
     std::vector<T> items_;
+    std::vector<Stretch> stretches_;
+    std::vector<std::pair<std::size_t, std::size_t>> found_; // save_stretches' scratch
 };
 
 enum class QueueChange { pushed_back, pushed_front, inserted, erased };

@@ -15,6 +15,7 @@
 #include <kvpool/kernels/stream_event.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -36,8 +37,12 @@ public:
         if (slab.view.extent(0) < used_ + n) {
             // The call's arrays move to the start of a larger slab; the old one
             // is kept, as work in flight may read the earlier calls' arrays.
+            // At least twice the size: a call that fills more than half a slab
+            // then fits from the next time on, instead of outgrowing a slab
+            // of the same size again at every repeat.
             const std::size_t call = used_ - call_start_;
-            slab_view larger = kk::uninitialized<slab_view>("kvpool::staging", grow(call + n));
+            slab_view larger = kk::uninitialized<slab_view>(
+                "kvpool::staging", grow(std::max(call + n, 2 * slab.view.extent(0))));
             if (call > 0)
                 std::memcpy(larger.data(), slab.view.data() + call_start_, call * sizeof(index_t));
             retire(std::move(slab.view));
@@ -88,6 +93,16 @@ public:
             kernels::async_upload(space, device.data() + first, slab.view.data() + first, n);
             return Kokkos::subview(device, std::make_pair(first, first + n));
         }
+    }
+
+    // Entries held in page-locked memory: the ring's slabs and those outgrown.
+    std::size_t held_entries() const {
+        std::size_t n = 0;
+        for (const auto& slab : ring_)
+            n += slab->view.extent(0);
+        for (const auto& view : retired_slabs_)
+            n += view.extent(0);
+        return n;
     }
 
 private:

@@ -14,13 +14,15 @@ namespace kvpool::kernels {
 
 namespace native {
 
-// Page src[i] onto page dst[i], page_bytes each, inside bytes.
+// Page src[i] onto page dst[i], page_bytes each, inside bytes; with
+// runs.count > 0, runs.at(i) instead, and the lists are not read.
 struct PageMoves {
     std::uint8_t* bytes;
     index_t page_bytes;
     const index_t* src;
     const index_t* dst;
     index_t pages;
+    MoveRuns runs;
 };
 
 // v2p[v2p_index[i]] = v2p_value[i] and p2v[p2v_index[i]] = p2v_value[i].

@@ -18,20 +18,28 @@ template <class View> index_t length(const View& view) {
 }
 
 // Page src(i) onto page dst(i), page_bytes each, inside bytes. Sources and
-// destinations are disjoint sets, so all copies run in parallel.
+// destinations are disjoint sets, so all copies run in parallel. With
+// runs.count > 0 the moves are runs.at(i) and src, dst are not read.
 template <class BytesView, class PageView> struct PageMoves {
     BytesView bytes;
     index_t page_bytes = 0;
     PageView src;
     PageView dst;
+    MoveRuns runs{};
 
+    index_t size() const { return runs.count > 0 ? runs.moves : length(src); }
+    KOKKOS_INLINE_FUNCTION MoveRuns::Move at(index_t k) const {
+        return runs.count > 0 ? runs.at(k) : MoveRuns::Move{src(k), dst(k)};
+    }
     auto views() const { return std::tie(bytes, src, dst); }
     native::PageMoves raw() const {
-        return {bytes.data(), page_bytes, src.data(), dst.data(), length(src)};
+        return {bytes.data(), page_bytes, src.data(), dst.data(), size(), runs};
     }
 };
 template <class BytesView, class PageView>
 PageMoves(BytesView, index_t, PageView, PageView) -> PageMoves<BytesView, PageView>;
+template <class BytesView, class PageView>
+PageMoves(BytesView, index_t, PageView, PageView, MoveRuns) -> PageMoves<BytesView, PageView>;
 
 // table(index(i)) = value(i) for the v2p and the p2v table. Indices within a
 // table are distinct (the host plan guarantees it), so the writes do not race.

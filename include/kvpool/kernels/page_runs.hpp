@@ -84,4 +84,88 @@ inline PageRuns find_page_runs(const index_t* virtual_pages, const index_t* phys
     return runs;
 }
 
+// Page moves src[k] -> dst[k] as a few runs in which each id steps by +1 or -1
+// from move to move, passed to the move kernels by value like PageRuns: a
+// flush walks survivors from the frontier down into the holes going up, and
+// an eager free fills a freed request's pages from the pages at the frontier.
+struct MoveRuns {
+    static constexpr int max_runs = 8;
+
+    struct Move {
+        index_t src;
+        index_t dst;
+    };
+
+    // 0: the moves are not runs (the lists hold them).
+    int count = 0;
+    index_t moves = 0;
+    // Run j covers moves [first[j], first[j + 1]) (moves for the last).
+    index_t first[max_runs] = {};
+    index_t src_start[max_runs] = {};
+    index_t dst_start[max_runs] = {};
+    signed char src_step[max_runs] = {};
+    signed char dst_step[max_runs] = {};
+
+    KVPOOL_HOST_DEVICE Move at(index_t k) const {
+        int j = 0;
+        while (j + 1 < count && first[j + 1] <= k)
+            ++j;
+        const index_t d = k - first[j];
+        return {src_start[j] + d * src_step[j], dst_start[j] + d * dst_step[j]};
+    }
+};
+
+// The n moves src[k] -> dst[k] as runs; count 0 when there are none or more
+// than MoveRuns::max_runs. Stops at the first run too many.
+inline MoveRuns find_move_runs(const index_t* src, const index_t* dst, index_t n) {
+    MoveRuns runs;
+    if (n == 0)
+        return runs;
+    runs.moves = n;
+    const auto step_of = [](index_t from, index_t to) -> signed char {
+        return to == from + 1 ? 1 : to == from - 1 ? -1 : 0;
+    };
+    const auto start_run = [&](index_t k) {
+        runs.first[runs.count] = k;
+        runs.src_start[runs.count] = src[k];
+        runs.dst_start[runs.count] = dst[k];
+        runs.src_step[runs.count] = 1;
+        runs.dst_step[runs.count] = 1;
+        ++runs.count;
+    };
+    start_run(0);
+    if (n == 1)
+        return runs;
+    // One run, the common case, checked without a branch per move.
+    const signed char src_step = step_of(src[0], src[1]), dst_step = step_of(dst[0], dst[1]);
+    if (src_step != 0 && dst_step != 0) {
+        index_t differs = 0;
+        for (index_t k = 0; k < n; ++k)
+            differs |= (src[k] ^ (src[0] + k * src_step)) | (dst[k] ^ (dst[0] + k * dst_step));
+        if (differs == 0) {
+            runs.src_step[0] = src_step;
+            runs.dst_step[0] = dst_step;
+            return runs;
+        }
+    }
+    for (index_t k = 1; k < n; ++k) {
+        const int j = runs.count - 1;
+        if (k - runs.first[j] == 1) {
+            const signed char s = step_of(src[k - 1], src[k]), d = step_of(dst[k - 1], dst[k]);
+            if (s != 0 && d != 0) {
+                runs.src_step[j] = s;
+                runs.dst_step[j] = d;
+                continue;
+            }
+        } else if (src[k] == src[k - 1] + runs.src_step[j] &&
+                   dst[k] == dst[k - 1] + runs.dst_step[j]) {
+            continue;
+        }
+        if (runs.count == MoveRuns::max_runs)
+            return MoveRuns{};
+        start_run(k);
+    }
+    return runs;
+}
+
 } // namespace kvpool::kernels

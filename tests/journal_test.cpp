@@ -1,0 +1,123 @@
+// The undo journal of the host core's tables: changes logged one by one,
+// saved in stretches (a flush's batch of moves), filled, or reassigned, in any
+// mix, are all taken back by a rollback, and reported as changed rows.
+#include <kvpool/detail/journal.hpp>
+
+#include "test_config.hpp"
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <random>
+#include <set>
+
+using namespace kvpool;
+using kvpool::detail::JournaledTable;
+
+TEST_CASE("journal: a rollback takes back single changes, stretches and fills in any mix",
+          "[journal][randomised]") {
+    for (const std::uint64_t seed : test::randomised_config().seed_list()) {
+        INFO("seed " << seed);
+        std::mt19937_64 rng(seed);
+        constexpr std::size_t size = 3000;
+        JournaledTable<index_t> table;
+        table.assign(size, -1);
+        std::vector<index_t> model(size, -1);
+        for (int round = 0; round < 40; ++round) {
+            INFO("round " << round);
+            table.open();
+            const std::vector<index_t> before = model;
+            std::set<std::size_t> touched;
+            bool reassigned = false;
+            const int ops = 1 + static_cast<int>(rng() % 12);
+            for (int op = 0; op < ops; ++op) {
+                const auto kind = rng() % 10;
+                if (kind < 4) {
+                    const std::size_t i = rng() % size;
+                    const auto v = static_cast<index_t>(rng() % 1000);
+                    table.set(i, v);
+                    model[i] = v;
+                    touched.insert(i);
+                } else if (kind < 8) {
+                    // A batch: runs going up or down with gaps, or ids spread
+                    // over the whole table (too scattered for stretches).
+                    std::vector<index_t> at;
+                    const bool scattered = kind == 7;
+                    auto i = static_cast<index_t>(rng() % size);
+                    const int n = 1 + static_cast<int>(rng() % 300);
+                    for (int k = 0; k < n; ++k) {
+                        at.push_back(i);
+                        const auto step = static_cast<index_t>(rng() % 3 == 0 ? 1 + rng() % 20 : 1);
+                        i = scattered ? static_cast<index_t>(rng() % size)
+                                      : (i + (kind % 2 == 0 ? step : size - step)) %
+                                            static_cast<index_t>(size);
+                    }
+                    const bool saved = table.save_stretches(at.data(), at.size());
+                    for (index_t j : at) {
+                        const auto v = static_cast<index_t>(rng() % 1000);
+                        if (saved)
+                            table.set_unlogged(static_cast<std::size_t>(j), v);
+                        else
+                            table.set(static_cast<std::size_t>(j), v);
+                        model[static_cast<std::size_t>(j)] = v;
+                        touched.insert(static_cast<std::size_t>(j));
+                    }
+                } else if (kind == 8) {
+                    const std::size_t first = rng() % size;
+                    const std::size_t last = std::min(size, first + rng() % 200);
+                    const auto v = static_cast<index_t>(rng() % 1000);
+                    table.fill(first, last, v);
+                    for (std::size_t i = first; i < last; ++i) {
+                        model[i] = v;
+                        touched.insert(i);
+                    }
+                } else {
+                    const auto v = static_cast<index_t>(rng() % 1000);
+                    table.assign(size, v);
+                    model.assign(size, v);
+                    reassigned = true;
+                }
+            }
+            // Every changed entry is reported (a reassignment reports the whole table).
+            std::set<std::size_t> reported;
+            table.for_each_changed([&](std::size_t i) { reported.insert(i); });
+            CHECK(table.all_changed() == reassigned);
+            if (!reassigned)
+                for (std::size_t i : touched)
+                    REQUIRE(reported.count(i) == 1);
+            for (std::size_t i = 0; i < size; ++i)
+                REQUIRE(table[i] == model[i]);
+            if (rng() % 2 == 0) {
+                table.rollback();
+                model = before;
+            }
+            table.close();
+            for (std::size_t i = 0; i < size; ++i)
+                REQUIRE(table[i] == model[i]);
+        }
+    }
+}
+
+TEST_CASE("journal: closed, stretches record nothing; a checkpoint keeps the changes before it",
+          "[journal]") {
+    JournaledTable<index_t> table;
+    table.assign(100, 0);
+    const std::vector<index_t> at{10, 11, 12, 13};
+    CHECK(table.save_stretches(at.data(), at.size()));
+    for (index_t i : at)
+        table.set_unlogged(static_cast<std::size_t>(i), 5);
+    table.open();
+    std::size_t changed = 0;
+    table.for_each_changed([&](std::size_t) { ++changed; });
+    CHECK(changed == 0);
+    REQUIRE(table.save_stretches(at.data(), at.size()));
+    for (index_t i : at)
+        table.set_unlogged(static_cast<std::size_t>(i), 7);
+    table.checkpoint();
+    table.fill(20, 30, 9);
+    table.rollback();
+    for (index_t i : at)
+        CHECK(table[static_cast<std::size_t>(i)] == 7);
+    for (std::size_t i = 20; i < 30; ++i)
+        CHECK(table[i] == 0);
+    table.close();
+}
