@@ -530,13 +530,17 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
     pages.reserve(static_cast<std::size_t>(count));
     std::vector<index_t> outside, unallocated;
     const index_t token_limit = virtual_table_pages_ * page_size();
+    // SGLang's page sizes are powers of two: a shift instead of a division per id.
+    const index_t ps = page_size();
+    const int shift =
+        (ps & (ps - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(ps)) : -1;
     for (index_t i = 0; i < count; ++i) {
         const index_t t = virtual_tokens[i];
-        if (t < 0 || t >= token_limit || t / page_size() < min_virtual_page_) {
+        const index_t page = shift >= 0 ? t >> shift : t / ps;
+        if (t < 0 || t >= token_limit || page < min_virtual_page_) {
             outside.push_back(t);
             continue;
         }
-        const index_t page = t / page_size();
         if (v2p_[page] == unbound) {
             if (!skip_unbound)
                 unallocated.push_back(t);
@@ -633,6 +637,7 @@ void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
         transaction_free_ = {};
         transaction_free_.recording = true;
         transaction_free_.virtual_pages = virtual_pages;
+        transaction_free_.physical_pages.reserve(virtual_pages.size());
         for (index_t v : virtual_pages)
             transaction_free_.physical_pages.push_back(v2p_[v]);
     }
@@ -782,6 +787,7 @@ void AllocatorCore::free_pages_eager(const std::vector<index_t>& virtual_pages) 
     live_pages_ -= k;
     watermark_ = band.grown(watermark_, -k);
     if (transaction_free_.recording) {
+        transaction_free_.moved_virtual.reserve(survivors.size());
         for (index_t p : survivors)
             transaction_free_.moved_virtual.push_back(p2v_[p]);
         transaction_free_.move_src = survivors;
