@@ -530,10 +530,8 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
     pages.reserve(static_cast<std::size_t>(count));
     std::vector<index_t> outside, unallocated;
     const index_t token_limit = virtual_table_pages_ * page_size();
-    // SGLang's page sizes are powers of two: a shift instead of a division per id.
     const index_t ps = page_size();
-    const int shift =
-        (ps & (ps - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(ps)) : -1;
+    const int shift = power_of_two_shift(ps);
     for (index_t i = 0; i < count; ++i) {
         const index_t t = virtual_tokens[i];
         const index_t page = shift >= 0 ? t >> shift : t / ps;

@@ -19,6 +19,17 @@ enum class GrowDirection { up, down, floating };
 // Eager: every free compacts at once. Lazy: frees leave holes, a flush packs.
 enum class CompactionMode { eager, lazy };
 
+// k when n is 1 << k, else -1: SGLang's page sizes are powers of two, and a
+// shift and a mask then stand in for a 64-bit division per id.
+constexpr int power_of_two_shift(index_t n) {
+    if (n <= 0 || (n & (n - 1)) != 0)
+        return -1;
+    int shift = 0;
+    while ((index_t(1) << shift) != n)
+        ++shift;
+    return shift;
+}
+
 constexpr const char* to_string(GrowDirection d) {
     return d == GrowDirection::up ? "up" : d == GrowDirection::down ? "down" : "floating";
 }

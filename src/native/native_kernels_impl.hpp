@@ -121,15 +121,6 @@ __global__ void translate_kernel(const index_t* __restrict__ v2p, index_t virtua
     out[i] = static_cast<Out>(physical);
 }
 
-inline int power_of_two_shift(index_t n) {
-    if (n <= 0 || (n & (n - 1)) != 0)
-        return -1;
-    int shift = 0;
-    while ((index_t(1) << shift) != n)
-        ++shift;
-    return shift;
-}
-
 // The virtual page of new page k.
 __device__ __forceinline__ index_t virtual_page_of(const native::NewPages& pages, index_t k) {
     return pages.runs.count > 0 ? pages.runs.at(k).virtual_page : pages.virtual_pages[k];

@@ -15,6 +15,15 @@
 
 namespace kvpool::kernels {
 
+// Of count runs where run j starts at item first[j] (ascending), the one
+// holding item k: a short scan, as the runs are few.
+KVPOOL_HOST_DEVICE inline int run_holding(const index_t* first, int count, index_t k) {
+    int j = 0;
+    while (j + 1 < count && first[j + 1] <= k)
+        ++j;
+    return j;
+}
+
 struct PageRuns {
     // More runs than this go as lists: the kernel's search stays a short
     // scan, and the launch arguments small.
@@ -37,9 +46,7 @@ struct PageRuns {
     index_t follower_start[max_runs] = {};
 
     KVPOOL_HOST_DEVICE Page at(index_t k) const {
-        int j = 0;
-        while (j + 1 < count && first[j + 1] <= k)
-            ++j;
+        const int j = run_holding(first, count, k);
         const index_t d = k - first[j];
         return {virtual_start[j] + d, physical_start[j] + d, follower_start[j] + d};
     }
@@ -107,9 +114,7 @@ struct MoveRuns {
     signed char dst_step[max_runs] = {};
 
     KVPOOL_HOST_DEVICE Move at(index_t k) const {
-        int j = 0;
-        while (j + 1 < count && first[j + 1] <= k)
-            ++j;
+        const int j = run_holding(first, count, k);
         const index_t d = k - first[j];
         return {src_start[j] + d * src_step[j], dst_start[j] + d * dst_step[j]};
     }
