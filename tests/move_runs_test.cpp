@@ -4,9 +4,11 @@
 #include <kvpool/kernels/dispatch.hpp>
 #include <kvpool/kernels/page_runs.hpp>
 
+#include "kernel_inputs.hpp"
 #include "test_config.hpp"
 #include "test_support.hpp"
 
+#include <numeric>
 #include <random>
 
 using namespace kvpool;
@@ -38,10 +40,7 @@ Moves moves_in_runs(const std::vector<index_t>& lengths, index_t half, std::mt19
 }
 
 index_t total(const std::vector<index_t>& lengths) {
-    index_t n = 0;
-    for (index_t l : lengths)
-        n += l;
-    return n;
+    return std::accumulate(lengths.begin(), lengths.end(), index_t(0));
 }
 
 } // namespace
@@ -52,10 +51,8 @@ TEST_CASE("move runs: found where both ids step by one, and give back every move
         INFO("seed " << seed);
         std::mt19937_64 rng(seed);
         for (int trial = 0; trial < 300; ++trial) {
-            const int run_count = 1 + static_cast<int>(rng() % 12);
-            std::vector<index_t> lengths;
-            for (int j = 0; j < run_count; ++j)
-                lengths.push_back(2 + static_cast<index_t>(rng() % 40));
+            const std::vector<index_t> lengths = random_run_lengths(rng, 2);
+            const auto run_count = static_cast<int>(lengths.size());
             const Moves m = moves_in_runs(lengths, total(lengths) + 3 * run_count, rng);
             const auto n = static_cast<index_t>(m.src.size());
             const kernels::MoveRuns runs = kernels::find_move_runs(m.src.data(), m.dst.data(), n);

@@ -2,6 +2,7 @@
 // input, every byte compared. On host backends there is no native version.
 #include <kvpool/kernels/dispatch.hpp>
 
+#include "kernel_inputs.hpp"
 #include "test_support.hpp"
 
 #include <algorithm>
@@ -78,22 +79,8 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
     const index_t page_size = 16, table_rows = 4096;
-    std::vector<index_t> prefix, seq, last, out_start, page_start, decode_seq, decode_page_start;
-    index_t tokens = 0, pages = 0, decode_pages = 0;
-    for (int r = 0; r < 37; ++r) {
-        const index_t p = static_cast<index_t>(rng() % 100),
-                      grow = static_cast<index_t>(rng() % 300);
-        prefix.push_back(p);
-        seq.push_back(p + grow);
-        last.push_back(p == 0 ? -1 : 1000 + static_cast<index_t>(rng() % 500));
-        out_start.push_back(tokens);
-        page_start.push_back(pages);
-        tokens += grow;
-        pages += (p + grow + page_size - 1) / page_size - (p + page_size - 1) / page_size;
-        decode_seq.push_back(p + grow + 1);
-        decode_page_start.push_back(decode_pages);
-        decode_pages += (p + grow) % page_size == 0 ? 1 : 0;
-    }
+    const PrefillRequests req = random_prefill_requests(rng, 37, page_size, 100, 300, 1000, 500);
+    const index_t tokens = req.tokens, pages = req.pages, decode_pages = req.decode_pages;
     std::vector<index_t> vpages(static_cast<std::size_t>(pages)), ppages(vpages.size());
     std::iota(vpages.begin(), vpages.end(), 5);
     std::iota(ppages.begin(), ppages.end(), 2000);
@@ -107,7 +94,7 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
     auto run = [&](bool native) {
         IndexView v2p("v2p", table_rows), p2v("p2v", table_rows),
             out("out", static_cast<std::size_t>(tokens));
-        IndexView decode_out("decode_out", seq.size()),
+        IndexView decode_out("decode_out", req.seq.size()),
             plain_out("plain_out", vpages.size() * page_size);
         Kokkos::deep_copy(v2p, -1);
         Kokkos::deep_copy(p2v, -1);
@@ -125,15 +112,16 @@ TEST_CASE("native: fused alloc-bind equals the portable kernels", "[native]") {
         }
         const kernels::AllocExtend extend{
             kernels::NewPages{v2p, p2v, vp, pp, page_size, followers[0]},
-            to_device(prefix),
-            to_device(seq),
-            to_device(out_start),
-            to_device(page_start),
-            to_device(last),
+            to_device(req.prefix),
+            to_device(req.seq),
+            to_device(req.out_start),
+            to_device(req.page_start),
+            to_device(req.last),
             out};
         const kernels::AllocDecode decode{
             kernels::NewPages{v2p, p2v, IndexView(dvp), IndexView(dvp), page_size, followers[1]},
-            to_device(decode_seq), to_device(decode_page_start), to_device(last), decode_out};
+            to_device(req.decode_seq), to_device(req.decode_page_start), to_device(req.last),
+            decode_out};
         const kernels::AllocTokens plain{kernels::NewPages{v2p, p2v, vp, pp, page_size}, plain_out};
         if (native) {
             kernels::alloc_extend_bind(space, extend);

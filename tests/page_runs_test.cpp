@@ -5,6 +5,7 @@
 #include <kvpool/kernels/page_runs.hpp>
 
 #include "device_delay.hpp"
+#include "kernel_inputs.hpp"
 #include "test_config.hpp"
 #include "test_support.hpp"
 
@@ -49,10 +50,8 @@ TEST_CASE("page runs: found where every list goes up by one, and give back every
         INFO("seed " << seed);
         std::mt19937_64 rng(seed);
         for (int trial = 0; trial < 200; ++trial) {
-            const int run_count = 1 + static_cast<int>(rng() % 12);
-            std::vector<index_t> lengths;
-            for (int j = 0; j < run_count; ++j)
-                lengths.push_back(1 + static_cast<index_t>(rng() % 40));
+            const std::vector<index_t> lengths = random_run_lengths(rng, 1);
+            const auto run_count = static_cast<int>(lengths.size());
             const Lists l = lists_of_runs(lengths, rng);
             const index_t n = static_cast<index_t>(l.virtual_pages.size());
             const bool with_follower = rng() % 2 == 0;
@@ -97,19 +96,8 @@ TEST_CASE("page runs: the alloc-bind kernels bind and emit the same from runs as
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
     const index_t page_size = 4, table_rows = 2048;
-    // Requests of a prefill: prefix and new tokens, and where each one's pages start.
-    std::vector<index_t> prefix, seq, last, out_start, page_start;
-    index_t tokens = 0, pages = 0;
-    for (int r = 0; r < 23; ++r) {
-        const index_t p = static_cast<index_t>(rng() % 9), grow = static_cast<index_t>(rng() % 40);
-        prefix.push_back(p);
-        seq.push_back(p + grow);
-        last.push_back(p == 0 ? -1 : 900 + static_cast<index_t>(rng() % 50));
-        out_start.push_back(tokens);
-        page_start.push_back(pages);
-        tokens += grow;
-        pages += (p + grow + page_size - 1) / page_size - (p + page_size - 1) / page_size;
-    }
+    const PrefillRequests req = random_prefill_requests(rng, 23, page_size, 9, 40, 900, 50);
+    const index_t tokens = req.tokens, pages = req.pages;
     std::vector<index_t> lengths;
     for (index_t left = pages; left > 0;) {
         const index_t n = std::min(left, 1 + static_cast<index_t>(rng() % (pages / 3 + 1)));
@@ -138,27 +126,21 @@ TEST_CASE("page runs: the alloc-bind kernels bind and emit the same from runs as
         const kernels::PageRuns given = as_runs ? runs : kernels::PageRuns{};
         const kernels::NewPages<IndexView, IndexView> new_pages{v2p,       p2v,      vp,   pp,
                                                                 page_size, follower, given};
-        kernels::alloc_extend_bind(space, kernels::AllocExtend{new_pages, to_device(prefix),
-                                                               to_device(seq), to_device(out_start),
-                                                               to_device(page_start),
-                                                               to_device(last), out});
+        kernels::alloc_extend_bind(
+            space, kernels::AllocExtend{new_pages, to_device(req.prefix), to_device(req.seq),
+                                        to_device(req.out_start), to_device(req.page_start),
+                                        to_device(req.last), out});
         kernels::bind_pages_emit_tokens(space, kernels::AllocTokens{new_pages, tokens_out});
-        // A decode step: every request whose new token starts a page takes one.
-        std::vector<index_t> decode_seq, decode_page_start;
-        index_t decode_pages = 0;
-        for (index_t s : seq) {
-            decode_seq.push_back(s + 1);
-            decode_page_start.push_back(decode_pages);
-            decode_pages += s % page_size == 0 ? 1 : 0;
-        }
-        IndexView decode_out("decode_out", seq.size());
+        // The decode step after the prefill.
+        IndexView decode_out("decode_out", req.seq.size());
         kernels::PageRuns decode_runs = given;
-        decode_runs.pages = decode_pages;
+        decode_runs.pages = req.decode_pages;
         const kernels::NewPages<IndexView, IndexView> decode_new_pages{
             table("decode_v2p"), table("decode_p2v"), vp, pp, page_size, Follower{}, decode_runs};
-        kernels::alloc_decode_bind(
-            space, kernels::AllocDecode{decode_new_pages, to_device(decode_seq),
-                                        to_device(decode_page_start), to_device(last), decode_out});
+        kernels::alloc_decode_bind(space,
+                                   kernels::AllocDecode{decode_new_pages, to_device(req.decode_seq),
+                                                        to_device(req.decode_page_start),
+                                                        to_device(req.last), decode_out});
         space.fence();
         return std::vector<std::vector<index_t>>{
             to_host(v2p),          to_host(p2v),
