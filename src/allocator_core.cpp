@@ -673,10 +673,14 @@ void AllocatorCore::undo_free(const TransactionFree& f) {
 }
 
 void AllocatorCore::move_pages(const std::vector<index_t>& src, const index_t* dst,
-                               PageState src_after) {
+                               PageState src_after, MoveStart start) {
     const std::size_t n = src.size();
     if (n == 0)
         return;
+    plan_.move_src.insert(plan_.move_src.end(), src.begin(), src.end());
+    plan_.move_dst.insert(plan_.move_dst.end(), dst, dst + n);
+    if (start == MoveStart::early && move_starter_)
+        move_starter_();
     std::vector<index_t> moved(n);
     for (std::size_t k = 0; k < n; ++k)
         moved[k] = p2v_[src[k]];
@@ -702,9 +706,7 @@ void AllocatorCore::move_pages(const std::vector<index_t>& src, const index_t* d
     write(p2v_, p2v_src_saved, src.data(), [](std::size_t) { return unbound; });
     write(page_state_, state_dst_saved, dst, [](std::size_t) { return PageState::live; });
     write(page_state_, state_src_saved, src.data(), [=](std::size_t) { return src_after; });
-    // The plan: the moves, and for each the v2p write and the two p2v writes.
-    plan_.move_src.insert(plan_.move_src.end(), src.begin(), src.end());
-    plan_.move_dst.insert(plan_.move_dst.end(), dst, dst + n);
+    // The plan's table writes: for each move the v2p write and the two p2v writes.
     const std::size_t p0 = plan_.p2v_index.size();
     plan_.v2p_index.insert(plan_.v2p_index.end(), moved.begin(), moved.end());
     plan_.v2p_value.insert(plan_.v2p_value.end(), dst, dst + n);
@@ -906,15 +908,19 @@ index_t AllocatorCore::flush(bool urgent) {
     std::merge(write_set.begin(), write_set.end(), gated.begin(), gated.end(),
                std::back_inserter(stops));
     std::vector<index_t> targets, kept;
-    for (index_t h : holes)
-        (std::binary_search(gated.begin(), gated.end(), h) ? kept : targets).push_back(h);
+    if (gated.empty()) {
+        targets.swap(holes);
+    } else {
+        for (index_t h : holes)
+            (std::binary_search(gated.begin(), gated.end(), h) ? kept : targets).push_back(h);
+    }
     const std::vector<index_t> moved_from =
         move_survivors(targets, urgent ? -1 : options_.max_moves_per_flush, stops);
 
     holes_.clear();
     if (pack) {
         // Every leftover hole and moved-from page now lies past the new frontier.
-        const auto reclaimed = static_cast<index_t>(holes.size());
+        const auto reclaimed = static_cast<index_t>(targets.size() + kept.size());
         const auto [first, last] = band.frontier_pages(watermark_, reclaimed);
         page_state_.fill(static_cast<std::size_t>(first), static_cast<std::size_t>(last),
                          PageState::outside);
@@ -985,21 +991,23 @@ std::vector<index_t> AllocatorCore::move_survivors(const std::vector<index_t>& h
     // passed over already, so the walk's reads see what they saw before.
     const BandDirection band(geometry_, anchor_);
     std::vector<index_t> moved_from;
+    const std::size_t most =
+        cap < 0 ? holes.size() : std::min(holes.size(), static_cast<std::size_t>(cap));
+    moved_from.reserve(most);
     index_t src = band.frontier_page(watermark_);
-    while (moved_from.size() < holes.size() &&
-           (cap < 0 || static_cast<index_t>(moved_from.size()) < cap)) {
+    while (moved_from.size() < most) {
         while (band.on_side(src) && page_state_[src] != PageState::live)
             src = band.toward_anchor(src);
         if (!band.on_side(src))
             break;
         const index_t dst = holes[moved_from.size()];
         if (band.nearer_anchor(src, dst) ||
-            std::binary_search(write_set.begin(), write_set.end(), src))
+            (!write_set.empty() && std::binary_search(write_set.begin(), write_set.end(), src)))
             break;
         moved_from.push_back(src);
         src = band.toward_anchor(src);
     }
-    move_pages(moved_from, holes.data(), PageState::moved_out);
+    move_pages(moved_from, holes.data(), PageState::moved_out, MoveStart::early);
     return moved_from;
 }
 

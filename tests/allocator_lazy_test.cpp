@@ -71,6 +71,56 @@ TEST_CASE("lazy: free leaves holes, allocation drains them first, urgent flush p
     check_all(p.pool, p.up, 0, live);
 }
 
+TEST_CASE("lazy: a flush hands its moves to the move starter before planning their table writes",
+          "[lazy]") {
+    LazyPool p(1);
+    for (const CompactionMode mode : {CompactionMode::lazy, CompactionMode::eager}) {
+        CAPTURE(mode == CompactionMode::lazy ? "lazy" : "eager");
+        detail::AllocatorCore core(p.pool.layout().side("full"), p.pool.total_bytes(),
+                                   mode == CompactionMode::lazy ? LazyPool::with_cap(4096)
+                                                                : options(mode));
+        detail::PageBinding binding;
+        REQUIRE(core.alloc_pages(40, binding));
+        struct Seen {
+            std::size_t moves, destinations, v2p_writes, p2v_writes;
+        };
+        std::vector<Seen> seen;
+        // As a backend's starter: it launches the moves, so it takes them out of the plan.
+        core.set_move_starter([&] {
+            detail::DevicePlan& plan = core.plan();
+            seen.push_back({plan.move_src.size(), plan.move_dst.size(), plan.v2p_index.size(),
+                            plan.p2v_index.size()});
+            plan.move_src.clear();
+            plan.move_dst.clear();
+        });
+        std::vector<index_t> gone;
+        for (std::size_t k = 0; k < 20; k += 2)
+            gone.push_back(binding.virtual_pages[k]);
+        core.plan().clear();
+        core.free_tokens(gone.data(), static_cast<index_t>(gone.size()));
+        if (mode == CompactionMode::eager) {
+            // The eager free's moves overwrite the freed pages: they wait for the whole plan.
+            CHECK(seen.empty());
+            CHECK(core.plan().move_src.size() == gone.size());
+        } else {
+            core.plan().clear();
+            const index_t moved = core.flush(true);
+            CHECK(moved == static_cast<index_t>(gone.size()));
+            REQUIRE(seen.size() == 1);
+            CHECK(seen[0].moves == gone.size());
+            CHECK(seen[0].destinations == gone.size());
+            CHECK(seen[0].v2p_writes == 0);
+            CHECK(seen[0].p2v_writes == 0);
+            // The table writes stay: a v2p and two p2v writes per move.
+            CHECK(core.plan().move_src.empty());
+            CHECK(core.plan().v2p_index.size() == gone.size());
+            CHECK(core.plan().p2v_index.size() == 2 * gone.size());
+        }
+        CHECK(core.band_pages() == 30);
+        core.check_invariants();
+    }
+}
+
 TEST_CASE("lazy: an opportunistic flush moves at most its cap and finishes over several calls",
           "[lazy]") {
     LazyPool p(1, 64 * 1024, 8);

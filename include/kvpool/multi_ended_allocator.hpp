@@ -308,6 +308,7 @@ public:
     // ---------------------------------------------------------------- lazy compaction
     index_t flush(const ExecutionSpace& space, bool urgent) {
         return transaction(space, [&] {
+            const EarlyMoves early(*this, space);
             const index_t moved = core_.flush(urgent);
             submit(space);
             return moved;
@@ -699,14 +700,9 @@ private:
         detail::DevicePlan& plan = core_.plan();
         if (plan.empty())
             return;
-        for (const auto& token : plan.waits)
-            kernels::enqueue_wait(space, *token);
+        enqueue_waits(space, plan);
         const std::size_t moves = plan.move_src.size();
-        // Moves in a few runs go to the kernel by value: no lists to stage or to read.
-        const kernels::MoveRuns runs =
-            move_ ? kernels::MoveRuns{}
-                  : kernels::find_move_runs(plan.move_src.data(), plan.move_dst.data(),
-                                            static_cast<index_t>(moves));
+        const kernels::MoveRuns runs = move_ ? kernels::MoveRuns{} : move_runs(plan);
         const std::size_t src = runs.count > 0 ? 0 : staging_.add(plan.move_src);
         const std::size_t dst = runs.count > 0 ? 0 : staging_.add(plan.move_dst);
         const std::size_t vi = staging_.add(plan.v2p_index);
@@ -720,21 +716,10 @@ private:
                                           p2v_,
                                           staging_.slice(pi, plan.p2v_index.size()),
                                           staging_.slice(pv, plan.p2v_value.size())};
-        const auto apply_plan = [&](const auto& src_pages, const auto& dst_pages) {
-            kernels::apply_plan(space, kernels::CompactionPlan{
-                                           kernels::PageMoves{pool_->bytes(), geometry().page_bytes,
-                                                              src_pages, dst_pages, runs},
-                                           writes});
-        };
-        if (runs.count > 0) {
-            apply_plan(staging_.slice(0, 0), staging_.slice(0, 0));
-        } else if (moves > 0 && !move_ && geometry().page_bytes < device_move_list_min_page_bytes) {
-            apply_plan(staging_.slice(src, moves), staging_.slice(dst, moves));
-        } else if (moves > 0 && !move_) {
-            // Sources and destinations staged back to back: one copy to the device.
-            const auto move_lists = staging_.device_slice(space, src, 2 * moves);
-            apply_plan(Kokkos::subview(move_lists, std::make_pair(std::size_t(0), moves)),
-                       Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)));
+        if (moves > 0 && !move_) {
+            with_move_lists(space, runs, src, dst, moves, [&](const auto& moved) {
+                kernels::apply_plan(space, kernels::CompactionPlan{moved, writes});
+            });
         } else {
             // The writes first: the moves are the one step an undo cannot take back.
             kernels::apply_table_writes(space, writes);
@@ -746,6 +731,75 @@ private:
         // An eager compaction overwrote the freed pages: it stays, whatever fails next.
         if (keep && core_.transaction_open())
             core_.checkpoint_transaction();
+    }
+
+    // The core's move starter: launches the plan's waits and moves now and
+    // takes them out of the plan (its table writes follow with the rest).
+    void start_moves(const ExecutionSpace& space) {
+        detail::DevicePlan& plan = core_.plan();
+        enqueue_waits(space, plan);
+        const std::size_t moves = plan.move_src.size();
+        if (moves == 0)
+            return;
+        const kernels::MoveRuns runs = move_runs(plan);
+        const std::size_t src = runs.count > 0 ? 0 : staging_.add(plan.move_src);
+        const std::size_t dst = runs.count > 0 ? 0 : staging_.add(plan.move_dst);
+        if (runs.count == 0)
+            staging_.upload(space);
+        with_move_lists(space, runs, src, dst, moves,
+                        [&](const auto& moved) { kernels::move_pages(space, moved); });
+        plan.move_src.clear();
+        plan.move_dst.clear();
+    }
+
+    // Installs start_moves as the core's move starter for one call (not with
+    // a move callback, which must follow the table writes).
+    class EarlyMoves {
+    public:
+        EarlyMoves(MultiEndedAllocator& side, const ExecutionSpace& space) : core_(side.core_) {
+            if (!side.move_)
+                core_.set_move_starter([&side, space] { side.start_moves(space); });
+        }
+        ~EarlyMoves() { core_.set_move_starter(nullptr); }
+        EarlyMoves(const EarlyMoves&) = delete;
+        EarlyMoves& operator=(const EarlyMoves&) = delete;
+
+    private:
+        detail::AllocatorCore& core_;
+    };
+
+    void enqueue_waits(const ExecutionSpace& space, detail::DevicePlan& plan) {
+        for (const auto& token : plan.waits)
+            kernels::enqueue_wait(space, *token);
+        plan.waits.clear();
+    }
+
+    // Moves in a few runs go to the kernel by value: no lists to stage or to read.
+    static kernels::MoveRuns move_runs(const detail::DevicePlan& plan) {
+        return kernels::find_move_runs(plan.move_src.data(), plan.move_dst.data(),
+                                       static_cast<index_t>(plan.move_src.size()));
+    }
+
+    // Calls apply with the PageMoves of a plan's moves, their lists (staged
+    // back to back at src and dst, after the last upload) read where the page
+    // size says; none when they form runs.
+    template <class Apply>
+    void with_move_lists(const ExecutionSpace& space, const kernels::MoveRuns& runs,
+                         std::size_t src, std::size_t dst, std::size_t moves, const Apply& apply) {
+        const auto moved = [&](const auto& src_pages, const auto& dst_pages) {
+            apply(kernels::PageMoves{pool_->bytes(), geometry().page_bytes, src_pages, dst_pages,
+                                     runs});
+        };
+        if (runs.count > 0) {
+            moved(staging_.slice(0, 0), staging_.slice(0, 0));
+        } else if (geometry().page_bytes < device_move_list_min_page_bytes) {
+            moved(staging_.slice(src, moves), staging_.slice(dst, moves));
+        } else {
+            // Sources and destinations staged back to back: one copy to the device.
+            const auto move_lists = staging_.device_slice(space, src, 2 * moves);
+            moved(Kokkos::subview(move_lists, std::make_pair(std::size_t(0), moves)),
+                  Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)));
+        }
     }
 
     // Where the move kernel reads its page lists: zero-copy from the staging

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -203,6 +204,16 @@ public:
     const AllocatorCounters& counters() const { return counters_; }
 
     DevicePlan& plan() { return plan_; }
+    // A backend that can start page moves at once sets this for the length of
+    // a flush, which calls it as soon as its moves are decided: the plan then
+    // holds them (with any waits before them) but not yet their table writes,
+    // and the starter launches them and takes them out of the plan, so that
+    // the copy overlaps the host mirror's bookkeeping that follows. Only a
+    // flush starts moves early: they go into holes and overwrite no page
+    // anyone holds, so a rollback after them is still exact (an eager free's
+    // overwrite the freed pages). Unset, moves wait for the whole plan.
+    using move_starter = std::function<void()>;
+    void set_move_starter(move_starter starter) { move_starter_ = std::move(starter); }
 
     // Moved-from pages waiting for their readers, one batch per token, in the
     // order they return to the hole list.
@@ -293,7 +304,10 @@ private:
     void add_pending(const CompletionTokenPtr& readers_done, const std::vector<index_t>& pages);
     // Page src[k] onto dst[k] for every k, host mirror and plan; src[k] is
     // then in state src_after. Journaled in stretches where the pages lie close.
-    void move_pages(const std::vector<index_t>& src, const index_t* dst, PageState src_after);
+    // early: the move starter, if set, launches the moves before the bookkeeping.
+    enum class MoveStart { with_plan, early };
+    void move_pages(const std::vector<index_t>& src, const index_t* dst, PageState src_after,
+                    MoveStart start = MoveStart::with_plan);
     void note_holes_peak();
     [[noreturn]] void fail(const std::string& what) const;
 
@@ -333,6 +347,7 @@ private:
 
     AllocatorCounters counters_;
     DevicePlan plan_;
+    move_starter move_starter_;
 
     // The scalars a transaction restores, as they were at its opening.
     struct Scalars {
