@@ -358,6 +358,48 @@ struct MambaCase {
     void partial(MambaCall) {}
 };
 
+// A flush of 400 pages, enough for MultiEndedAllocator to launch its moves
+// ahead of its table writes: a failure after the moves must still leave the
+// side as it was. The holes are every other page of the band's lower part
+// (moves read from lists) or its lower third (one run of moves).
+enum class LargeFlushCall { scattered_holes, one_run };
+constexpr LargeFlushCall large_flush_calls[] = {LargeFlushCall::scattered_holes,
+                                                LargeFlushCall::one_run};
+const char* name_of(LargeFlushCall call) {
+    return call == LargeFlushCall::one_run ? "urgent flush of 400 pages, one run"
+                                           : "urgent flush of 400 pages, scattered holes";
+}
+
+struct LargeFlushCase {
+    using call_type = LargeFlushCall;
+    Pool pool;
+    Allocator full, other;
+    std::vector<index_t> live, other_live;
+
+    LargeFlushCase(CompactionMode mode, index_t page_size, LargeFlushCall call)
+        : pool(PoolLayout(64 * 1024, {spec("full", 16, page_size, GrowDirection::up),
+                                      spec("other", 24, page_size, GrowDirection::down)})),
+          full(pool, "full", options(mode)), other(pool, "other", options(mode)) {
+        full.bind_peer(other);
+        const std::vector<index_t> taken = to_host(*full.alloc(Space(), 1200 * page_size));
+        stamp_tokens(pool, full, 0, taken);
+        std::vector<index_t> gone;
+        for (std::size_t i = 0; i < taken.size(); ++i) {
+            const auto page = static_cast<index_t>(i) / page_size;
+            const bool freed =
+                call == LargeFlushCall::one_run ? page < 400 : page < 800 && page % 2 == 0;
+            (freed ? gone : live).push_back(taken[i]);
+        }
+        full.free(Space(), gone);
+    }
+    std::vector<Watched> watched() const { return {{full, 0, live}, {other, 1, other_live}}; }
+    bool applies(LargeFlushCall) const { return full.core().is_lazy(); }
+    void prepare(LargeFlushCall) {}
+    void run(LargeFlushCall) { full.flush(Space(), true); }
+    bool has_partial(LargeFlushCall) const { return false; }
+    void partial(LargeFlushCall) {}
+};
+
 std::vector<std::string> states(const std::vector<Watched>& sides) {
     std::vector<std::string> out;
     for (const Watched& w : sides)
@@ -436,6 +478,24 @@ TEST_CASE("device faults: every call of a side reports the failure and changes n
         for (index_t ps : {index_t(1), index_t(16)})
             for (SideCall call : side_calls)
                 check_every_fault<SideCase>(mode, ps, call);
+}
+
+TEST_CASE("device faults: a flush that launches its moves ahead of its table writes changes "
+          "nothing",
+          "[device-faults]") {
+    for (LargeFlushCall call : large_flush_calls) {
+        INFO(name_of(call));
+        LargeFlushCase c(CompactionMode::lazy, 1, call);
+        FaultScope scope;
+        c.run(call);
+        // The moves and the table writes: a launch each.
+        CHECK(device_faults::count(DeviceOp::launch) == 2);
+        CHECK(c.full.core().hole_pages() == 0);
+        CHECK(c.full.counters().pages_moved == 400);
+        c.full.check_invariants();
+        check_data(c.pool, c.watched());
+        check_every_fault<LargeFlushCase>(CompactionMode::lazy, 1, call);
+    }
 }
 
 TEST_CASE("device faults: every call of the SWA pair changes neither side", "[device-faults]") {
