@@ -735,7 +735,8 @@ private:
 
     // The core's move starter: launches the plan's waits and moves now and
     // takes them out of the plan (its table writes follow with the rest).
-    // Fewer moves stay in the plan and go with its table writes in one launch.
+    // Fewer than early_move_min_pages moves stay in the plan and go with its
+    // table writes in one launch.
     void start_moves(const ExecutionSpace& space) {
         detail::DevicePlan& plan = core_.plan();
         const std::size_t moves = plan.move_src.size();

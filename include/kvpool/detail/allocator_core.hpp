@@ -206,13 +206,13 @@ public:
     DevicePlan& plan() { return plan_; }
     // A backend that can start page moves at once sets this for the length of
     // a flush, which calls it as soon as its moves are decided: the plan then
-    // holds them (with any waits before them) but not yet their table writes,
-    // and the starter launches them and takes them out of the plan, so that
-    // the copy overlaps the host mirror's bookkeeping that follows (or leaves
-    // them there, to go with the table writes). Only a
-    // flush starts moves early: they go into holes and overwrite no page
-    // anyone holds, so a rollback after them is still exact (an eager free's
-    // overwrite the freed pages). Unset, moves wait for the whole plan.
+    // holds them (with any waits before them) but not yet their table writes.
+    // The starter launches them and takes them out of the plan, so that the
+    // copy overlaps the host mirror's bookkeeping that follows, or leaves them
+    // there to go with the table writes. Only a flush starts moves early: they
+    // go into holes and overwrite no page anyone holds, so a rollback after
+    // them is still exact (an eager free's overwrite the freed pages). Unset,
+    // moves wait for the whole plan.
     using move_starter = std::function<void()>;
     void set_move_starter(move_starter starter) { move_starter_ = std::move(starter); }
 
