@@ -74,6 +74,32 @@ TEST_CASE("bad input: frees of ids that are not live on this side", "[bad-input]
         }
 }
 
+TEST_CASE("bad input: binding a bound side again", "[bad-input]") {
+    for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
+        Fixture f(mode, 4);
+        // SGLang's pairing, a.bind_peer(b); b.bind_peer(a): the second call,
+        // and any repeat, finds the two bound to each other and changes nothing.
+        const std::string up_before = f.up.state_string(), down_before = f.down.state_string();
+        const auto up_v2p = f.up.virtual_to_physical().data();
+        f.down.bind_peer(f.up);
+        f.up.bind_peer(f.down);
+        CHECK(f.up.state_string() == up_before);
+        CHECK(f.down.state_string() == down_before);
+        CHECK(f.up.virtual_to_physical().data() == up_v2p);
+        check_all(f.pool, f.up, 0, f.up_live);
+        check_all(f.pool, f.down, 1, f.down_live);
+        // Another side of the same buffer: refused both ways, naming the rule.
+        Allocator other(f.pool, "swa", options(mode));
+        f.expect_rejected(
+            ErrorCode::invalid_argument, [&] { f.up.bind_peer(other); }, "one peer only");
+        f.expect_rejected(
+            ErrorCode::invalid_argument, [&] { other.bind_peer(f.down); }, "one peer only");
+        CHECK(f.up.is_peer_of(f.down));
+        CHECK(f.down.is_peer_of(f.up));
+        CHECK_FALSE(other.has_peer());
+    }
+}
+
 TEST_CASE("bad input: sizes that are not page multiples or negative", "[bad-input]") {
     Fixture f(CompactionMode::eager, 16);
     f.expect_rejected(

@@ -199,6 +199,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_create(kvpool_pool* pool, const c
                                                       void* stream, kvpool_allocator** out);
 /* Destroys a standalone side or releases a pair's side handle. */
 KVPOOL_C_EXPORT void kvpool_allocator_destroy(kvpool_allocator* a);
+/* Binds a and peer to each other. Calling it again with the two (in either
+ * order, as SGLang's a.bind_peer(b); b.bind_peer(a)) changes nothing; a side
+ * bound to another peer is refused. */
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a,
                                                          kvpool_allocator* peer);
 /* move == NULL restores the default: the pages' bytes move inside the unified buffer. */

@@ -61,11 +61,22 @@ public:
     MultiEndedAllocator(const MultiEndedAllocator&) = delete;
     MultiEndedAllocator& operator=(const MultiEndedAllocator&) = delete;
 
-    // Two sides of one buffer share the gap between their frontiers.
+    // Two sides of one buffer share the gap between their frontiers. Binding
+    // binds both; the symmetric second call (b.bind_peer(a) after
+    // a.bind_peer(b), as SGLang pairs its allocators) finds them bound and
+    // changes nothing. A side bound to another peer is refused.
     void bind_peer(MultiEndedAllocator& peer) {
         if (peer.pool_ != pool_ || &peer == this)
             throw Error(ErrorCode::invalid_argument,
                         "bind_peer: the peer must be the other side of the same unified buffer");
+        if (peer_ == &peer && peer.peer_ == this)
+            return;
+        if (peer_ != nullptr || peer.peer_ != nullptr)
+            throw Error(ErrorCode::invalid_argument,
+                        "bind_peer: '" + geometry().spec.name + "' or '" +
+                            peer.geometry().spec.name +
+                            "' is bound to another peer already; a side can be bound to one "
+                            "peer only");
         core_.bind_peer(&peer.core_);
         peer.core_.bind_peer(&core_);
         peer_ = &peer;
@@ -125,6 +136,7 @@ public:
     const detail::AllocatorCore& core() const { return core_; }
     const AllocatorOptions& options() const { return core_.options(); }
     bool has_peer() const { return peer_ != nullptr; }
+    bool is_peer_of(const MultiEndedAllocator& other) const { return peer_ == &other; }
     // Where this side stands, for capacity planners (kvpool-sim's admission check).
     SideOccupancy occupancy() const {
         return {core_.free_virtual_page_count(), core_.hole_pages(), core_.gap_bytes(),

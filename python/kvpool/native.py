@@ -89,6 +89,7 @@ class UnifiedBuffer(_Handle):
 
     def __init__(self, total_bytes, sides, device, buffer=None):
         self.device = pool_device(device)
+        self.page_sizes = {name: int(page_size) for name, _, page_size, *_ in sides}
         specs = (_lib.SubPoolSpec * len(sides))()
         for spec, (name, entry_bytes, page_size, grow, *float_at) in zip(specs, sides):
             spec.name = name.encode()

@@ -80,8 +80,12 @@ kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* 
     return guarded([&] {
         auto& x = deref(a, "allocator");
         auto& y = deref(peer, "peer");
+        // The symmetric second call of a pair (b with a after a with b) finds
+        // them bound to each other: nothing to do.
+        if (x.side->is_peer_of(*y.side) && y.side->is_peer_of(*x.side))
+            return;
         require(!x.side->has_peer() && !y.side->has_peer(),
-                "bind_peer: a side can be bound to one peer only, once");
+                "bind_peer: a side can be bound to one peer only");
         x.side->bind_peer(*y.side);
         auto group = std::make_shared<PeerGroup>();
         group->first = x.owner;

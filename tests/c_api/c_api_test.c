@@ -85,6 +85,43 @@ int main(void) {
     CHECK(kvpool_allocator_check_invariants(full, NULL));
     CHECK(kvpool_allocator_check_invariants(swa, NULL));
 
+    /* SGLang pairs two allocators with a.bind_peer(b); b.bind_peer(a): the
+     * pair's sides are bound already, so both calls change nothing. */
+    CHECK(kvpool_allocator_bind_peer(full, swa));
+    CHECK(kvpool_allocator_bind_peer(swa, full));
+    CHECK(kvpool_swa_pair_sizes(pair, &after));
+    if (after.available_size != before.available_size)
+        return fail("sizes after binding the bound sides again");
+    /* Standalone sides: bound once, the symmetric call accepted, another peer
+     * refused with the sides still bound to each other. */
+    kvpool_allocator* up = NULL;
+    kvpool_allocator* down = NULL;
+    kvpool_allocator* other = NULL;
+    kvpool_pool* pool2 = NULL;
+    CHECK(kvpool_pool_create(1 << 16, specs, 2, NULL, NULL, &pool2));
+    CHECK(kvpool_allocator_create(pool2, "full", NULL, NULL, &up));
+    CHECK(kvpool_allocator_create(pool2, "swa", NULL, NULL, &down));
+    CHECK(kvpool_allocator_create(pool2, "swa", NULL, NULL, &other));
+    CHECK(kvpool_allocator_bind_peer(up, down));
+    CHECK(kvpool_allocator_bind_peer(down, up));
+    CHECK(kvpool_allocator_bind_peer(up, down));
+    if (kvpool_allocator_bind_peer(up, other) != KVPOOL_ERROR_INVALID_ARGUMENT ||
+        strstr(kvpool_last_error(), "one peer only") == NULL)
+        return fail("binding a bound side to another peer was not refused");
+    if (kvpool_allocator_bind_peer(other, down) != KVPOOL_ERROR_INVALID_ARGUMENT)
+        return fail("binding another side to a bound peer was not refused");
+    CHECK(kvpool_allocator_bind_peer(down, up));
+    int64_t up_ids[4];
+    CHECK(kvpool_allocator_alloc(up, NULL, 4, up_ids, &allocated));
+    if (!allocated)
+        return fail("alloc on the bound side found no room");
+    CHECK(kvpool_allocator_check_invariants(up, NULL));
+    CHECK(kvpool_allocator_check_invariants(down, NULL));
+    kvpool_allocator_destroy(other);
+    kvpool_allocator_destroy(down);
+    kvpool_allocator_destroy(up);
+    kvpool_pool_destroy(pool2);
+
     kvpool_allocator_destroy(swa);
     kvpool_allocator_destroy(full);
     kvpool_swa_pair_destroy(pair);

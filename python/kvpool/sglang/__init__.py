@@ -8,10 +8,13 @@ AssertionError). The differences are listed in kvpool's README.
 """
 
 from .kv_pools import (
+    KVWriteLoc,
     UnifiedHybridLinearKVPool,
     UnifiedMambaPool,
     UnifiedMHATokenToKVPool,
     UnifiedSWAKVPool,
+    move_kv_cache_native,
+    unwrap_write_loc,
 )
 from .mamba_allocator import UnifiedMambaSlotAllocator, UnifiedMambaTokenToKVPoolAllocator
 from .mamba_swa_allocator import UnifiedMambaSWATokenToKVPoolAllocator
@@ -23,6 +26,7 @@ from .unified_kv_pool import UnifiedKVPool
 
 __all__ = [
     "HybridReqToTokenPool",
+    "KVWriteLoc",
     "MambaSubPoolSpec",
     "MHASubPoolSpec",
     "MultiEndedAllocator",
@@ -38,4 +42,6 @@ __all__ = [
     "UnifiedMHATokenToKVPool",
     "UnifiedSWAKVPool",
     "UnifiedSWATokenToKVPoolAllocator",
+    "move_kv_cache_native",
+    "unwrap_write_loc",
 ]

@@ -6,16 +6,64 @@ page, no Python on the way. Their ``move_kv_cache`` is there for engine code
 that moves tokens itself.
 """
 
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, KVPoolAssertionError
+
+
+@dataclass
+class KVWriteLoc:
+    """Where ``set_kv_buffer`` writes, as the reference's attention metadata carries it:
+    ``loc`` the allocated (virtual, under a unified pool) token ids, ``swa_loc`` and
+    ``full_loc`` the SWA and full sub-pools' physical token ids, translated once per
+    forward (None where there are none). The pools never translate."""
+
+    loc: torch.Tensor
+    swa_loc: Optional[torch.Tensor] = None
+    full_loc: Optional[torch.Tensor] = None
+
+    def __post_init__(self):
+        # Resolved once from the padded out_cache_loc; a narrowed loc narrows them alike.
+        if self.swa_loc is not None and self.swa_loc.shape[0] != self.loc.shape[0]:
+            self.swa_loc = self.swa_loc[: self.loc.shape[0]]
+        if self.full_loc is not None and self.full_loc.shape[0] != self.loc.shape[0]:
+            self.full_loc = self.full_loc[: self.loc.shape[0]]
+
+
+def unwrap_write_loc(loc_info):
+    """``(loc, swa_loc, full_loc)`` of a KVWriteLoc (kvpool's or SGLang's: anything with
+    those three attributes), or ``(loc_info, None, None)`` of bare ids."""
+    if isinstance(loc_info, torch.Tensor) or not hasattr(loc_info, "full_loc"):
+        return loc_info, None, None
+    return loc_info.loc, loc_info.swa_loc, loc_info.full_loc
+
+
+def move_kv_cache_native(k_buffer, v_buffer, tgt_loc, src_loc, page_size: int = 1):
+    """The reference's token move over per-layer K/V buffers: 4-D page-major views
+    ``(num_pages, page_size, heads, dim)`` (token id -> page, slot in page), or 3-D
+    ``(tokens, heads, dim)`` buffers (page_size ignored). Physical token ids."""
+    if tgt_loc.numel() == 0:
+        return
+    tgt = tgt_loc.reshape(-1).to(torch.int64)
+    src = src_loc.reshape(-1).to(torch.int64)
+    for k, v in zip(k_buffer, v_buffer):
+        if k.ndim == 4:
+            tp, ts = tgt // page_size, tgt % page_size
+            sp, ss = src // page_size, src % page_size
+            k[tp, ts] = k[sp, ss]
+            v[tp, ts] = v[sp, ss]
+        else:
+            k[tgt] = k[src]
+            v[tgt] = v[src]
 
 
 class UnifiedMHATokenToKVPool:
-    """MHA K/V of one sub-pool: per layer, views ``(num_pages, page_size, head_num, head_dim)``.
-    Locations are physical token ids (``page * page_size + slot``)."""
+    """MHA K/V of one sub-pool: per layer, views ``(num_pages, page_size, head_num, head_dim)``
+    shaped by the UnifiedKVPool's page_size. Locations are physical token ids, addressed
+    through the views' page size (an allocator page is whole view pages)."""
 
     def __init__(
         self,
@@ -45,6 +93,7 @@ class UnifiedMHATokenToKVPool:
         self.size = unified_buffer.max_slots(sub_pool_name) - 1
         self.device = unified_buffer.device
         self.k_buffer, self.v_buffer = unified_buffer.mha_views_for(sub_pool_name)
+        self._view_page_size = unified_buffer._page_size
 
     def kvpool_page_major_side(self):
         """(unified buffer, sub-pool) this pool's bytes are the pages of."""
@@ -61,7 +110,7 @@ class UnifiedMHATokenToKVPool:
 
     def _split(self, loc):
         loc = loc.reshape(-1).to(torch.int64)
-        return loc // self.page_size, loc % self.page_size
+        return loc // self._view_page_size, loc % self._view_page_size
 
     def set_kv_buffer(
         self,
@@ -83,13 +132,9 @@ class UnifiedMHATokenToKVPool:
         v[page, slot] = cache_v.reshape(-1, self.head_num, self.v_head_dim).to(self.dtype)
 
     def move_kv_cache(self, tgt_loc: torch.Tensor, src_loc: torch.Tensor):
-        if tgt_loc.numel() == 0:
-            return
-        tp, ts = self._split(tgt_loc)
-        sp, ss = self._split(src_loc)
-        for k, v in zip(self.k_buffer, self.v_buffer):
-            k[tp, ts] = k[sp, ss]
-            v[tp, ts] = v[sp, ss]
+        move_kv_cache_native(
+            self.k_buffer, self.v_buffer, tgt_loc, src_loc, page_size=self._view_page_size
+        )
 
 
 class UnifiedSWAKVPool:
@@ -157,6 +202,43 @@ class UnifiedSWAKVPool:
         pool, idx = self._pool_of(layer_id)
         return pool.k_buffer[idx], pool.v_buffer[idx]
 
+    def set_kv_buffer(self, layer, loc_info, cache_k, cache_v, k_scale=1.0, v_scale=1.0):
+        """Writes a layer's K/V where the write metadata (a KVWriteLoc) says, as the
+        reference: a SWA layer at ``swa_loc``, a full layer at ``full_loc``, both physical
+        ids of their sub-pool, translated once per forward; the pool never translates, and
+        a write without its sub-pool's ids is refused rather than written at virtual ids."""
+        _, swa_loc, full_loc = unwrap_write_loc(loc_info)
+        pool_layer_id, is_swa = self.layers_mapping[layer.layer_id]
+        if is_swa:
+            if swa_loc is None:
+                raise KVPoolAssertionError(
+                    "UnifiedSWAKVPool.set_kv_buffer: SWA layer received no swa_loc; the "
+                    "attention backend must bundle the SWA-physical write locations"
+                )
+            self.swa_kv_pool.set_kv_buffer(
+                None, swa_loc, cache_k, cache_v, k_scale, v_scale, layer_id_override=pool_layer_id
+            )
+            return
+        if full_loc is None:
+            raise KVPoolAssertionError(
+                "UnifiedSWAKVPool.set_kv_buffer: full layer received no full_loc; the full "
+                "sub-pool's physical write locations (out_cache_loc_full_physical) must be "
+                "precomputed for the unified pool"
+            )
+        self.full_kv_pool.set_kv_buffer(
+            None, full_loc, cache_k, cache_v, k_scale, v_scale, layer_id_override=pool_layer_id
+        )
+
+    @staticmethod
+    def _virt_tokens_to_phys_tokens(virt_tokens: torch.Tensor, allocator) -> torch.Tensor:
+        """Virtual token ids -> the allocator's physical token ids, through its v2p table
+        (the reference's helper); unbound pages give negative ids."""
+        ps = allocator.page_size
+        v2p = allocator.virtual_to_physical
+        if ps == 1:
+            return v2p[virt_tokens]
+        return v2p[virt_tokens // ps] * ps + virt_tokens % ps
+
 
 class UnifiedMambaPool:
     """Mamba state of one sub-pool: ``conv`` views ``(layers, slots, *shape)`` and
@@ -194,6 +276,30 @@ class UnifiedMambaPool:
 class UnifiedHybridLinearKVPool:
     """The Mamba pair's KV cache: ``full_kv_pool`` (MHA) and ``mamba_pool`` (state)."""
 
-    def __init__(self, *, full_kv_pool, mamba_pool):
+    def __init__(self, *, full_kv_pool, mamba_pool, full_attention_layer_ids=None):
+        """full_attention_layer_ids: the global ids of the full-attention layers, in the
+        full pool's order (None: layer ids are the full pool's own)."""
         self.full_kv_pool = full_kv_pool
         self.mamba_pool = mamba_pool
+        self.full_attention_layer_id_mapping = (
+            None
+            if full_attention_layer_ids is None
+            else {gid: idx for idx, gid in enumerate(full_attention_layer_ids)}
+        )
+
+    def set_kv_buffer(self, layer, loc, cache_k, cache_v, k_scale=1.0, v_scale=1.0, **kwargs):
+        """Writes a full-attention layer's K/V, as the reference: at the write metadata's
+        ``full_loc`` (a KVWriteLoc's full-physical ids, translated once per forward), else at
+        ``loc`` itself (bare ids, already physical); the pool never translates."""
+        loc, _, full_loc = unwrap_write_loc(loc)
+        mapping = self.full_attention_layer_id_mapping
+        self.full_kv_pool.set_kv_buffer(
+            layer,
+            full_loc if full_loc is not None else loc,
+            cache_k,
+            cache_v,
+            k_scale,
+            v_scale,
+            layer_id_override=layer.layer_id if mapping is None else mapping[layer.layer_id],
+            **kwargs,
+        )

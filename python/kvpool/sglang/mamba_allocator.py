@@ -38,7 +38,7 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         )
         self.full_attn_allocator, self.mamba_allocator = self._init_pair(
             native.MambaPair(
-                unified_buffer._native,
+                unified_buffer._native_for({"full": page_size, "mamba": 1}),
                 side_options(lazy_compaction, full_max_moves_per_call),
                 side_options(lazy_compaction, mamba_max_moves_per_call),
             ),

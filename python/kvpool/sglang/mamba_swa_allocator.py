@@ -59,7 +59,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             need_sort,
         )
         tri_pool = native.MambaSwaTriPool(
-            unified_buffer._native,
+            unified_buffer._native_for({"full": page_size, "swa": page_size, "mamba": 1}),
             side_options(lazy_compaction, full_max_moves_per_call),
             side_options(lazy_compaction, swa_max_moves_per_call),
             side_options(lazy_compaction, mamba_max_moves_per_call),

@@ -47,11 +47,11 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         lazy_compaction: bool = False,
         max_moves_per_call: Optional[int] = None,
     ):
-        self._check_page_size(unified_buffer, sub_pool_name, page_size)
+        # The allocator's page size decides (the pool's shapes its views): the first
+        # allocator over the buffer fixes kvpool's layout with it.
+        buffer = unified_buffer._native_for({sub_pool_name: page_size})
         side = native.Side.create(
-            unified_buffer._native,
-            sub_pool_name,
-            side_options(lazy_compaction, max_moves_per_call, is_id_owner),
+            buffer, sub_pool_name, side_options(lazy_compaction, max_moves_per_call, is_id_owner)
         )
         self._setup(
             side,
@@ -63,23 +63,19 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
             forward_stream=forward_stream,
             inflight=InflightForward(),
         )
+        unified_buffer._fix_layout(buffer)
 
     @classmethod
     def _over(cls, side, *, page_size, **setup):
         """The allocator of a pair's side (the pair made the side); setup: _setup's keywords."""
-        cls._check_page_size(setup["unified_buffer"], setup["sub_pool_name"], page_size)
+        if side.info.page_size != page_size:
+            raise InvalidArgumentError(
+                f"sub-pool {setup['sub_pool_name']!r}: the pair's side has page size "
+                f"{side.info.page_size}, the allocator asks for {page_size}"
+            )
         self = cls.__new__(cls)
         self._setup(side, **setup)
         return self
-
-    @staticmethod
-    def _check_page_size(unified_buffer, sub_pool_name, page_size):
-        layout = unified_buffer.side_page_size(sub_pool_name)
-        if page_size != layout:
-            raise InvalidArgumentError(
-                f"sub-pool {sub_pool_name!r} has page size {layout} in its UnifiedKVPool, the allocator "
-                f"asks for {page_size}: pass the same page_size to UnifiedKVPool"
-            )
 
     def _setup(
         self,
@@ -117,7 +113,6 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self.num_pages = info.num_physical_pages
         self.min_page_index = info.min_page_index
         self.entry_bytes_per_page = info.page_bytes
-        self.num_virtual_ids = self.num_pages
         self.lazy_compaction = bool(info.lazy)
         self._lazy_max_moves_per_call = info.max_moves_per_flush
         self._peer = None
@@ -127,6 +122,9 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
 
     # -- peers --
     def bind_peer(self, peer: "MultiEndedAllocator") -> None:
+        """Binds both sides (kvpool's sides share the gap natively); the reference's pairing
+        calls it on each side, and the second call, with the same peer, changes nothing.
+        Binding to another peer is refused."""
         self._side.bind_peer(peer._side)
         self._peer = peer
         peer._peer = self
@@ -143,6 +141,14 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
     @property
     def physical_to_virtual(self) -> torch.Tensor:
         return self._side.tables()[1]
+
+    @property
+    def num_virtual_ids(self) -> int:
+        """The virtual page ids the v2p rows span, the trailing -1 row apart, as in the
+        reference (num_pages + 1 rows, num_virtual_ids = num_pages). A non-owner (the SWA
+        side) binds its owner's ids, so its table spans the owner's id space once bound:
+        walks of v2p[1:num_virtual_ids] stay in the table whatever the sides' entry sizes."""
+        return int(self.virtual_to_physical.shape[0]) - 1
 
     @property
     def free_virtual_ids(self) -> Optional[torch.Tensor]:

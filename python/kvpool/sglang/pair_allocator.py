@@ -52,6 +52,7 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
             for side, (name, attribute, page_size), cls in zip(pair.sides, sides, classes)
         ]
         self._sides[0]._peer, self._sides[1]._peer = self._sides[1], self._sides[0]
+        unified_buffer._fix_layout(pair.buffer)
         self.free_pages = torch.empty(0, dtype=torch.int64, device=self.device)
         self.release_pages = torch.empty(0, dtype=torch.int64, device=self.device)
         return self._sides

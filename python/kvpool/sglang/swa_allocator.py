@@ -109,7 +109,7 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         )
         self.full_attn_allocator, self.swa_attn_allocator = self._init_pair(
             native.SwaPair(
-                unified_buffer._native,
+                unified_buffer._native_for({"full": page_size, "swa": page_size}),
                 side_options(lazy_compaction, full_max_moves_per_call),
                 side_options(lazy_compaction, swa_max_moves_per_call),
             ),

@@ -5,6 +5,16 @@ The bytes are kvpool's: allocated by the C API (zeroed) and exported as the
 tensor ``_raw``, or, with ``buffer=``, an engine's own uint8 tensor adopted
 as it is. Per-layer views follow the reference's page-major layout, so the
 allocators move whole pages as single contiguous copies.
+
+Page sizes, as in the reference: ``page_size`` shapes the views only; an
+allocator's page size is its own. kvpool's native layout (which the
+allocators share) starts with the views' page size and is fixed when the
+first allocator binds a sub-pool of the buffer, its KV sub-pools then taking
+that allocator's page size (Mamba sub-pools keep 1). An allocator page of
+``n * page_size`` tokens is ``n`` whole view pages, contiguous in the buffer,
+so a page move carries every view token in it; an allocator page size that
+is not a multiple of the views' is refused, and so is, once the layout is
+fixed, one that differs from it.
 """
 
 from typing import Dict, List, Tuple
@@ -69,6 +79,7 @@ class UnifiedKVPool:
         )
         self.device = self._native.device
         self._raw = self._native.bytes
+        self._layout_fixed = False
 
         entry_max = max(s.entry_bytes() for s in sub_pool_specs)
         self._max_slots = {}
@@ -126,8 +137,73 @@ class UnifiedKVPool:
         return self._mamba_views[name]
 
     def side_page_size(self, name: str) -> int:
-        """The page size kvpool's allocators of this sub-pool use."""
+        """The page size kvpool's allocators of this sub-pool use (until the first allocator
+        binds, the views'; see the module's docstring)."""
         return self._side_page_size[name]
+
+    # -- the native layout the allocators bind --
+    def _native_for(self, page_sizes: Dict[str, int]):
+        """The native buffer for allocators of these sub-pools ({name: page size}); nothing
+        changes here until _fix_layout. Raises, naming the sub-pool, where a page size does
+        not fit the views or the layout fixed already."""
+        kv_page_sizes = set()
+        for name, ps in page_sizes.items():
+            _require(name in self._specs_by_name, f"no sub-pool named {name!r}")
+            if isinstance(self._specs_by_name[name], MambaSubPoolSpec):
+                if ps != 1:
+                    raise InvalidArgumentError(
+                        f"sub-pool {name!r} holds Mamba state, one slot per request: its page "
+                        f"size is 1, the allocator asks for {ps}"
+                    )
+                continue
+            if ps < 1 or ps % self._page_size != 0:
+                raise InvalidArgumentError(
+                    f"sub-pool {name!r}: the allocator's page size {ps} is not a multiple of "
+                    f"the UnifiedKVPool's page_size {self._page_size}, which shapes its views"
+                )
+            if self._layout_fixed and ps != self._side_page_size[name]:
+                raise InvalidArgumentError(
+                    f"sub-pool {name!r} has page size {self._side_page_size[name]} in its "
+                    f"UnifiedKVPool, fixed when the first allocator bound it; the allocator "
+                    f"asks for {ps}"
+                )
+            kv_page_sizes.add(ps)
+        if len(kv_page_sizes) > 1:
+            raise InvalidArgumentError(
+                f"the KV sub-pools of one UnifiedKVPool share a page size; got {page_sizes}"
+            )
+        if self._layout_fixed or not kv_page_sizes:
+            return self._native
+        ps = kv_page_sizes.pop()
+        if all(self._side_page_size[n] == ps for n in self._kv_names()):
+            return self._native
+        return native.UnifiedBuffer(
+            self.total_bytes,
+            [
+                (
+                    s.name,
+                    s.entry_bytes(),
+                    1 if isinstance(s, MambaSubPoolSpec) else ps,
+                    s.grow_direction,
+                    s.float_at,
+                )
+                for s in self.sub_pool_specs
+            ],
+            self.device,
+            self._raw,
+        )
+
+    def _fix_layout(self, native_buffer) -> None:
+        """An allocator bound native_buffer (what _native_for returned): the layout is fixed.
+        A rebuilt layout adopts the same bytes; ``_raw`` keeps the first one's alive."""
+        if native_buffer is not self._native:
+            self._native = native_buffer
+            for name in self._kv_names():
+                self._side_page_size[name] = native_buffer.page_sizes[name]
+        self._layout_fixed = True
+
+    def _kv_names(self):
+        return [s.name for s in self.sub_pool_specs if not isinstance(s, MambaSubPoolSpec)]
 
     # -- views --
     def _typed(self, dtype):
