@@ -18,12 +18,14 @@ COMPARE = os.path.join(HERE, os.pardir, "compare.py")
 # A Catch2 test binary: three test cases (one passes, one fails when FAKE_FAIL names this binary,
 # one skips), reports as Catch2 3 does and exits like it (failed assertions), or dies with a cut
 # report (none with FAKE_CRASH_NO_REPORT) when FAKE_CRASH names it. Every call's arguments are
-# appended to <binary>.argv.
+# appended to <binary>.argv, the GPUs it may see (CUDA_/HIP_VISIBLE_DEVICES) to <binary>.env.
 FAKE_TEST_BINARY = '''
 import json, os, sys
 name = os.path.basename(sys.argv[0])
 with open(sys.argv[0] + ".argv", "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\\n")
+with open(sys.argv[0] + ".env", "a") as f:
+    f.write(json.dumps([os.environ.get(v) for v in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")]) + "\\n")
 xml = next(a.split("::out=", 1)[1] for a in sys.argv if a.startswith("xml::out="))
 if os.environ.get("FAKE_CRASH") == name:
     if not os.environ.get("FAKE_CRASH_NO_REPORT"):
@@ -96,6 +98,23 @@ print("kvpool-soak: seed 7\\nkvpool-soak: " + ("FAILED" if failures else "passed
 print(json.dumps({"kvpool_soak": pair, "passed": not failures, "ops": int(flags.get("--ops", 1000000)),
                   "seconds": 2.0, "mode": mode, "page_size": page, "seed": 7, "failures": failures}))
 sys.exit(1 if failures else 0)
+'''
+
+# rocminfo on a machine with one CPU and two AMD GPUs (its layout, trimmed), and an nvidia-smi that
+# finds no NVIDIA driver.
+FAKE_ROCMINFO = '''
+agents = [("AMD EPYC 7763 64-Core Processor", "AMD EPYC 7763 64-Core Processor", "CPU"),
+          ("gfx90a", "AMD Instinct MI250X", "GPU"), ("gfx942", "AMD Instinct MI300X", "GPU")]
+print("ROCk module is loaded\\n=====================\\nHSA Agents\\n==========")
+for i, (name, marketing, kind) in enumerate(agents, 1):
+    print(f"*******                  \\nAgent {i}                  \\n*******                  ")
+    print(f"  Name:                    {name}\\n  Marketing Name:          {marketing}")
+    print(f"  Device Type:             {kind}\\n  ISA Info:\\n    ISA 1\\n      Name:   amdgcn-amd-amdhsa--{name}")
+'''
+FAKE_NVIDIA_SMI_WITHOUT_DRIVER = '''
+import sys
+print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+sys.exit(9)
 '''
 
 BUILD_INFO = {"commit": "0123456789ab", "kokkos": "Kokkos 3.4.01, devices CUDA,SERIAL, arch AMPERE80",
@@ -296,6 +315,36 @@ class RunGpuTestsTest(unittest.TestCase):
         self.assertEqual(soak["status"], "skipped")
         self.assertIn("kvpool-soak", soak["reason"])
 
+    def test_a_hip_build_on_a_rocm_machine(self):
+        os.remove(os.path.join(self.bin, "kvpool_tests_cuda"))
+        self.program("kvpool_tests_hip", FAKE_TEST_BINARY)
+        with open(os.path.join(self.bin, "kvpool-build.json"), "w") as f:
+            json.dump({**BUILD_INFO, "kokkos": "Kokkos 4.6.01, devices HIP,SERIAL, arch AMD_GFX90A"}, f)
+        tools = os.path.join(self.tmp, "tools")
+        os.makedirs(tools)
+        self.program("rocminfo", FAKE_ROCMINFO, directory=tools)
+        self.program("nvidia-smi", FAKE_NVIDIA_SMI_WITHOUT_DRIVER, directory=tools)
+        path = {"PATH": tools + os.pathsep + os.environ["PATH"]}
+        run = self.run_script("--steps", "tests,sanitizer", "--device", "1", "--runner", "binary", env=path)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        results = self.results()
+        self.assertEqual(results["context"]["device"], "AMD Instinct MI300X (gfx942)")
+        self.assertEqual(results["context"]["device_index"], 1)
+        tests = results["steps"]["tests"]
+        self.assertEqual(sorted(tests["binaries"]), ["kvpool_tests_hip", "kvpool_tests_serial"])
+        self.assertEqual(tests["test_cases"], {"passed": 4, "failed": 0, "skipped": 2})
+        with open(os.path.join(self.bin, "kvpool_tests_hip.env")) as f:
+            self.assertEqual(json.loads(f.readline()), ["1", "1"])
+        sanitizer = results["steps"]["sanitizer"]
+        self.assertEqual(sanitizer["status"], "skipped")
+        self.assertIn("kvpool_tests_cuda", sanitizer["reason"])
+        # Without --device: the first GPU agent, and the runtimes' own choice.
+        self.assertEqual(self.run_script("--steps", "tests", "--runner", "binary", env=path).returncode, 0)
+        self.assertEqual(self.results()["context"]["device"], "AMD Instinct MI250X (gfx90a)")
+        with open(os.path.join(self.bin, "kvpool_tests_hip.env")) as f:
+            self.assertEqual(json.loads(f.readlines()[1]), [os.environ.get("CUDA_VISIBLE_DEVICES"),
+                                                            os.environ.get("HIP_VISIBLE_DEVICES")])
+
     def test_bad_usage_exits_2(self):
         cases = {
             "unknown step": [self.build, self.out, "--steps", "tests,coffee"],
@@ -304,6 +353,7 @@ class RunGpuTestsTest(unittest.TestCase):
             "ctest with seeds": [self.build, self.out, "--runner", "ctest", "--kvpool-seeds", "2"],
             "bad soak run": [self.build, self.out, "--soak-runs", "swa:lazy:8"],
             "soak run without a pair": [self.build, self.out, "--soak-runs", "lazy:16"],
+            "negative device": [self.build, self.out, "--device", "-1"],
         }
         for label, args in cases.items():
             with self.subTest(label):
