@@ -81,6 +81,22 @@ KVPOOL_C_EXPORT kvpool_status kvpool_finalize_when_unused(void);
 /* Live handles of every kind (tokens excluded). */
 KVPOOL_C_EXPORT int64_t kvpool_live_handles(void);
 
+/* ------------------------------------------------------------------ build
+ * What a problem report needs (`python -m kvpool` prints it). */
+
+/* The C API's version: raised when a declaration in this header changes or is added. */
+#define KVPOOL_C_API_VERSION 1
+/* KVPOOL_C_API_VERSION of the header the library was built from. */
+KVPOOL_C_EXPORT int kvpool_c_api_version(void);
+/* kvpool's version, "MAJOR.MINOR.PATCH": the CMake project's, which the Python
+ * package's metadata reads too. */
+KVPOOL_C_EXPORT const char* kvpool_version(void);
+/* The build, one "key: value" line each: kokkos (Kokkos' version), backends
+ * (the Kokkos execution spaces compiled in, e.g. "Serial OpenMP"), arch (the GPU
+ * architectures the device code is compiled for, e.g. "sm_80 sm_90"; "none" in
+ * a host build), compiler. */
+KVPOOL_C_EXPORT const char* kvpool_build_info(void);
+
 /* The device-fault seam (kvpool/device_faults.hpp), for tests of an engine's
  * error handling. op: 0 allocation, 1 upload, 2 copy, 3 launch. The nth such
  * device operation from now on (1: the next), issued on the calling thread,

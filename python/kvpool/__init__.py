@@ -10,6 +10,8 @@ from . import errors
 from ._lib import BACKEND, lib
 from .errors import KVPoolAssertionError, KVPoolError
 
+__version__ = lib.kvpool_version().decode()
+
 
 def backend():
     """Where kvpool's device arrays live: "cuda", "hip" or "host" (CPU tensors)."""

@@ -2,10 +2,14 @@
 
 The compiled part of kvpool is this one shared library per Kokkos
 configuration; nothing here depends on the Python version. It is found at
-``$KVPOOL_LIBRARY`` if set, else in ``kvpool/lib/`` inside this package.
+``$KVPOOL_LIBRARY`` if set, else in ``kvpool/lib/`` inside this package (where
+``pip install .`` puts it), else where the installed distribution's record has
+it (an editable install: the package is the source tree, the library is in
+site-packages).
 """
 
 import ctypes
+import importlib.metadata
 import os
 import threading
 from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_void_p
@@ -139,6 +143,9 @@ class HybridOptions(ctypes.Structure):
 _SIGNATURES = {
     "kvpool_last_error": (),
     "kvpool_backend": (),
+    "kvpool_c_api_version": (),
+    "kvpool_version": (),
+    "kvpool_build_info": (),
     "kvpool_is_initialized": (),
     "kvpool_initialize": (),
     "kvpool_finalize_when_unused": (),
@@ -282,6 +289,9 @@ _SIGNATURES = {
 _OTHER_RESTYPES = {
     "kvpool_last_error": c_char_p,
     "kvpool_backend": c_char_p,
+    "kvpool_c_api_version": c_int,
+    "kvpool_version": c_char_p,
+    "kvpool_build_info": c_char_p,
     "kvpool_is_initialized": c_int,
     "kvpool_live_handles": c_int64,
     "kvpool_device_faults_reset": None,
@@ -302,20 +312,42 @@ _OTHER_RESTYPES = {
 CALLBACK_FAILED = errors.CallbackError.code
 
 
+_LIBRARY = "libkvpool_c.so"
+
+
+def _installed_library():
+    """The library of an editable install of this package: its record holds the library but no
+    Python sources (a record with sources installed another copy of the package)."""
+    try:
+        files = importlib.metadata.files("kvpool") or ()
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    library = None
+    for file in files:
+        if file.name == "__init__.py" and file.parent.name == "kvpool":
+            return None
+        if file.name == _LIBRARY and file.parent.name == "lib":
+            library = str(file.locate())
+    return library
+
+
 def _library_path():
     path = os.environ.get("KVPOOL_LIBRARY")
     if path:
         return path
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libkvpool_c.so")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", _LIBRARY)
+    if os.path.exists(path):
+        return path
+    return _installed_library() or path
 
 
-def _load():
-    path = _library_path()
+def _load(path):
     if not os.path.exists(path):
         raise ImportError(
-            f"kvpool: the C API library is not at {path}. Build it (cmake --build --preset cpu "
-            "--target kvpool_c) and set KVPOOL_LIBRARY to build/<preset>/lib/libkvpool_c.so, or "
-            "copy it into kvpool/lib/ before installing the package."
+            f"kvpool: the C API library is not at {path}. Install the package with pip from the "
+            "repository root (pip install --no-build-isolation .; see README), or build it "
+            "(cmake --build --preset cpu --target kvpool_c) and set KVPOOL_LIBRARY to "
+            "build/<preset>/lib/libkvpool_c.so."
         )
     lib = ctypes.CDLL(path)
     for name, argtypes in _SIGNATURES.items():
@@ -325,7 +357,8 @@ def _load():
     return lib
 
 
-lib = _load()
+LIBRARY_PATH = _library_path()
+lib = _load(LIBRARY_PATH)
 BACKEND = lib.kvpool_backend().decode()
 
 # A Python exception raised inside a callback (KV move, completion query) that
