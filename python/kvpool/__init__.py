@@ -7,13 +7,19 @@
 import atexit
 
 from . import errors
-from ._lib import BACKEND, lib
+from ._lib import BACKEND, DEVICE_CODES, lib
 from .errors import KVPoolAssertionError, KVPoolError
 
 
 def backend():
-    """Where kvpool's device arrays live: "cuda", "hip" or "host" (CPU tensors)."""
+    """The GPU runtime the library is built for: "cuda", "hip" or "host" (none)."""
     return BACKEND
+
+
+def devices():
+    """The torch device types kvpool objects can live on: ("cpu",) in a host build, ("cpu",
+    "cuda") in a CUDA or HIP build (ROCm's PyTorch names its GPUs "cuda"), in one process."""
+    return tuple(DEVICE_CODES)
 
 
 def initialize(device=None):
@@ -39,6 +45,7 @@ __all__ = [
     "KVPoolError",
     "KVPoolAssertionError",
     "backend",
+    "devices",
     "errors",
     "finalize_when_unused",
     "initialize",
