@@ -23,11 +23,13 @@ def devices():
 
 
 def initialize(device=None):
-    """Initialises Kokkos on device (default: the current CUDA device, or the CPU in a host
+    """Initialises Kokkos on device (default: the current GPU in a GPU build, the CPU in a host
     build); kvpool otherwise does it on first use."""
     from ._tensors import pool_device
 
-    return pool_device(device if device is not None else ("cuda" if BACKEND == "cuda" else "cpu"))
+    if device is None:
+        device = "cuda" if "cuda" in DEVICE_CODES else "cpu"
+    return pool_device(device)
 
 
 def finalize_when_unused():
