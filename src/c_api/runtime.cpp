@@ -1,5 +1,5 @@
-// The C API's runtime: Kokkos initialisation and finalisation, the devices a
-// library serves, error translation, completion tokens.
+// The C API's runtime: Kokkos initialisation and finalisation (the GPU's
+// stream instances cleared first), error translation, completion tokens.
 #include "handles.hpp"
 
 #include <kvpool/device_faults.hpp>
