@@ -6,15 +6,25 @@
  *   kvpool_last_error() returns (per thread, until the next failing call). A
  *   failing call changes nothing. Running out of memory is not an error: the
  *   allocation functions set *allocated to 0 instead.
+ * - Devices: every build serves the host (KVPOOL_DEVICE_HOST: host memory, the
+ *   host execution space); a CUDA or HIP build serves the GPU as well
+ *   (KVPOOL_DEVICE_GPU), in the same process. A pool or request table is made
+ *   on one of them (kvpool_pool_create_on, kvpool_req_pool_create_on; the calls
+ *   without _on use the GPU in a GPU build, the host in a host build), and
+ *   everything made from it (sides, pairs, hybrid request tables) lives and
+ *   runs there.
  * - Device memory: token ids, output buffers and last_loc are int64 arrays in
- *   the memory of the library's execution space (GPU memory in a CUDA build,
- *   host memory in a host build). Arrays named *_host are host memory and are
- *   read before the call returns.
- * - stream: the cudaStream_t to run on (NULL: the default stream) in a CUDA
- *   build; ignored by host builds. No call fences the stream, except
+ *   the memory of the handle's device (GPU memory for a GPU pool, host memory
+ *   for a host pool). Arrays named *_host are host memory and are read before
+ *   the call returns.
+ * - stream: the cudaStream_t (hipStream_t) to run on (NULL: the default
+ *   stream) for GPU handles; ignored by host handles, whose calls complete
+ *   before they return. No call fences the stream, except
  *   kvpool_*_check_invariants.
  * - Kokkos is initialised on first use (or by kvpool_initialize), on the
- *   calling thread's current CUDA device. Handles are not thread-safe: calls
+ *   calling thread's current CUDA device; in a GPU build that initialises the
+ *   GPU even when only host pools are made (Kokkos starts every backend it
+ *   has), so a GPU build needs a GPU. Handles are not thread-safe: calls
  *   on one handle (and on the sides of one pair) must not overlap.
  */
 #ifndef KVPOOL_C_API_H
@@ -69,8 +79,16 @@ typedef struct kvpool_mamba_swa_snapshot kvpool_mamba_swa_snapshot;
 /* ------------------------------------------------------------------ runtime */
 
 KVPOOL_C_EXPORT const char* kvpool_last_error(void);
-/* "cuda", "hip" or "host": where device arrays must live. */
+/* "cuda", "hip" or "host": the GPU runtime this library is built for ("host":
+ * none). */
 KVPOOL_C_EXPORT const char* kvpool_backend(void);
+/* Where a pool or request table lives and runs. */
+enum {
+    KVPOOL_DEVICE_HOST = 0, /* host memory, the host execution space: every build */
+    KVPOOL_DEVICE_GPU = 1   /* GPU memory, the CUDA or HIP execution space: GPU builds */
+};
+/* 1 if this library serves device (a KVPOOL_DEVICE_*), else 0. */
+KVPOOL_C_EXPORT int kvpool_serves(int device);
 KVPOOL_C_EXPORT int kvpool_is_initialized(void);
 /* Initialises Kokkos on the current device (no-op when already initialised,
  * by kvpool or by the program). */
@@ -156,7 +174,15 @@ typedef struct {
 KVPOOL_C_EXPORT kvpool_status kvpool_pool_create(int64_t total_bytes,
                                                  const kvpool_sub_pool_spec* specs, int num_specs,
                                                  void* adopt, void* stream, kvpool_pool** out);
+/* kvpool_pool_create on device (KVPOOL_DEVICE_*): adopt is memory of that
+ * device. A device the library does not serve: KVPOOL_ERROR_INVALID_ARGUMENT. */
+KVPOOL_C_EXPORT kvpool_status kvpool_pool_create_on(int device, int64_t total_bytes,
+                                                    const kvpool_sub_pool_spec* specs,
+                                                    int num_specs, void* adopt, void* stream,
+                                                    kvpool_pool** out);
 KVPOOL_C_EXPORT void kvpool_pool_destroy(kvpool_pool* pool);
+/* The KVPOOL_DEVICE_* the pool lives on. */
+KVPOOL_C_EXPORT kvpool_status kvpool_pool_device(const kvpool_pool* pool, int* device);
 KVPOOL_C_EXPORT kvpool_status kvpool_pool_bytes(const kvpool_pool* pool, void** data,
                                                 int64_t* size);
 /* Bytes [0, sink_bytes) hold no data (the padding sink). */
@@ -520,6 +546,11 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_check_invariants(const kvpool_mam
  * int64, row-major, zeroed. */
 KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_create(int64_t size, int64_t max_context_len,
                                                      void* stream, kvpool_req_pool** out);
+/* kvpool_req_pool_create on device (KVPOOL_DEVICE_*). A hybrid request table
+ * lives on the device of its state slots' side. */
+KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_create_on(int device, int64_t size,
+                                                        int64_t max_context_len, void* stream,
+                                                        kvpool_req_pool** out);
 KVPOOL_C_EXPORT void kvpool_req_pool_destroy(kvpool_req_pool* pool);
 KVPOOL_C_EXPORT kvpool_status kvpool_req_pool_table(const kvpool_req_pool* pool, int64_t** table,
                                                     int64_t* rows, int64_t* columns);

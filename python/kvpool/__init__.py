@@ -7,23 +7,31 @@
 import atexit
 
 from . import errors
-from ._lib import BACKEND, lib
+from ._lib import BACKEND, DEVICE_CODES, lib
 from .errors import KVPoolAssertionError, KVPoolError
 
 __version__ = lib.kvpool_version().decode()
 
 
 def backend():
-    """Where kvpool's device arrays live: "cuda", "hip" or "host" (CPU tensors)."""
+    """The GPU runtime the library is built for: "cuda", "hip" or "host" (none)."""
     return BACKEND
 
 
+def devices():
+    """The torch device types kvpool objects can live on: ("cpu",) in a host build, ("cpu",
+    "cuda") in a CUDA or HIP build (ROCm's PyTorch names its GPUs "cuda"), in one process."""
+    return tuple(DEVICE_CODES)
+
+
 def initialize(device=None):
-    """Initialises Kokkos on device (default: the current CUDA device, or the CPU in a host
+    """Initialises Kokkos on device (default: the current GPU in a GPU build, the CPU in a host
     build); kvpool otherwise does it on first use."""
     from ._tensors import pool_device
 
-    return pool_device(device if device is not None else ("cuda" if BACKEND == "cuda" else "cpu"))
+    if device is None:
+        device = "cuda" if "cuda" in DEVICE_CODES else "cpu"
+    return pool_device(device)
 
 
 def finalize_when_unused():
@@ -41,6 +49,7 @@ __all__ = [
     "KVPoolError",
     "KVPoolAssertionError",
     "backend",
+    "devices",
     "errors",
     "finalize_when_unused",
     "initialize",

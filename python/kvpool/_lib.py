@@ -146,6 +146,7 @@ _SIGNATURES = {
     "kvpool_c_api_version": (),
     "kvpool_version": (),
     "kvpool_build_info": (),
+    "kvpool_serves": (c_int,),
     "kvpool_is_initialized": (),
     "kvpool_initialize": (),
     "kvpool_finalize_when_unused": (),
@@ -158,7 +159,9 @@ _SIGNATURES = {
     "kvpool_token_from_hip_event": (_P, RELEASE_FN, _P, _PP),
     "kvpool_token_release": (_P,),
     "kvpool_pool_create": (_I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
+    "kvpool_pool_create_on": (c_int, _I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
     "kvpool_pool_destroy": (_P,),
+    "kvpool_pool_device": (_P, _PI),
     "kvpool_pool_bytes": (_P, _PP, _PI64),
     "kvpool_pool_sink_bytes": (_P, _PI64),
     "kvpool_allocator_create": (_P, c_char_p, POINTER(SideOptions), _P, _PP),
@@ -260,6 +263,7 @@ _SIGNATURES = {
     "kvpool_mamba_swa_clear": (_P, _P),
     "kvpool_mamba_swa_check_invariants": (_P, _P),
     "kvpool_req_pool_create": (_I64, _I64, _P, _PP),
+    "kvpool_req_pool_create_on": (c_int, _I64, _I64, _P, _PP),
     "kvpool_req_pool_destroy": (_P,),
     "kvpool_req_pool_table": (_P, _PP, _PI64, _PI64),
     "kvpool_req_pool_available": (_P, _PI64),
@@ -292,6 +296,7 @@ _OTHER_RESTYPES = {
     "kvpool_c_api_version": c_int,
     "kvpool_version": c_char_p,
     "kvpool_build_info": c_char_p,
+    "kvpool_serves": c_int,
     "kvpool_is_initialized": c_int,
     "kvpool_live_handles": c_int64,
     "kvpool_device_faults_reset": None,
@@ -360,6 +365,12 @@ def _load(path):
 LIBRARY_PATH = _library_path()
 lib = _load(LIBRARY_PATH)
 BACKEND = lib.kvpool_backend().decode()
+
+# The torch device types the library serves, and each one's KVPOOL_DEVICE_*
+# code: CPU tensors in every build; GPU tensors ("cuda", under ROCm's PyTorch
+# as well) in a CUDA or HIP build, beside them in the same process.
+_DEVICE_CODES = {"cpu": 0, "cuda": 1}
+DEVICE_CODES = {kind: code for kind, code in _DEVICE_CODES.items() if lib.kvpool_serves(code)}
 
 # A Python exception raised inside a callback (KV move, completion query) that
 # the C API reported as a failed callback; re-raised when the call returns.

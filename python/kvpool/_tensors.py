@@ -1,7 +1,7 @@
 """Torch tensors in and out of the C API without copies.
 
 Device arrays (ids the kernels read or write) must be int64, contiguous and on
-the pool's device: a CUDA device in a CUDA build, the CPU in a host build.
+the pool's device: the CPU or, in a CUDA (HIP) build, the GPU the library runs on.
 Host arrays (the lengths and ids the host control plane reads) may be CPU
 tensors, numpy arrays or sequences; a CUDA tensor given where kvpool needs the
 host copy is copied once (the device-to-host copy the reference also makes).
@@ -13,37 +13,55 @@ import numpy as np
 import torch
 
 from . import errors
-from ._lib import BACKEND, check, lib
+from ._lib import BACKEND, DEVICE_CODES, check, lib
 
-_kokkos_device = None  # the CUDA device Kokkos runs on, once initialised
+_kokkos_device = None  # the GPU Kokkos runs on, once initialised (GPU builds)
+
+
+def _initialize(index):
+    """Initialises Kokkos once; in a GPU build on GPU `index`, which torch must see."""
+    global _kokkos_device
+    if BACKEND == "host":
+        if not lib.kvpool_is_initialized():
+            check(lib.kvpool_initialize())
+        return
+    if _kokkos_device is not None:
+        return
+    if not torch.cuda.is_available():
+        raise errors.RuntimeFailure(
+            f"this kvpool library is built for {BACKEND}, which it starts even for CPU pools, "
+            "and torch sees no GPU; use a host build of kvpool on this machine",
+            errors.RuntimeFailure.code,
+        )
+    with torch.cuda.device(index if index is not None else torch.cuda.current_device()):
+        check(lib.kvpool_initialize())
+        _kokkos_device = torch.cuda.current_device()
 
 
 def pool_device(device):
-    """The torch.device a kvpool object on `device` uses; initialises Kokkos on it."""
-    global _kokkos_device
+    """The torch.device a kvpool object on `device` uses; initialises Kokkos (on it, for a GPU)."""
     dev = torch.device(device)
-    if BACKEND == "host":
-        if dev.type != "cpu":
-            raise errors.InvalidArgumentError(
-                f"this kvpool library is built for the host backends; device {device!r} is not the CPU"
-            )
-        if not lib.kvpool_is_initialized():
-            check(lib.kvpool_initialize())
-        return dev
-    if dev.type != "cuda":
+    if dev.type not in DEVICE_CODES:
+        served = " and ".join(kind.upper() for kind in DEVICE_CODES)
         raise errors.InvalidArgumentError(
-            f"this kvpool library is built for {BACKEND}; device {device!r} is not a CUDA device"
+            f"this kvpool library (built for {BACKEND}) serves {served} tensors; "
+            f"device {device!r} is not one of them"
         )
+    if dev.type == "cpu":
+        _initialize(None)
+        return dev
     index = dev.index if dev.index is not None else torch.cuda.current_device()
-    if _kokkos_device is None:
-        with torch.cuda.device(index):
-            check(lib.kvpool_initialize())
-        _kokkos_device = index
-    elif index != _kokkos_device:
+    _initialize(index)
+    if index != _kokkos_device:
         raise errors.InvalidArgumentError(
             f"kvpool runs on cuda:{_kokkos_device} in this process; device {device!r} is another one"
         )
     return torch.device("cuda", index)
+
+
+def device_code(device):
+    """The KVPOOL_DEVICE_* code of a torch.device pool_device returned."""
+    return DEVICE_CODES[device.type]
 
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)

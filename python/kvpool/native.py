@@ -13,6 +13,7 @@ import torch
 from . import _lib
 from ._lib import check, lib, raise_status
 from ._tensors import (
+    device_code,
     device_ids,
     device_index_input,
     export,
@@ -113,7 +114,8 @@ class UnifiedBuffer(_Handle):
             adopt = buffer.data_ptr()
         super().__init__(
             _new(
-                lib.kvpool_pool_create,
+                lib.kvpool_pool_create_on,
+                device_code(self.device),
                 int(total_bytes),
                 specs,
                 len(sides),
@@ -653,7 +655,11 @@ class ReqTable(_Handle):
         self.device = pool_device(device)
         super().__init__(
             _new(
-                lib.kvpool_req_pool_create, int(size), int(max_context_len), stream_of(self.device)
+                lib.kvpool_req_pool_create_on,
+                device_code(self.device),
+                int(size),
+                int(max_context_len),
+                stream_of(self.device),
             )
         )
         table, rows, columns = c_void_p(), c_int64(), c_int64()

@@ -1,5 +1,8 @@
-"""Shared fixtures: the device of the loaded kvpool library, and the seeds of the
-randomised tests (``--kvpool-seeds K`` runs seeds 1..K, ``--kvpool-seed N`` one)."""
+"""Shared fixtures: the devices the loaded kvpool library serves, and the seeds of
+the randomised tests (``--kvpool-seeds K`` runs seeds 1..K, ``--kvpool-seed N`` one).
+
+A test that takes ``device`` runs once per device: "cpu" always (a GPU build
+serves CPU tensors too), "cuda" when the library serves it and torch sees a GPU."""
 
 import os
 import sys
@@ -27,11 +30,16 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("seed", seeds, ids=[f"seed{s}" for s in seeds])
 
 
-@pytest.fixture(scope="session")
-def device():
+def served_devices():
     import kvpool
+    import torch
 
-    return "cuda" if kvpool.backend() == "cuda" else "cpu"
+    return [d for d in kvpool.devices() if d == "cpu" or torch.cuda.is_available()]
+
+
+@pytest.fixture(scope="session", params=served_devices())
+def device(request):
+    return request.param
 
 
 @pytest.fixture(autouse=True)

@@ -9,12 +9,12 @@ using kvpool::index_t;
 namespace {
 
 // A side made by kvpool_allocator_create.
-struct StandaloneSide final : SideOwner {
-    StandaloneSide(const Space& space, std::shared_ptr<Pool> p, const std::string& name,
+template <class S> struct StandaloneSide final : SideOwner {
+    StandaloneSide(const S& space, std::shared_ptr<PoolOn<S>> p, const std::string& name,
                    const kvpool::AllocatorOptions& options)
         : pool(std::move(p)), side(space, *pool, name, options) {}
-    std::shared_ptr<Pool> pool;
-    Side side;
+    std::shared_ptr<PoolOn<S>> pool;
+    kvpool::MultiEndedAllocator<S> side;
 };
 
 // Two sides bound as peers hold raw pointers to each other: each handle keeps both alive.
@@ -23,11 +23,9 @@ struct PeerGroup final : SideOwner {
     std::shared_ptr<SideOwner> second;
 };
 
-Side& side_of(kvpool_allocator* a) {
-    return *deref(a, "allocator").side;
-}
-const Side& side_of(const kvpool_allocator* a) {
-    return *deref(a, "allocator").side;
+// Runs f(side, ref) on the allocator's side, typed for its space.
+template <class Handle, class F> kvpool_status on_side(Handle* a, F&& f) {
+    return on(a, "allocator", [&](auto& ref) { f(*ref.side, ref); });
 }
 
 } // namespace
@@ -45,15 +43,6 @@ AllocatorOptions options_of(const kvpool_side_options* o) {
     return options;
 }
 
-kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, Side& side,
-                                  std::shared_ptr<Pool> pool) {
-    auto* handle = new kvpool_allocator;
-    handle->owner = std::move(owner);
-    handle->side = &side;
-    handle->pool = std::move(pool);
-    return handle;
-}
-
 } // namespace kvpool::capi
 
 extern "C" {
@@ -61,14 +50,14 @@ extern "C" {
 kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name,
                                       const kvpool_side_options* options, void* stream,
                                       kvpool_allocator** out) {
-    return guarded([&] {
-        auto& p = deref(pool, "pool");
+    return on(pool, "pool", [&](auto& p) {
+        using S = typename std::decay_t<decltype(p)>::execution_space;
         require(side_name != nullptr, "kvpool_allocator_create: side_name is NULL");
         require(out != nullptr, "kvpool_allocator_create: out is NULL");
-        auto owner = std::make_shared<StandaloneSide>(space_of(stream), p.pool, side_name,
-                                                      options_of(options));
-        Side& side = owner->side;
-        *out = new_side_handle(std::move(owner), side, p.pool);
+        auto owner = std::make_shared<StandaloneSide<S>>(p.space(stream), p.pool, side_name,
+                                                         options_of(options));
+        auto& side = owner->side;
+        *out = new_side_handle<S>(std::move(owner), side, p.pool);
     });
 }
 
@@ -78,32 +67,39 @@ void kvpool_allocator_destroy(kvpool_allocator* a) {
 
 kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* peer) {
     return guarded([&] {
-        auto& x = deref(a, "allocator");
-        auto& y = deref(peer, "peer");
-        // The symmetric second call of a pair (b with a after a with b) finds
-        // them bound to each other: nothing to do.
-        if (x.side->is_peer_of(*y.side) && y.side->is_peer_of(*x.side))
-            return;
-        require(!x.side->has_peer() && !y.side->has_peer(),
-                "bind_peer: a side can be bound to one peer only");
-        x.side->bind_peer(*y.side);
-        auto group = std::make_shared<PeerGroup>();
-        group->first = x.owner;
-        group->second = y.owner;
-        x.owner = group;
-        y.owner = group;
+        std::visit(
+            [](auto& x, auto& y) {
+                if constexpr (!std::is_same_v<decltype(x), decltype(y)>) {
+                    throw kvpool::Error(kvpool::ErrorCode::invalid_argument,
+                                        "bind_peer: the peer must be the other side of the same "
+                                        "unified buffer (this one is on another device)");
+                } else {
+                    // The symmetric second call of a pair (b with a after a with b) finds
+                    // them bound to each other: nothing to do.
+                    if (x.side->is_peer_of(*y.side) && y.side->is_peer_of(*x.side))
+                        return;
+                    require(!x.side->has_peer() && !y.side->has_peer(),
+                            "bind_peer: a side can be bound to one peer only");
+                    x.side->bind_peer(*y.side);
+                    auto group = std::make_shared<PeerGroup>();
+                    group->first = x.owner;
+                    group->second = y.owner;
+                    x.owner = group;
+                    y.owner = group;
+                }
+            },
+            deref(a, "allocator").on, deref(peer, "peer").on);
     });
 }
 
 kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_move_fn move,
                                                  void* user) {
-    return guarded([&] {
-        Side& side = side_of(a);
+    return on_side(a, [&](auto& side, auto&) {
         if (move == nullptr) {
             side.set_move_callback(nullptr);
             return;
         }
-        side.set_move_callback([move, user](const Space&, const auto& src, const auto& dst) {
+        side.set_move_callback([move, user](const auto&, const auto& src, const auto& dst) {
             const auto n = static_cast<int64_t>(src.extent(0));
             if (move(user, src.data(), dst.data(), n) != 0)
                 note_callback_failure("the KV move callback failed (moving " + std::to_string(n) +
@@ -113,8 +109,7 @@ kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_mov
 }
 
 kvpool_status kvpool_allocator_info(const kvpool_allocator* a, kvpool_side_info* out) {
-    return guarded([&] {
-        const Side& side = side_of(a);
+    return on_side(a, [&](const auto& side, auto&) {
         const kvpool::SideGeometry& g = side.geometry();
         kvpool_side_info& info = deref(out, "out");
         info.entry_bytes = g.spec.entry_bytes;
@@ -132,8 +127,7 @@ kvpool_status kvpool_allocator_info(const kvpool_allocator* a, kvpool_side_info*
 }
 
 kvpool_status kvpool_allocator_state(const kvpool_allocator* a, kvpool_side_state* out) {
-    return guarded([&] {
-        const Side& side = side_of(a);
+    return on_side(a, [&](const auto& side, auto&) {
         const kvpool::SideOccupancy occupancy = side.occupancy();
         kvpool_side_state& state = deref(out, "out");
         state.available_size = side.available_size();
@@ -154,8 +148,8 @@ kvpool_status kvpool_allocator_state(const kvpool_allocator* a, kvpool_side_stat
 }
 
 kvpool_status kvpool_allocator_counters(const kvpool_allocator* a, kvpool_side_counters* out) {
-    return guarded([&] {
-        const kvpool::AllocatorCounters& c = side_of(a).counters();
+    return on_side(a, [&](auto& side, auto&) {
+        const kvpool::AllocatorCounters& c = side.counters();
         kvpool_side_counters& r = deref(out, "out");
         r.allocs = c.allocs;
         r.failed_allocs = c.failed_allocs;
@@ -171,13 +165,13 @@ kvpool_status kvpool_allocator_counters(const kvpool_allocator* a, kvpool_side_c
 }
 
 kvpool_status kvpool_allocator_state_string(const kvpool_allocator* a, const char** out) {
-    return guarded([&] { deref(out, "out") = thread_string(side_of(a).state_string()); });
+    return on_side(
+        a, [&](auto& side, auto&) { deref(out, "out") = thread_string(side.state_string()); });
 }
 
 kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p, int64_t* v2p_rows,
                                       int64_t** p2v, int64_t* p2v_rows) {
-    return guarded([&] {
-        const Side& side = side_of(a);
+    return on_side(a, [&](const auto& side, auto&) {
         deref(v2p, "v2p") = side.virtual_to_physical().data();
         deref(v2p_rows, "v2p_rows") = static_cast<int64_t>(side.virtual_to_physical().extent(0));
         deref(p2v, "p2v") = side.physical_to_virtual().data();
@@ -187,8 +181,8 @@ kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p, 
 
 kvpool_status kvpool_allocator_free_virtual_pages(const kvpool_allocator* a, int64_t* out_host,
                                                   int64_t capacity, int64_t* count) {
-    return guarded([&] {
-        const auto& pages = side_of(a).free_virtual_pages();
+    return on_side(a, [&](auto& side, auto&) {
+        const auto& pages = side.free_virtual_pages();
         const auto n = static_cast<int64_t>(pages.size());
         require(capacity <= 0 || out_host != nullptr,
                 "kvpool_allocator_free_virtual_pages: out_host is NULL");
@@ -199,22 +193,25 @@ kvpool_status kvpool_allocator_free_virtual_pages(const kvpool_allocator* a, int
 
 kvpool_status kvpool_allocator_is_slot_allocated(const kvpool_allocator* a, int64_t virtual_token,
                                                  int* out) {
-    return guarded(
-        [&] { deref(out, "out") = side_of(a).is_slot_allocated(virtual_token) ? 1 : 0; });
+    return on_side(a, [&](auto& side, auto&) {
+        deref(out, "out") = side.is_slot_allocated(virtual_token) ? 1 : 0;
+    });
 }
 
 kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream, int64_t need_size,
                                      int64_t* out, int* allocated) {
-    return guarded([&] { run_alloc(AllocCall(need_size, out), side_of(a), stream, allocated); });
+    return on_side(a, [&](auto& side, auto& ref) {
+        run_alloc(AllocCall(need_size, out), side, ref.space(stream), allocated);
+    });
 }
 
 kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocator* a, void* stream,
                                                   const int64_t* virtual_pages_host, int64_t count,
                                                   int* allocated) {
-    return guarded([&] {
-        Side& side = side_of(a);
+    return on_side(a, [&](auto& side, auto& ref) {
         int& ok = deref(allocated, "allocated");
-        ok = side.alloc_with_virtual(space_of(stream), host_ids(virtual_pages_host, count)) ? 1 : 0;
+        ok =
+            side.alloc_with_virtual(ref.space(stream), host_ids(virtual_pages_host, count)) ? 1 : 0;
     });
 }
 
@@ -223,65 +220,65 @@ kvpool_status kvpool_allocator_alloc_extend(kvpool_allocator* a, void* stream,
                                             const int64_t* seq_lens_host, int64_t batch,
                                             const int64_t* last_loc, int64_t* out,
                                             int64_t out_length, int* allocated) {
-    return guarded([&] {
+    return on_side(a, [&](auto& side, auto& ref) {
         run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length),
-                  side_of(a), stream, allocated);
+                  side, ref.space(stream), allocated);
     });
 }
 
 kvpool_status kvpool_allocator_alloc_decode(kvpool_allocator* a, void* stream,
                                             const int64_t* seq_lens_host, int64_t batch,
                                             const int64_t* last_loc, int64_t* out, int* allocated) {
-    return guarded([&] {
-        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), side_of(a), stream, allocated);
+    return on_side(a, [&](auto& side, auto& ref) {
+        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), side, ref.space(stream),
+                  allocated);
     });
 }
 
 kvpool_status kvpool_allocator_free(kvpool_allocator* a, void* stream,
                                     const int64_t* virtual_tokens_host, int64_t count,
                                     int skip_unbound) {
-    return guarded([&] {
-        Side& side = side_of(a);
+    return on_side(a, [&](auto& side, auto& ref) {
         const auto tokens = host_ids(virtual_tokens_host, count);
         if (skip_unbound)
-            side.free_if_bound(space_of(stream), tokens);
+            side.free_if_bound(ref.space(stream), tokens);
         else
-            side.free(space_of(stream), tokens);
+            side.free(ref.space(stream), tokens);
     });
 }
 
 kvpool_status kvpool_allocator_free_group_begin(kvpool_allocator* a) {
-    return guarded([&] { side_of(a).free_group_begin(); });
+    return on_side(a, [&](auto& side, auto&) { side.free_group_begin(); });
 }
 
 kvpool_status kvpool_allocator_free_group_end(kvpool_allocator* a, void* stream) {
-    return guarded([&] { side_of(a).free_group_end(space_of(stream)); });
+    return on_side(a, [&](auto& side, auto& ref) { side.free_group_end(ref.space(stream)); });
 }
 
 kvpool_status kvpool_allocator_flush(kvpool_allocator* a, void* stream, int urgent,
                                      int64_t* moved) {
-    return guarded([&] {
-        Side& side = side_of(a);
-        const index_t n = side.flush(space_of(stream), urgent != 0);
+    return on_side(a, [&](auto& side, auto& ref) {
+        const index_t n = side.flush(ref.space(stream), urgent != 0);
         if (moved != nullptr)
             *moved = n;
     });
 }
 
 kvpool_status kvpool_allocator_drain_pending_reuse(kvpool_allocator* a) {
-    return guarded([&] { side_of(a).drain_pending_reuse(); });
+    return on_side(a, [&](auto& side, auto&) { side.drain_pending_reuse(); });
 }
 
 kvpool_status kvpool_allocator_set_latest_forward_done(kvpool_allocator* a,
                                                        const kvpool_token* token) {
-    return guarded([&] { side_of(a).set_latest_forward_done(token ? token->token : nullptr); });
+    return on_side(a, [&](auto& side, auto&) {
+        side.set_latest_forward_done(token ? token->token : nullptr);
+    });
 }
 
 kvpool_status kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const kvpool_token* token,
                                                     const int64_t* virtual_tokens_host,
                                                     int64_t count) {
-    return guarded([&] {
-        Side& side = side_of(a);
+    return on_side(a, [&](auto& side, auto&) {
         side.set_inflight_forward(token ? token->token : nullptr,
                                   host_ids(virtual_tokens_host, count));
     });
@@ -289,31 +286,31 @@ kvpool_status kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const k
 
 kvpool_status kvpool_allocator_gate_transfer(kvpool_allocator* a, const kvpool_token* token,
                                              const int64_t* virtual_tokens_host, int64_t count) {
-    return guarded([&] {
-        side_of(a).gate_transfer(token ? token->token : nullptr,
-                                 host_ids(virtual_tokens_host, count));
+    return on_side(a, [&](auto& side, auto&) {
+        side.gate_transfer(token ? token->token : nullptr, host_ids(virtual_tokens_host, count));
     });
 }
 
 kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
                                          const int64_t* virtual_tokens, int64_t n, void* out,
                                          int out_int32) {
-    return guarded([&] {
-        const Side& side = side_of(a);
+    return on_side(a, [&](const auto& side, auto& ref) {
+        using S = typename std::decay_t<decltype(ref)>::execution_space;
         require(n >= 0, "translate: negative length");
-        const Side::const_index_view in(virtual_tokens, static_cast<std::size_t>(n));
+        const typename kvpool::MultiEndedAllocator<S>::const_index_view in(
+            virtual_tokens, static_cast<std::size_t>(n));
         if (out_int32)
-            side.translate(space_of(stream), in,
-                           Ids32(static_cast<std::int32_t*>(out), static_cast<std::size_t>(n)));
+            side.translate(
+                ref.space(stream), in,
+                Ids32On<S>(static_cast<std::int32_t*>(out), static_cast<std::size_t>(n)));
         else
-            side.translate(space_of(stream), in,
-                           Ids(static_cast<index_t*>(out), static_cast<std::size_t>(n)));
+            side.translate(ref.space(stream), in,
+                           IdsOn<S>(static_cast<index_t*>(out), static_cast<std::size_t>(n)));
     });
 }
 
 kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a, kvpool_snapshot** out) {
-    return guarded([&] {
-        Side& side = side_of(a);
+    return on_side(a, [&](auto& side, auto&) {
         require(out != nullptr, "kvpool_allocator_backup_state: out is NULL");
         auto snapshot = std::make_unique<kvpool_snapshot>();
         snapshot->snapshot = side.backup_state();
@@ -323,12 +320,14 @@ kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a, kvpool_snapshot
 
 kvpool_status kvpool_allocator_restore_state(kvpool_allocator* a, void* stream,
                                              const kvpool_snapshot* snapshot) {
-    return guarded(
-        [&] { side_of(a).restore_state(space_of(stream), deref(snapshot, "snapshot").snapshot); });
+    return on_side(a, [&](auto& side, auto& ref) {
+        side.restore_state(ref.space(stream), deref(snapshot, "snapshot").snapshot);
+    });
 }
 
 kvpool_status kvpool_allocator_commit_state(kvpool_allocator* a, const kvpool_snapshot* snapshot) {
-    return guarded([&] { side_of(a).commit_state(deref(snapshot, "snapshot").snapshot); });
+    return on_side(
+        a, [&](auto& side, auto&) { side.commit_state(deref(snapshot, "snapshot").snapshot); });
 }
 
 void kvpool_snapshot_destroy(kvpool_snapshot* snapshot) {
@@ -336,11 +335,11 @@ void kvpool_snapshot_destroy(kvpool_snapshot* snapshot) {
 }
 
 kvpool_status kvpool_allocator_clear(kvpool_allocator* a, void* stream) {
-    return guarded([&] { side_of(a).clear(space_of(stream)); });
+    return on_side(a, [&](auto& side, auto& ref) { side.clear(ref.space(stream)); });
 }
 
 kvpool_status kvpool_allocator_check_invariants(const kvpool_allocator* a, void* stream) {
-    return guarded([&] { side_of(a).check_invariants(space_of(stream)); });
+    return on_side(a, [&](auto& side, auto& ref) { side.check_invariants(ref.space(stream)); });
 }
 
 } // extern "C"

@@ -1,11 +1,15 @@
 // What the C API's opaque handles hold, and the helpers every entry point
-// uses: the execution-space instance of a stream, Views over caller memory, and
-// the translation of exceptions into status codes and the last-error message.
+// uses: the execution spaces a library serves and the instance of a stream on
+// each, Views over caller memory, and the translation of exceptions into status
+// codes and the last-error message. A handle holds its objects typed for the
+// space they live on (OnEachSpace); an entry point visits them (on()), so its
+// body is one template over the space.
 #pragma once
 
 #include <kvpool/c_api.h>
 #include <kvpool/error.hpp>
 #include <kvpool/hybrid_req_to_token_pool.hpp>
+#include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/mamba_pair.hpp>
 #include <kvpool/mamba_swa_allocator.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
@@ -14,32 +18,108 @@
 #include <kvpool/unified_kv_pool.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace kvpool::capi {
 
-// One library per Kokkos configuration: its default execution space.
-using Space = Kokkos::DefaultExecutionSpace;
-using Memory = Space::memory_space;
-using Pool = UnifiedKVPool<Memory>;
-using Side = MultiEndedAllocator<Space>;
-using SwaPair = UnifiedSWAAllocator<Space>;
-using MambaPair = UnifiedMambaAllocator<Space>;
-using MambaSwa = UnifiedMambaSWAAllocator<Space>;
-using ReqPool = ReqToTokenPool<Space>;
-using HybridPool = HybridReqToTokenPool<Space>;
-using Ids = Kokkos::View<index_t*, Memory>;
-using Ids32 = Kokkos::View<std::int32_t*, Memory>;
+// The execution spaces one library serves, each with its own memory: the
+// host's in every build and, beside it in a GPU build, the GPU's (Cuda, HIP).
+// A pool or request table is made on one of them (KVPOOL_DEVICE_*); everything
+// made from it runs there. In a host build the two are the same space.
+using HostSpace = Kokkos::DefaultHostExecutionSpace;
+using GpuSpace = Kokkos::DefaultExecutionSpace;
+inline constexpr bool serves_gpu = !std::is_same_v<HostSpace, GpuSpace>;
+
+// Of<S> for each space served, in the order of KVPOOL_DEVICE_HOST, _GPU: what a
+// handle holds, typed for the space its objects live on.
+template <template <class> class Of>
+using OnEachSpace = std::conditional_t<serves_gpu, std::variant<Of<HostSpace>, Of<GpuSpace>>,
+                                       std::variant<Of<HostSpace>>>;
+
+template <class S> using PoolOn = UnifiedKVPool<typename S::memory_space>;
+template <class S> using IdsOn = Kokkos::View<index_t*, typename S::memory_space>;
+template <class S> using Ids32On = Kokkos::View<std::int32_t*, typename S::memory_space>;
 
 // Initialises Kokkos if nobody has (on the current device).
 void ensure_initialized();
 
-// The instance that runs on the stream (cached per stream: making one costs a
-// device synchronisation). Host builds: the default instance.
-Space space_of(void* stream);
+// The instances made for the streams used so far on a GPU space (making one
+// costs a device synchronisation); cleared before Kokkos::finalize. Never
+// destroyed at exit: the GPU runtime may be gone by then.
+template <class S> class StreamInstances {
+    using stream_type = typename kernels::NativeBackend<S>::runtime::stream_type;
+
+public:
+    static S of(void* stream) {
+        std::lock_guard<std::mutex> lock(mutex());
+        auto& map = instances();
+        const auto key = static_cast<stream_type>(stream);
+        auto it = map.find(key);
+        if (it == map.end())
+            it = map.emplace(key, S(key)).first;
+        return it->second;
+    }
+    static void clear() {
+        std::lock_guard<std::mutex> lock(mutex());
+        instances().clear();
+    }
+
+private:
+    static std::mutex& mutex() {
+        static std::mutex m;
+        return m;
+    }
+    static std::map<stream_type, S>& instances() {
+        static auto* map = new std::map<stream_type, S>;
+        return *map;
+    }
+};
+
+// The instance of S that runs on the stream: on a GPU space the stream's own
+// (NULL: the default instance); the host spaces ignore the stream.
+template <class S> S space_of([[maybe_unused]] void* stream) {
+    if constexpr (kernels::NativeBackend<S>::available) {
+        if (stream != nullptr)
+            return StreamInstances<S>::of(stream);
+    }
+    return S();
+}
+
+// What a handle's typed part derives from: its space, and the space's
+// instance for a stream.
+template <class S> struct OnSpace {
+    using execution_space = S;
+    static S space(void* stream) { return space_of<S>(stream); }
+};
+
+// f(OnSpace<S>()) for the space of device, a KVPOOL_DEVICE_* code; a code
+// that is none, or a device this library does not serve: invalid_argument,
+// naming the call.
+template <class F> void on_device(int device, const std::string& call, F&& f) {
+    if (device == KVPOOL_DEVICE_HOST)
+        return f(OnSpace<HostSpace>());
+    if (device == KVPOOL_DEVICE_GPU) {
+        if constexpr (serves_gpu)
+            return f(OnSpace<GpuSpace>());
+        throw Error(ErrorCode::invalid_argument,
+                    call + ": this kvpool library is built for the host only; it serves "
+                           "KVPOOL_DEVICE_HOST, not KVPOOL_DEVICE_GPU");
+    }
+    throw Error(ErrorCode::invalid_argument,
+                call + ": device " + std::to_string(device) +
+                    " is neither KVPOOL_DEVICE_HOST (0) nor KVPOOL_DEVICE_GPU (1)");
+}
+
+// The device a library's own calls (kvpool_pool_create, kvpool_req_pool_create)
+// use: the GPU in a GPU build, else the host.
+inline constexpr int default_device = serves_gpu ? KVPOOL_DEVICE_GPU : KVPOOL_DEVICE_HOST;
 
 // Counts live handles, so that Kokkos is finalised only after the last one.
 // The first member of every handle: destroyed after what it holds.
@@ -51,9 +131,9 @@ public:
     LiveHandle& operator=(const LiveHandle&) = delete;
 };
 
-// Unmanaged Views over caller memory.
-inline Ids device_ids(const std::int64_t* data, std::int64_t n) {
-    return Ids(const_cast<index_t*>(data), static_cast<std::size_t>(n));
+// Unmanaged Views over caller memory, in S's memory.
+template <class S> IdsOn<S> device_ids(const std::int64_t* data, std::int64_t n) {
+    return IdsOn<S>(const_cast<index_t*>(data), static_cast<std::size_t>(n));
 }
 std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n);
 
@@ -98,23 +178,54 @@ GrowDirection grow_direction(int code, const std::string& what);
 // A side's options as the caller gave them; NULL: kvpool's defaults.
 AllocatorOptions options_of(const kvpool_side_options* options);
 
+// What the handles hold on space S.
+template <class S> struct PoolRef : OnSpace<S> {
+    std::shared_ptr<PoolOn<S>> pool;
+};
+template <class S> struct SideRef : OnSpace<S> {
+    std::shared_ptr<SideOwner> owner;
+    MultiEndedAllocator<S>* side = nullptr;
+    std::shared_ptr<PoolOn<S>> pool;
+};
+
+// Runs f on the handle's typed part (a PoolRef, SideRef, ...) inside guarded():
+// the C entry points' one way into a handle. NULL: invalid_argument naming it.
+template <class Handle, class F> kvpool_status on(Handle* handle, const char* name, F&& f) {
+    return guarded([&] { std::visit(f, deref(handle, name).on); });
+}
+
 // A handle on side, which owner keeps alive.
-kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, Side& side,
-                                  std::shared_ptr<Pool> pool);
+template <class S>
+kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, MultiEndedAllocator<S>& side,
+                                  std::shared_ptr<PoolOn<S>> pool);
 
 } // namespace kvpool::capi
 
 struct kvpool_pool {
     kvpool::capi::LiveHandle live;
-    std::shared_ptr<kvpool::capi::Pool> pool;
+    kvpool::capi::OnEachSpace<kvpool::capi::PoolRef> on;
 };
 
 struct kvpool_allocator {
     kvpool::capi::LiveHandle live;
-    std::shared_ptr<kvpool::capi::SideOwner> owner;
-    kvpool::capi::Side* side = nullptr;
-    std::shared_ptr<kvpool::capi::Pool> pool;
+    kvpool::capi::OnEachSpace<kvpool::capi::SideRef> on;
 };
+
+namespace kvpool::capi {
+
+template <class S>
+kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, MultiEndedAllocator<S>& side,
+                                  std::shared_ptr<PoolOn<S>> pool) {
+    auto handle = std::make_unique<kvpool_allocator>();
+    SideRef<S> ref;
+    ref.owner = std::move(owner);
+    ref.side = &side;
+    ref.pool = std::move(pool);
+    handle->on = std::move(ref);
+    return handle.release();
+}
+
+} // namespace kvpool::capi
 
 struct kvpool_token {
     kvpool::CompletionTokenPtr token;

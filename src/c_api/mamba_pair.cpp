@@ -21,15 +21,13 @@ void kvpool_mamba_pair_destroy(kvpool_mamba_pair* pair) {
 }
 
 kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, int which, kvpool_allocator** out) {
-    return guarded([&] {
-        MambaPair& p = pair_of(pair);
-        deref(out, "out") = pair_side(pair, which, {&p.full(), &p.state()});
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        deref(out, "out") = pair_side(ref, which, {&p.full(), &p.state()});
     });
 }
 
 kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair, kvpool_mamba_sizes* out) {
-    return guarded([&] {
-        const MambaPair& p = pair_of(pair);
+    return on_pair(pair, [&](const auto& p, auto&) {
         kvpool_mamba_sizes& s = deref(out, "out");
         s.available_size = p.available_size();
         s.state_slots_available = p.state_slots_available();
@@ -41,25 +39,24 @@ kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair, kvpool_mamb
 kvpool_status kvpool_mamba_pair_gate_transfer(kvpool_mamba_pair* pair, const kvpool_token* token,
                                               const int64_t* virtual_tokens_host, int64_t count,
                                               const int64_t* state_slots_host, int64_t slot_count) {
-    return guarded([&] {
-        pair_of(pair).gate_transfer(token ? token->token : nullptr,
-                                    host_ids(virtual_tokens_host, count),
-                                    host_ids(state_slots_host, slot_count));
+    return on_pair(pair, [&](auto& p, auto&) {
+        p.gate_transfer(token ? token->token : nullptr, host_ids(virtual_tokens_host, count),
+                        host_ids(state_slots_host, slot_count));
     });
 }
 
 kvpool_status kvpool_mamba_pair_backup_state(kvpool_mamba_pair* pair, kvpool_pair_snapshot** out) {
-    return guarded([&] { backup_pair_state(pair, out); });
+    return backup_pair_state(pair, out);
 }
 
 kvpool_status kvpool_mamba_pair_restore_state(kvpool_mamba_pair* pair, void* stream,
                                               const kvpool_pair_snapshot* snapshot) {
-    return guarded([&] { restore_pair_state(pair, stream, snapshot); });
+    return restore_pair_state(pair, stream, snapshot);
 }
 
 kvpool_status kvpool_mamba_pair_commit_state(kvpool_mamba_pair* pair,
                                              const kvpool_pair_snapshot* snapshot) {
-    return guarded([&] { commit_pair_state(pair, snapshot); });
+    return commit_pair_state(pair, snapshot);
 }
 
 } // extern "C"

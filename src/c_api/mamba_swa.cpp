@@ -12,8 +12,8 @@ namespace {
 // count state slots into out, through the tri-pool's state-slot ladder.
 struct StateSlotsCall : AllocCall {
     using AllocCall::AllocCall;
-    bool run(MambaSwa& tri, const Space& space) const {
-        return tri.alloc_state_slots(space, need_size, out);
+    template <class Tri, class Space> bool run(Tri& tri, const Space& space) const {
+        return tri.alloc_state_slots(space, need_size, out_view<Space>());
     }
 };
 
@@ -38,15 +38,13 @@ void kvpool_mamba_swa_destroy(kvpool_mamba_swa* tri) {
 }
 
 kvpool_status kvpool_mamba_swa_side(kvpool_mamba_swa* tri, int which, kvpool_allocator** out) {
-    return guarded([&] {
-        MambaSwa& t = pair_of(tri);
-        deref(out, "out") = pair_side(tri, which, {&t.full(), &t.swa(), &t.state()});
+    return on_pair(tri, [&](auto& t, auto& ref) {
+        deref(out, "out") = pair_side(ref, which, {&t.full(), &t.swa(), &t.state()});
     });
 }
 
 kvpool_status kvpool_mamba_swa_sizes(const kvpool_mamba_swa* tri, kvpool_tri_pool_sizes* out) {
-    return guarded([&] {
-        const MambaSwa& t = pair_of(tri);
+    return on_pair(tri, [&](const auto& t, auto&) {
         kvpool_tri_pool_sizes& s = deref(out, "out");
         s.available_size = t.available_size();
         s.state_slots_available = t.state_slots_available();
@@ -56,7 +54,9 @@ kvpool_status kvpool_mamba_swa_sizes(const kvpool_mamba_swa* tri, kvpool_tri_poo
 
 kvpool_status kvpool_mamba_swa_alloc(kvpool_mamba_swa* tri, void* stream, int64_t need_size,
                                      int64_t* out, int* allocated) {
-    return guarded([&] { run_alloc(AllocCall(need_size, out), pair_of(tri), stream, allocated); });
+    return on_pair(tri, [&](auto& t, auto& ref) {
+        run_alloc(AllocCall(need_size, out), t, ref.space(stream), allocated);
+    });
 }
 
 kvpool_status kvpool_mamba_swa_alloc_extend(kvpool_mamba_swa* tri, void* stream,
@@ -64,59 +64,62 @@ kvpool_status kvpool_mamba_swa_alloc_extend(kvpool_mamba_swa* tri, void* stream,
                                             const int64_t* seq_lens_host, int64_t batch,
                                             const int64_t* last_loc, int64_t* out,
                                             int64_t out_length, int* allocated) {
-    return guarded([&] {
-        run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length),
-                  pair_of(tri), stream, allocated);
+    return on_pair(tri, [&](auto& t, auto& ref) {
+        run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length), t,
+                  ref.space(stream), allocated);
     });
 }
 
 kvpool_status kvpool_mamba_swa_alloc_decode(kvpool_mamba_swa* tri, void* stream,
                                             const int64_t* seq_lens_host, int64_t batch,
                                             const int64_t* last_loc, int64_t* out, int* allocated) {
-    return guarded([&] {
-        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), pair_of(tri), stream, allocated);
+    return on_pair(tri, [&](auto& t, auto& ref) {
+        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), t, ref.space(stream), allocated);
     });
 }
 
 kvpool_status kvpool_mamba_swa_free(kvpool_mamba_swa* tri, void* stream,
                                     const int64_t* virtual_tokens_host, int64_t count) {
-    return guarded(
-        [&] { pair_of(tri).free(space_of(stream), host_ids(virtual_tokens_host, count)); });
+    return on_pair(tri, [&](auto& t, auto& ref) {
+        t.free(ref.space(stream), host_ids(virtual_tokens_host, count));
+    });
 }
 
 kvpool_status kvpool_mamba_swa_free_swa(kvpool_mamba_swa* tri, void* stream,
                                         const int64_t* virtual_tokens_host, int64_t count) {
-    return guarded(
-        [&] { pair_of(tri).free_swa(space_of(stream), host_ids(virtual_tokens_host, count)); });
+    return on_pair(tri, [&](auto& t, auto& ref) {
+        t.free_swa(ref.space(stream), host_ids(virtual_tokens_host, count));
+    });
 }
 
 kvpool_status kvpool_mamba_swa_free_group_begin(kvpool_mamba_swa* tri) {
-    return guarded([&] { pair_of(tri).free_group_begin(); });
+    return on_pair(tri, [&](auto& t, auto&) { t.free_group_begin(); });
 }
 
 kvpool_status kvpool_mamba_swa_free_group_end(kvpool_mamba_swa* tri, void* stream) {
-    return guarded([&] { pair_of(tri).free_group_end(space_of(stream)); });
+    return on_pair(tri, [&](auto& t, auto& ref) { t.free_group_end(ref.space(stream)); });
 }
 
 kvpool_status kvpool_mamba_swa_alloc_state_slots(kvpool_mamba_swa* tri, void* stream, int64_t count,
                                                  int64_t* out, int* allocated) {
-    return guarded([&] { run_alloc(StateSlotsCall(count, out), pair_of(tri), stream, allocated); });
+    return on_pair(tri, [&](auto& t, auto& ref) {
+        run_alloc(StateSlotsCall(count, out), t, ref.space(stream), allocated);
+    });
 }
 
 kvpool_status kvpool_mamba_swa_gate_transfer(kvpool_mamba_swa* tri, const kvpool_token* token,
                                              const int64_t* virtual_tokens_host, int64_t count,
                                              const int64_t* state_slots_host, int64_t slot_count) {
-    return guarded([&] {
-        pair_of(tri).gate_transfer(token ? token->token : nullptr,
-                                   host_ids(virtual_tokens_host, count),
-                                   host_ids(state_slots_host, slot_count));
+    return on_pair(tri, [&](auto& t, auto&) {
+        t.gate_transfer(token ? token->token : nullptr, host_ids(virtual_tokens_host, count),
+                        host_ids(state_slots_host, slot_count));
     });
 }
 
 kvpool_status kvpool_mamba_swa_flush_opportunistic(kvpool_mamba_swa* tri, void* stream,
                                                    int64_t* moved) {
-    return guarded([&] {
-        const kvpool::index_t n = pair_of(tri).flush_opportunistic(space_of(stream));
+    return on_pair(tri, [&](auto& t, auto& ref) {
+        const kvpool::index_t n = t.flush_opportunistic(ref.space(stream));
         if (moved != nullptr)
             *moved = n;
     });
@@ -124,37 +127,37 @@ kvpool_status kvpool_mamba_swa_flush_opportunistic(kvpool_mamba_swa* tri, void* 
 
 kvpool_status kvpool_mamba_swa_set_latest_forward_done(kvpool_mamba_swa* tri,
                                                        const kvpool_token* token) {
-    return guarded([&] { pair_of(tri).set_latest_forward_done(token ? token->token : nullptr); });
+    return on_pair(
+        tri, [&](auto& t, auto&) { t.set_latest_forward_done(token ? token->token : nullptr); });
 }
 
 kvpool_status kvpool_mamba_swa_set_inflight_forward(kvpool_mamba_swa* tri,
                                                     const kvpool_token* token,
                                                     const int64_t* virtual_tokens_host,
                                                     int64_t count) {
-    return guarded([&] {
-        MambaSwa& t = pair_of(tri);
+    return on_pair(tri, [&](auto& t, auto&) {
         t.set_inflight_forward(token ? token->token : nullptr,
                                host_ids(virtual_tokens_host, count));
     });
 }
 
 kvpool_status kvpool_mamba_swa_drain_pending_reuse(kvpool_mamba_swa* tri) {
-    return guarded([&] { pair_of(tri).drain_pending_reuse(); });
+    return on_pair(tri, [&](auto& t, auto&) { t.drain_pending_reuse(); });
 }
 
 kvpool_status kvpool_mamba_swa_backup_state(kvpool_mamba_swa* tri,
                                             kvpool_mamba_swa_snapshot** out) {
-    return guarded([&] { backup_pair_state(tri, out); });
+    return backup_pair_state(tri, out);
 }
 
 kvpool_status kvpool_mamba_swa_restore_state(kvpool_mamba_swa* tri, void* stream,
                                              const kvpool_mamba_swa_snapshot* snapshot) {
-    return guarded([&] { restore_pair_state(tri, stream, snapshot); });
+    return restore_pair_state(tri, stream, snapshot);
 }
 
 kvpool_status kvpool_mamba_swa_commit_state(kvpool_mamba_swa* tri,
                                             const kvpool_mamba_swa_snapshot* snapshot) {
-    return guarded([&] { commit_pair_state(tri, snapshot); });
+    return commit_pair_state(tri, snapshot);
 }
 
 void kvpool_mamba_swa_snapshot_destroy(kvpool_mamba_swa_snapshot* snapshot) {
@@ -162,11 +165,11 @@ void kvpool_mamba_swa_snapshot_destroy(kvpool_mamba_swa_snapshot* snapshot) {
 }
 
 kvpool_status kvpool_mamba_swa_clear(kvpool_mamba_swa* tri, void* stream) {
-    return guarded([&] { pair_of(tri).clear(space_of(stream)); });
+    return on_pair(tri, [&](auto& t, auto& ref) { t.clear(ref.space(stream)); });
 }
 
 kvpool_status kvpool_mamba_swa_check_invariants(const kvpool_mamba_swa* tri, void* stream) {
-    return guarded([&] { pair_of(tri).check_invariants(space_of(stream)); });
+    return on_pair(tri, [&](auto& t, auto& ref) { t.check_invariants(ref.space(stream)); });
 }
 
 } // extern "C"

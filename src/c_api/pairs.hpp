@@ -10,36 +10,47 @@
 
 namespace kvpool::capi {
 
-template <class Pair> struct PairHolder final : SideOwner {
+template <class S, template <class> class Pair> struct PairHolder final : SideOwner {
     // The composite's constructor arguments after the pool: each side's
     // options, then each side's name.
     template <class... Args>
-    explicit PairHolder(std::shared_ptr<Pool> p, const Args&... args)
+    explicit PairHolder(std::shared_ptr<PoolOn<S>> p, const Args&... args)
         : pool(std::move(p)), pair(*pool, args...) {}
-    std::shared_ptr<Pool> pool;
-    Pair pair;
+    std::shared_ptr<PoolOn<S>> pool;
+    Pair<S> pair;
 };
 
-template <class Pair> struct PairHandle {
+// Pair: the composite's class template over the execution space.
+template <template <class> class Pair> struct PairHandle {
+    template <class S> struct Ref : OnSpace<S> {
+        std::shared_ptr<PairHolder<S, Pair>> holder;
+    };
     LiveHandle live;
-    std::shared_ptr<PairHolder<Pair>> holder;
+    OnEachSpace<Ref> on;
 };
 
 template <class Handle, std::size_t N, std::size_t... I>
 void create_pair(kvpool_pool* pool, const char* const (&names)[N],
                  const kvpool_side_options* const (&options)[N], Handle** out,
                  std::index_sequence<I...>) {
-    auto& p = deref(pool, "pool");
-    for (const char* name : names)
-        require(name != nullptr, "a side name is NULL");
-    require(out != nullptr, "out is NULL");
-    auto handle = std::make_unique<Handle>();
-    handle->holder = std::make_shared<typename decltype(handle->holder)::element_type>(
-        p.pool, options_of(options[I])..., std::string(names[I])...);
-    // The composite initialises its tables on the default instance; calls on
-    // other streams must not overtake that.
-    Space().fence();
-    *out = handle.release();
+    std::visit(
+        [&](auto& p) {
+            using S = typename std::decay_t<decltype(p)>::execution_space;
+            using Ref = typename Handle::template Ref<S>;
+            for (const char* name : names)
+                require(name != nullptr, "a side name is NULL");
+            require(out != nullptr, "out is NULL");
+            auto handle = std::make_unique<Handle>();
+            Ref ref;
+            ref.holder = std::make_shared<typename decltype(ref.holder)::element_type>(
+                p.pool, options_of(options[I])..., std::string(names[I])...);
+            handle->on = std::move(ref);
+            // The composite initialises its tables on the default instance; calls on
+            // other streams must not overtake that.
+            S().fence();
+            *out = handle.release();
+        },
+        deref(pool, "pool").on);
 }
 
 // The composite of pool's sides names[i], each with options[i] (the composite
@@ -50,39 +61,46 @@ void create_pair(kvpool_pool* pool, const char* const (&names)[N],
     create_pair(pool, names, options, out, std::make_index_sequence<N>());
 }
 
-template <class Handle> auto& pair_of(Handle* handle) {
-    return deref(handle, "pair").holder->pair;
+// Runs f(pair, ref) on the composite, typed for its space, inside guarded().
+template <class Handle, class F> kvpool_status on_pair(Handle* handle, F&& f) {
+    return on(handle, "pair", [&](auto& ref) { f(ref.holder->pair, ref); });
 }
 
 // A handle on side which (0, 1, ...: sides[which]) of the composite.
-template <class Handle, std::size_t N>
-kvpool_allocator* pair_side(Handle* handle, int which, Side* const (&sides)[N]) {
+template <class Ref, class Side, std::size_t N>
+kvpool_allocator* pair_side(const Ref& ref, int which, Side* const (&sides)[N]) {
     require(which >= 0 && static_cast<std::size_t>(which) < N,
             "there is no side " + std::to_string(which) + " (the sides are 0 to " +
                 std::to_string(N - 1) + ")");
-    return new_side_handle(handle->holder, *sides[which], handle->holder->pool);
+    return new_side_handle(ref.holder, *sides[which], ref.holder->pool);
 }
 
 // The composite's backup window, atomic across its sides. Snapshot: the C
 // handle that holds what the composite's backup_state() returns.
-template <class Handle, class Snapshot> void backup_pair_state(Handle* handle, Snapshot** out) {
-    auto& pair = pair_of(handle);
-    require(out != nullptr, "backup_state: out is NULL");
-    auto snapshot = std::make_unique<Snapshot>();
-    snapshot->snapshot = pair.backup_state();
-    *out = snapshot.release();
+template <class Handle, class Snapshot>
+kvpool_status backup_pair_state(Handle* handle, Snapshot** out) {
+    return on_pair(handle, [&](auto& pair, auto&) {
+        require(out != nullptr, "backup_state: out is NULL");
+        auto snapshot = std::make_unique<Snapshot>();
+        snapshot->snapshot = pair.backup_state();
+        *out = snapshot.release();
+    });
 }
 template <class Handle, class Snapshot>
-void restore_pair_state(Handle* handle, void* stream, const Snapshot* snapshot) {
-    pair_of(handle).restore_state(space_of(stream), deref(snapshot, "snapshot").snapshot);
+kvpool_status restore_pair_state(Handle* handle, void* stream, const Snapshot* snapshot) {
+    return on_pair(handle, [&](auto& pair, auto& ref) {
+        pair.restore_state(ref.space(stream), deref(snapshot, "snapshot").snapshot);
+    });
 }
 template <class Handle, class Snapshot>
-void commit_pair_state(Handle* handle, const Snapshot* snapshot) {
-    pair_of(handle).commit_state(deref(snapshot, "snapshot").snapshot);
+kvpool_status commit_pair_state(Handle* handle, const Snapshot* snapshot) {
+    return on_pair(handle, [&](auto& pair, auto&) {
+        pair.commit_state(deref(snapshot, "snapshot").snapshot);
+    });
 }
 
 } // namespace kvpool::capi
 
-struct kvpool_swa_pair : kvpool::capi::PairHandle<kvpool::capi::SwaPair> {};
-struct kvpool_mamba_pair : kvpool::capi::PairHandle<kvpool::capi::MambaPair> {};
-struct kvpool_mamba_swa : kvpool::capi::PairHandle<kvpool::capi::MambaSwa> {};
+struct kvpool_swa_pair : kvpool::capi::PairHandle<kvpool::UnifiedSWAAllocator> {};
+struct kvpool_mamba_pair : kvpool::capi::PairHandle<kvpool::UnifiedMambaAllocator> {};
+struct kvpool_mamba_swa : kvpool::capi::PairHandle<kvpool::UnifiedMambaSWAAllocator> {};

@@ -38,8 +38,13 @@ GrowDirection grow_direction(int code, const std::string& what) {
 
 extern "C" {
 
-kvpool_status kvpool_pool_create(int64_t total_bytes, const kvpool_sub_pool_spec* specs,
-                                 int num_specs, void* adopt, void* stream, kvpool_pool** out) {
+int kvpool_serves(int device) {
+    return device == KVPOOL_DEVICE_HOST || (device == KVPOOL_DEVICE_GPU && serves_gpu) ? 1 : 0;
+}
+
+kvpool_status kvpool_pool_create_on(int device, int64_t total_bytes,
+                                    const kvpool_sub_pool_spec* specs, int num_specs, void* adopt,
+                                    void* stream, kvpool_pool** out) {
     return guarded([&] {
         require(out != nullptr, "kvpool_pool_create: out is NULL");
         require(num_specs > 0 && specs != nullptr, "kvpool_pool_create: no sub-pool specs");
@@ -59,33 +64,50 @@ kvpool_status kvpool_pool_create(int64_t total_bytes, const kvpool_sub_pool_spec
             sides.push_back(std::move(side));
         }
         kvpool::PoolLayout layout(total_bytes, std::move(sides));
-        ensure_initialized();
-        auto handle = std::make_unique<kvpool_pool>();
-        if (adopt != nullptr)
-            handle->pool = std::make_shared<Pool>(
-                std::move(layout), Pool::bytes_view(static_cast<std::uint8_t*>(adopt),
-                                                    static_cast<std::size_t>(total_bytes)));
-        else
-            handle->pool = std::make_shared<Pool>(space_of(stream), std::move(layout));
-        *out = handle.release();
+        on_device(device, "kvpool_pool_create", [&](auto on) {
+            using S = typename decltype(on)::execution_space;
+            using Pool = PoolOn<S>;
+            ensure_initialized();
+            auto handle = std::make_unique<kvpool_pool>();
+            PoolRef<S> ref;
+            if (adopt != nullptr)
+                ref.pool = std::make_shared<Pool>(
+                    std::move(layout),
+                    typename Pool::bytes_view(static_cast<std::uint8_t*>(adopt),
+                                              static_cast<std::size_t>(total_bytes)));
+            else
+                ref.pool = std::make_shared<Pool>(on.space(stream), std::move(layout));
+            handle->on = std::move(ref);
+            *out = handle.release();
+        });
     });
+}
+
+kvpool_status kvpool_pool_create(int64_t total_bytes, const kvpool_sub_pool_spec* specs,
+                                 int num_specs, void* adopt, void* stream, kvpool_pool** out) {
+    return kvpool_pool_create_on(default_device, total_bytes, specs, num_specs, adopt, stream, out);
 }
 
 void kvpool_pool_destroy(kvpool_pool* pool) {
     delete pool;
 }
 
+kvpool_status kvpool_pool_device(const kvpool_pool* pool, int* device) {
+    return guarded(
+        [&] { deref(device, "device") = static_cast<int>(deref(pool, "pool").on.index()); });
+}
+
 kvpool_status kvpool_pool_bytes(const kvpool_pool* pool, void** data, int64_t* size) {
-    return guarded([&] {
-        const auto& bytes = deref(pool, "pool").pool->bytes();
-        deref(data, "data") = bytes.data();
-        deref(size, "size") = static_cast<int64_t>(pool->pool->total_bytes());
+    return on(pool, "pool", [&](const auto& p) {
+        deref(data, "data") = p.pool->bytes().data();
+        deref(size, "size") = static_cast<int64_t>(p.pool->total_bytes());
     });
 }
 
 kvpool_status kvpool_pool_sink_bytes(const kvpool_pool* pool, int64_t* sink_bytes) {
-    return guarded(
-        [&] { deref(sink_bytes, "sink_bytes") = deref(pool, "pool").pool->layout().sink_bytes(); });
+    return on(pool, "pool", [&](const auto& p) {
+        deref(sink_bytes, "sink_bytes") = p.pool->layout().sink_bytes();
+    });
 }
 
 } // extern "C"

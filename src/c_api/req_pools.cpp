@@ -7,7 +7,10 @@ using kvpool::index_t;
 namespace {
 
 // Mamba state slots from a page-size-1 side: the slot ids are its virtual pages.
-class SideStateSlots final : public kvpool::StateSlotAllocator<Space> {
+template <class Space> class SideStateSlots final : public kvpool::StateSlotAllocator<Space> {
+    using Side = kvpool::MultiEndedAllocator<Space>;
+    using Ids = IdsOn<Space>;
+
 public:
     SideStateSlots(std::shared_ptr<SideOwner> owner, Side& side)
         : owner_(std::move(owner)), side_(side) {
@@ -46,30 +49,34 @@ private:
 
 } // namespace
 
+namespace {
+
+template <class S> struct ReqRef : OnSpace<S> {
+    std::unique_ptr<kvpool::ReqToTokenPool<S>> pool;
+};
+
+template <class S> struct HybridRef : OnSpace<S> {
+    std::unique_ptr<SideStateSlots<S>> states; // destroyed after the pool that refers to it
+    std::unique_ptr<kvpool::HybridReqToTokenPool<S>> pool;
+};
+
+} // namespace
+
 struct kvpool_req_pool {
     LiveHandle live;
-    std::unique_ptr<ReqPool> pool;
+    OnEachSpace<ReqRef> on;
 };
 
 struct kvpool_hybrid_req_pool {
     LiveHandle live;
-    std::unique_ptr<SideStateSlots> states; // destroyed after the pool that refers to it
-    std::unique_ptr<HybridPool> pool;
+    OnEachSpace<HybridRef> on;
 };
 
 namespace {
 
-ReqPool& req_of(kvpool_req_pool* p) {
-    return *deref(p, "pool").pool;
-}
-const ReqPool& req_of(const kvpool_req_pool* p) {
-    return *deref(p, "pool").pool;
-}
-HybridPool& hybrid_of(kvpool_hybrid_req_pool* p) {
-    return *deref(p, "pool").pool;
-}
-const HybridPool& hybrid_of(const kvpool_hybrid_req_pool* p) {
-    return *deref(p, "pool").pool;
+// Runs f(table, ref) on the request table, typed for its space, inside guarded().
+template <class Handle, class F> kvpool_status on_table(Handle* handle, F&& f) {
+    return on(handle, "pool", [&](auto& ref) { f(*ref.pool, ref); });
 }
 
 void copy_slots(const std::vector<index_t>& slots, int64_t* out) {
@@ -81,15 +88,26 @@ void copy_slots(const std::vector<index_t>& slots, int64_t* out) {
 
 extern "C" {
 
-kvpool_status kvpool_req_pool_create(int64_t size, int64_t max_context_len, void* stream,
-                                     kvpool_req_pool** out) {
+kvpool_status kvpool_req_pool_create_on(int device, int64_t size, int64_t max_context_len,
+                                        void* stream, kvpool_req_pool** out) {
     return guarded([&] {
         require(out != nullptr, "kvpool_req_pool_create: out is NULL");
-        ensure_initialized();
-        auto handle = std::make_unique<kvpool_req_pool>();
-        handle->pool = std::make_unique<ReqPool>(space_of(stream), size, max_context_len);
-        *out = handle.release();
+        on_device(device, "kvpool_req_pool_create", [&](auto on) {
+            using S = typename decltype(on)::execution_space;
+            ensure_initialized();
+            auto handle = std::make_unique<kvpool_req_pool>();
+            ReqRef<S> ref;
+            ref.pool = std::make_unique<kvpool::ReqToTokenPool<S>>(on.space(stream), size,
+                                                                   max_context_len);
+            handle->on = std::move(ref);
+            *out = handle.release();
+        });
     });
+}
+
+kvpool_status kvpool_req_pool_create(int64_t size, int64_t max_context_len, void* stream,
+                                     kvpool_req_pool** out) {
+    return kvpool_req_pool_create_on(default_device, size, max_context_len, stream, out);
 }
 
 void kvpool_req_pool_destroy(kvpool_req_pool* pool) {
@@ -98,8 +116,8 @@ void kvpool_req_pool_destroy(kvpool_req_pool* pool) {
 
 kvpool_status kvpool_req_pool_table(const kvpool_req_pool* pool, int64_t** table, int64_t* rows,
                                     int64_t* columns) {
-    return guarded([&] {
-        const auto& t = req_of(pool).req_to_token();
+    return on_table(pool, [&](const auto& p, auto&) {
+        const auto& t = p.req_to_token();
         deref(table, "table") = t.data();
         deref(rows, "rows") = static_cast<int64_t>(t.extent(0));
         deref(columns, "columns") = static_cast<int64_t>(t.extent(1));
@@ -107,18 +125,19 @@ kvpool_status kvpool_req_pool_table(const kvpool_req_pool* pool, int64_t** table
 }
 
 kvpool_status kvpool_req_pool_available(const kvpool_req_pool* pool, int64_t* out) {
-    return guarded([&] { deref(out, "out") = req_of(pool).available_size(); });
+    return on_table(pool, [&](const auto& p, auto&) { deref(out, "out") = p.available_size(); });
 }
 
 kvpool_status kvpool_req_pool_generation(const kvpool_req_pool* pool, int64_t slot, int64_t* out) {
-    return guarded(
-        [&] { deref(out, "out") = static_cast<int64_t>(req_of(pool).generation(slot)); });
+    return on_table(pool, [&](const auto& p, auto&) {
+        deref(out, "out") = static_cast<int64_t>(p.generation(slot));
+    });
 }
 
 kvpool_status kvpool_req_pool_alloc(kvpool_req_pool* pool, int64_t n, int64_t* slots_host,
                                     int* allocated) {
-    return guarded([&] {
-        auto slots = req_of(pool).alloc(n);
+    return on_table(pool, [&](auto& p, auto&) {
+        auto slots = p.alloc(n);
         if (slots)
             copy_slots(*slots, slots_host);
         deref(allocated, "allocated") = slots ? 1 : 0;
@@ -127,33 +146,33 @@ kvpool_status kvpool_req_pool_alloc(kvpool_req_pool* pool, int64_t n, int64_t* s
 
 kvpool_status kvpool_req_pool_free(kvpool_req_pool* pool, const int64_t* slots_host,
                                    int64_t count) {
-    return guarded([&] { req_of(pool).free(host_ids(slots_host, count)); });
+    return on_table(pool, [&](auto& p, auto&) { p.free(host_ids(slots_host, count)); });
 }
 
 kvpool_status kvpool_req_pool_clear(kvpool_req_pool* pool) {
-    return guarded([&] { req_of(pool).clear(); });
+    return on_table(pool, [&](auto& p, auto&) { p.clear(); });
 }
 
 kvpool_status kvpool_req_pool_write(kvpool_req_pool* pool, void* stream, int64_t slot,
                                     int64_t start, const int64_t* ids, int64_t n) {
-    return guarded([&] {
-        ReqPool& p = req_of(pool);
+    return on_table(pool, [&](auto& p, auto& ref) {
         require(n >= 0, "write: negative length");
-        p.write(space_of(stream), slot, start,
-                ReqPool::const_index_view(ids, static_cast<std::size_t>(n)));
+        using Table = std::decay_t<decltype(p)>;
+        p.write(ref.space(stream), slot, start,
+                typename Table::const_index_view(ids, static_cast<std::size_t>(n)));
     });
 }
 
 kvpool_status kvpool_req_pool_check_invariants(const kvpool_req_pool* pool, void* stream) {
-    return guarded([&] { req_of(pool).check_invariants(space_of(stream)); });
+    return on_table(pool, [&](const auto& p, auto& ref) { p.check_invariants(ref.space(stream)); });
 }
 
 kvpool_status kvpool_hybrid_req_pool_create(int64_t size, int64_t max_context_len,
                                             kvpool_allocator* states,
                                             const kvpool_hybrid_options* options, void* stream,
                                             kvpool_hybrid_req_pool** out) {
-    return guarded([&] {
-        auto& side = deref(states, "states");
+    return on(states, "states", [&](auto& side) {
+        using S = typename std::decay_t<decltype(side)>::execution_space;
         require(out != nullptr, "kvpool_hybrid_req_pool_create: out is NULL");
         kvpool::HybridReqToTokenPoolOptions o;
         if (options != nullptr) {
@@ -162,9 +181,11 @@ kvpool_status kvpool_hybrid_req_pool_create(int64_t size, int64_t max_context_le
             o.mamba_ping_pong_track_buffer_size = options->mamba_ping_pong_track_buffer_size;
         }
         auto handle = std::make_unique<kvpool_hybrid_req_pool>();
-        handle->states = std::make_unique<SideStateSlots>(side.owner, *side.side);
-        handle->pool = std::make_unique<HybridPool>(space_of(stream), size, max_context_len,
-                                                    *handle->states, o);
+        HybridRef<S> ref;
+        ref.states = std::make_unique<SideStateSlots<S>>(side.owner, *side.side);
+        ref.pool = std::make_unique<kvpool::HybridReqToTokenPool<S>>(
+            side.space(stream), size, max_context_len, *ref.states, o);
+        handle->on = std::move(ref);
         *out = handle.release();
     });
 }
@@ -176,8 +197,7 @@ void kvpool_hybrid_req_pool_destroy(kvpool_hybrid_req_pool* pool) {
 kvpool_status kvpool_hybrid_req_pool_tables(const kvpool_hybrid_req_pool* pool, int64_t** table,
                                             int64_t* rows, int64_t* columns, int64_t** mamba_map,
                                             int64_t** track_map, int64_t* track_columns) {
-    return guarded([&] {
-        const HybridPool& p = hybrid_of(pool);
+    return on_table(pool, [&](const auto& p, auto&) {
         const auto& t = p.req_to_token();
         deref(table, "table") = t.data();
         deref(rows, "rows") = static_cast<int64_t>(t.extent(0));
@@ -190,21 +210,21 @@ kvpool_status kvpool_hybrid_req_pool_tables(const kvpool_hybrid_req_pool* pool, 
 }
 
 kvpool_status kvpool_hybrid_req_pool_available(const kvpool_hybrid_req_pool* pool, int64_t* out) {
-    return guarded([&] { deref(out, "out") = hybrid_of(pool).available_size(); });
+    return on_table(pool, [&](const auto& p, auto&) { deref(out, "out") = p.available_size(); });
 }
 
 kvpool_status kvpool_hybrid_req_pool_generation(const kvpool_hybrid_req_pool* pool, int64_t slot,
                                                 int64_t* out) {
-    return guarded(
-        [&] { deref(out, "out") = static_cast<int64_t>(hybrid_of(pool).generation(slot)); });
+    return on_table(pool, [&](const auto& p, auto&) {
+        deref(out, "out") = static_cast<int64_t>(p.generation(slot));
+    });
 }
 
 kvpool_status kvpool_hybrid_req_pool_alloc(kvpool_hybrid_req_pool* pool, void* stream,
                                            const int64_t* mamba_slots_host, int64_t n,
                                            int64_t* slots_host, int* allocated) {
-    return guarded([&] {
-        HybridPool& p = hybrid_of(pool);
-        auto slots = p.alloc_adopting_mamba(space_of(stream), host_ids(mamba_slots_host, n));
+    return on_table(pool, [&](auto& p, auto& ref) {
+        auto slots = p.alloc_adopting_mamba(ref.space(stream), host_ids(mamba_slots_host, n));
         if (slots)
             copy_slots(*slots, slots_host);
         deref(allocated, "allocated") = slots ? 1 : 0;
@@ -213,16 +233,15 @@ kvpool_status kvpool_hybrid_req_pool_alloc(kvpool_hybrid_req_pool* pool, void* s
 
 kvpool_status kvpool_hybrid_req_pool_free(kvpool_hybrid_req_pool* pool, const int64_t* slots_host,
                                           int64_t count) {
-    return guarded([&] { hybrid_of(pool).free(host_ids(slots_host, count)); });
+    return on_table(pool, [&](auto& p, auto&) { p.free(host_ids(slots_host, count)); });
 }
 
 kvpool_status kvpool_hybrid_req_pool_free_mamba_cache(kvpool_hybrid_req_pool* pool, void* stream,
                                                       int64_t req, int64_t keep_idx,
                                                       int64_t* kept) {
-    return guarded([&] {
-        HybridPool& p = hybrid_of(pool);
-        const index_t k = keep_idx >= 0 ? p.free_mamba_cache(space_of(stream), req, keep_idx)
-                                        : p.free_mamba_cache(space_of(stream), req);
+    return on_table(pool, [&](auto& p, auto& ref) {
+        const index_t k = keep_idx >= 0 ? p.free_mamba_cache(ref.space(stream), req, keep_idx)
+                                        : p.free_mamba_cache(ref.space(stream), req);
         if (kept != nullptr)
             *kept = k;
     });
@@ -231,8 +250,7 @@ kvpool_status kvpool_hybrid_req_pool_free_mamba_cache(kvpool_hybrid_req_pool* po
 kvpool_status kvpool_hybrid_req_pool_request(const kvpool_hybrid_req_pool* pool, int64_t req,
                                              int64_t* mamba_slot, int64_t* tracks_host,
                                              int64_t* next_track_idx) {
-    return guarded([&] {
-        const HybridPool& p = hybrid_of(pool);
+    return on_table(pool, [&](const auto& p, auto&) {
         const index_t slot = p.mamba_slot(req);
         deref(mamba_slot, "mamba_slot") = slot;
         int64_t& next = deref(next_track_idx, "next_track_idx");
@@ -247,15 +265,14 @@ kvpool_status kvpool_hybrid_req_pool_request(const kvpool_hybrid_req_pool* pool,
 
 kvpool_status kvpool_hybrid_req_pool_set_next_track_idx(kvpool_hybrid_req_pool* pool, int64_t req,
                                                         int64_t idx) {
-    return guarded([&] { hybrid_of(pool).set_mamba_next_track_idx(req, idx); });
+    return on_table(pool, [&](auto& p, auto&) { p.set_mamba_next_track_idx(req, idx); });
 }
 
 kvpool_status kvpool_hybrid_req_pool_set_track_slot(kvpool_hybrid_req_pool* pool, void* stream,
                                                     int64_t req, int64_t idx, int64_t value,
                                                     int64_t* previous) {
-    return guarded([&] {
-        HybridPool& p = hybrid_of(pool);
-        const index_t old = p.set_mamba_ping_pong_slot(space_of(stream), req, idx, value);
+    return on_table(pool, [&](auto& p, auto& ref) {
+        const index_t old = p.set_mamba_ping_pong_slot(ref.space(stream), req, idx, value);
         if (previous != nullptr)
             *previous = old;
     });
@@ -264,28 +281,26 @@ kvpool_status kvpool_hybrid_req_pool_set_track_slot(kvpool_hybrid_req_pool* pool
 kvpool_status kvpool_hybrid_req_pool_donate_track_slot(kvpool_hybrid_req_pool* pool, void* stream,
                                                        int64_t req, int64_t new_slot,
                                                        int64_t* donated) {
-    return guarded([&] {
-        HybridPool& p = hybrid_of(pool);
-        deref(donated, "donated") = p.donate_mamba_ping_pong_slot(space_of(stream), req, new_slot);
+    return on_table(pool, [&](auto& p, auto& ref) {
+        deref(donated, "donated") = p.donate_mamba_ping_pong_slot(ref.space(stream), req, new_slot);
     });
 }
 
 kvpool_status kvpool_hybrid_req_pool_alloc_track_slot(kvpool_hybrid_req_pool* pool, void* stream,
                                                       int64_t req, int64_t idx, int* allocated) {
-    return guarded([&] {
-        HybridPool& p = hybrid_of(pool);
+    return on_table(pool, [&](auto& p, auto& ref) {
         deref(allocated, "allocated") =
-            p.alloc_mamba_ping_pong_slot(space_of(stream), req, idx) ? 1 : 0;
+            p.alloc_mamba_ping_pong_slot(ref.space(stream), req, idx) ? 1 : 0;
     });
 }
 
 kvpool_status kvpool_hybrid_req_pool_clear(kvpool_hybrid_req_pool* pool, void* stream) {
-    return guarded([&] { hybrid_of(pool).clear(space_of(stream)); });
+    return on_table(pool, [&](auto& p, auto& ref) { p.clear(ref.space(stream)); });
 }
 
 kvpool_status kvpool_hybrid_req_pool_check_invariants(const kvpool_hybrid_req_pool* pool,
                                                       void* stream) {
-    return guarded([&] { hybrid_of(pool).check_invariants(space_of(stream)); });
+    return on_table(pool, [&](const auto& p, auto& ref) { p.check_invariants(ref.space(stream)); });
 }
 
 } // extern "C"

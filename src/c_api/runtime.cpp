@@ -1,5 +1,5 @@
-// The C API's runtime: Kokkos initialisation and finalisation, one execution-
-// space instance per stream, error translation, completion tokens.
+// The C API's runtime: Kokkos initialisation and finalisation (the GPU's
+// stream instances cleared first), error translation, completion tokens.
 #include "handles.hpp"
 
 #include <kvpool/device_faults.hpp>
@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <exception>
-#include <map>
 #include <mutex>
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -32,15 +31,6 @@ thread_local std::string returned_string;
 thread_local bool callback_failed = false;
 thread_local std::string callback_error;
 
-#if defined(KOKKOS_ENABLE_CUDA)
-// Instances of the streams used so far, cleared before Kokkos::finalize. Never
-// destroyed at exit: the CUDA runtime may be gone by then.
-std::map<cudaStream_t, Kokkos::Cuda>& stream_instances() {
-    static auto* instances = new std::map<cudaStream_t, Kokkos::Cuda>;
-    return *instances;
-}
-#endif
-
 kvpool_status code_of(ErrorCode code) {
     switch (code) {
     case ErrorCode::invalid_argument:
@@ -63,10 +53,13 @@ kvpool_status code_of(ErrorCode code) {
     return KVPOOL_ERROR_INTERNAL;
 }
 
+template <class S> void clear_stream_instances() {
+    if constexpr (kernels::NativeBackend<S>::available)
+        StreamInstances<S>::clear();
+}
+
 void finalize_locked() {
-#if defined(KOKKOS_ENABLE_CUDA)
-    stream_instances().clear();
-#endif
+    clear_stream_instances<GpuSpace>();
     Kokkos::finalize();
     initialized_here = false;
     finalized = true;
@@ -127,23 +120,6 @@ void initialize_locked() {
 void ensure_initialized() {
     std::lock_guard<std::mutex> lock(runtime_mutex);
     initialize_locked();
-}
-
-Space space_of(void* stream) {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if (stream == nullptr)
-        return Space();
-    std::lock_guard<std::mutex> lock(runtime_mutex);
-    auto& instances = stream_instances();
-    const auto key = static_cast<cudaStream_t>(stream);
-    auto it = instances.find(key);
-    if (it == instances.end())
-        it = instances.emplace(key, Kokkos::Cuda(key)).first;
-    return it->second;
-#else
-    (void)stream;
-    return Space();
-#endif
 }
 
 LiveHandle::LiveHandle() {

@@ -20,15 +20,13 @@ void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) {
 }
 
 kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which, kvpool_allocator** out) {
-    return guarded([&] {
-        SwaPair& p = pair_of(pair);
-        deref(out, "out") = pair_side(pair, which, {&p.full(), &p.swa()});
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        deref(out, "out") = pair_side(ref, which, {&p.full(), &p.swa()});
     });
 }
 
 kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair, kvpool_swa_sizes* out) {
-    return guarded([&] {
-        const SwaPair& p = pair_of(pair);
+    return on_pair(pair, [&](const auto& p, auto&) {
         kvpool_swa_sizes& s = deref(out, "out");
         s.available_size = p.available_size();
         s.conserve_full_available_size = p.conserve_full_available_size();
@@ -42,7 +40,9 @@ kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair, kvpool_swa_size
 
 kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream, int64_t need_size,
                                     int64_t* out, int* allocated) {
-    return guarded([&] { run_alloc(AllocCall(need_size, out), pair_of(pair), stream, allocated); });
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        run_alloc(AllocCall(need_size, out), p, ref.space(stream), allocated);
+    });
 }
 
 kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
@@ -50,53 +50,53 @@ kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
                                            const int64_t* seq_lens_host, int64_t batch,
                                            const int64_t* last_loc, int64_t* out,
                                            int64_t out_length, int* allocated) {
-    return guarded([&] {
-        run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length),
-                  pair_of(pair), stream, allocated);
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length), p,
+                  ref.space(stream), allocated);
     });
 }
 
 kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
                                            const int64_t* seq_lens_host, int64_t batch,
                                            const int64_t* last_loc, int64_t* out, int* allocated) {
-    return guarded([&] {
-        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), pair_of(pair), stream,
-                  allocated);
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), p, ref.space(stream), allocated);
     });
 }
 
 kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream,
                                    const int64_t* virtual_tokens_host, int64_t count) {
-    return guarded(
-        [&] { pair_of(pair).free(space_of(stream), host_ids(virtual_tokens_host, count)); });
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        p.free(ref.space(stream), host_ids(virtual_tokens_host, count));
+    });
 }
 
 kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
                                        const int64_t* virtual_tokens_host, int64_t count) {
-    return guarded(
-        [&] { pair_of(pair).free_swa(space_of(stream), host_ids(virtual_tokens_host, count)); });
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        p.free_swa(ref.space(stream), host_ids(virtual_tokens_host, count));
+    });
 }
 
 kvpool_status kvpool_swa_pair_gate_transfer(kvpool_swa_pair* pair, const kvpool_token* token,
                                             const int64_t* virtual_tokens_host, int64_t count) {
-    return guarded([&] {
-        pair_of(pair).gate_transfer(token ? token->token : nullptr,
-                                    host_ids(virtual_tokens_host, count));
+    return on_pair(pair, [&](auto& p, auto&) {
+        p.gate_transfer(token ? token->token : nullptr, host_ids(virtual_tokens_host, count));
     });
 }
 
 kvpool_status kvpool_swa_pair_backup_state(kvpool_swa_pair* pair, kvpool_pair_snapshot** out) {
-    return guarded([&] { backup_pair_state(pair, out); });
+    return backup_pair_state(pair, out);
 }
 
 kvpool_status kvpool_swa_pair_restore_state(kvpool_swa_pair* pair, void* stream,
                                             const kvpool_pair_snapshot* snapshot) {
-    return guarded([&] { restore_pair_state(pair, stream, snapshot); });
+    return restore_pair_state(pair, stream, snapshot);
 }
 
 kvpool_status kvpool_swa_pair_commit_state(kvpool_swa_pair* pair,
                                            const kvpool_pair_snapshot* snapshot) {
-    return guarded([&] { commit_pair_state(pair, snapshot); });
+    return commit_pair_state(pair, snapshot);
 }
 
 void kvpool_pair_snapshot_destroy(kvpool_pair_snapshot* snapshot) {

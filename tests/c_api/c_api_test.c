@@ -1,8 +1,9 @@
-/* The C API from plain C (no Kokkos headers, no C++): a SWA pair on a host
- * build, its sides with their own options (the pair sets the id roles),
- * allocated, translated, freed twice (the second is refused and changes
- * nothing), rolled back by a pair-level backup window, checked. Exits 0 on success, 1 with a
- * message otherwise. */
+/* The C API from plain C (no Kokkos headers, no C++): the devices a build
+ * serves, then a SWA pair on the host (every build serves it, a GPU build
+ * beside the GPU), its sides with their own options (the pair sets the id
+ * roles), allocated, translated, freed twice (the second is refused and
+ * changes nothing), rolled back by a pair-level backup window, checked. Exits
+ * 0 on success, 1 with a message otherwise. */
 #include <kvpool/c_api.h>
 
 #include <stdio.h>
@@ -19,9 +20,81 @@ static int fail(const char* what) {
             return fail(#call);                                                                    \
     } while (0)
 
-int main(void) {
-    if (strcmp(kvpool_backend(), "host") != 0)
-        return 0; /* device arrays would be GPU memory */
+/* Which devices the build serves; a device it does not serve, or no device,
+ * is a clear error that makes nothing. The calls without _on make GPU pools in
+ * a GPU build and host pools in a host build; a host request table's rows are
+ * host memory in every build, and sides of two pools are no peers. */
+static int devices(void) {
+    const int gpu = strcmp(kvpool_backend(), "host") != 0;
+    if (kvpool_serves(KVPOOL_DEVICE_HOST) != 1 || kvpool_serves(KVPOOL_DEVICE_GPU) != gpu ||
+        kvpool_serves(7) != 0)
+        return fail("kvpool_serves");
+    kvpool_sub_pool_spec specs[2] = {{"full", 64, 4, KVPOOL_GROW_UP, 0, 0.0},
+                                     {"swa", 64, 4, KVPOOL_GROW_DOWN, 0, 0.0}};
+    kvpool_pool* pool = NULL;
+    kvpool_req_pool* table = NULL;
+    if (kvpool_pool_create_on(7, 1 << 16, specs, 2, NULL, NULL, &pool) !=
+            KVPOOL_ERROR_INVALID_ARGUMENT ||
+        pool != NULL ||
+        strstr(kvpool_last_error(), "neither KVPOOL_DEVICE_HOST (0) nor KVPOOL_DEVICE_GPU (1)") ==
+            NULL)
+        return fail("an unknown device was not refused");
+    if (!gpu) {
+        if (kvpool_pool_create_on(KVPOOL_DEVICE_GPU, 1 << 16, specs, 2, NULL, NULL, &pool) !=
+                KVPOOL_ERROR_INVALID_ARGUMENT ||
+            pool != NULL || strstr(kvpool_last_error(), "built for the host only") == NULL)
+            return fail("a GPU pool from a host build was not refused");
+        if (kvpool_req_pool_create_on(KVPOOL_DEVICE_GPU, 4, 8, NULL, &table) !=
+                KVPOOL_ERROR_INVALID_ARGUMENT ||
+            table != NULL)
+            return fail("a GPU request table from a host build was not refused");
+        if (kvpool_live_handles() != 0)
+            return fail("a refused device made a handle");
+    }
+
+    int device = -1;
+    kvpool_pool* host = NULL;
+    CHECK(kvpool_pool_create(1 << 16, specs, 2, NULL, NULL, &pool));
+    CHECK(kvpool_pool_device(pool, &device));
+    if (device != (gpu ? KVPOOL_DEVICE_GPU : KVPOOL_DEVICE_HOST))
+        return fail("the default device");
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &host));
+    CHECK(kvpool_pool_device(host, &device));
+    if (device != KVPOOL_DEVICE_HOST)
+        return fail("a host pool's device");
+    kvpool_allocator* up = NULL;
+    kvpool_allocator* down = NULL;
+    CHECK(kvpool_allocator_create(host, "full", NULL, NULL, &up));
+    CHECK(kvpool_allocator_create(pool, "swa", NULL, NULL, &down));
+    if (kvpool_allocator_bind_peer(up, down) != KVPOOL_ERROR_INVALID_ARGUMENT ||
+        strstr(kvpool_last_error(), "the other side of the same unified buffer") == NULL ||
+        (gpu && strstr(kvpool_last_error(), "on another device") == NULL))
+        return fail("sides of two pools were bound");
+
+    CHECK(kvpool_req_pool_create_on(KVPOOL_DEVICE_HOST, 4, 8, NULL, &table));
+    int64_t slot = -1;
+    int allocated = 0;
+    CHECK(kvpool_req_pool_alloc(table, 1, &slot, &allocated));
+    const int64_t ids[3] = {5, 6, 7};
+    CHECK(kvpool_req_pool_write(table, NULL, slot, 2, ids, 3));
+    int64_t* rows = NULL;
+    int64_t num_rows = 0, columns = 0;
+    CHECK(kvpool_req_pool_table(table, &rows, &num_rows, &columns));
+    if (!allocated || num_rows != 5 || columns != 8 || rows[slot * 8 + 1] != 0 ||
+        rows[slot * 8 + 2] != 5 || rows[slot * 8 + 4] != 7 || rows[slot * 8 + 5] != 0)
+        return fail("a host request table's rows, read from the host");
+
+    kvpool_req_pool_destroy(table);
+    kvpool_allocator_destroy(down);
+    kvpool_allocator_destroy(up);
+    kvpool_pool_destroy(host);
+    kvpool_pool_destroy(pool);
+    if (kvpool_live_handles() != 0)
+        return fail("handles left after the devices");
+    return 0;
+}
+
+static int swa_pair(void) {
     kvpool_sub_pool_spec specs[2] = {{"full", 64, 4, KVPOOL_GROW_UP, 0, 0.0},
                                      {"swa", 96, 4, KVPOOL_GROW_DOWN, 0, 0.0}};
     kvpool_pool* pool = NULL;
@@ -30,7 +103,7 @@ int main(void) {
     kvpool_allocator* swa = NULL;
     /* is_id_owner 0 on the full side: the pair makes it the owner all the same. */
     const kvpool_side_options full_options = {1, 0, 7};
-    CHECK(kvpool_pool_create(1 << 16, specs, 2, NULL, NULL, &pool));
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &pool));
     CHECK(kvpool_swa_pair_create(pool, "full", "swa", &full_options, NULL, &pair));
     CHECK(kvpool_swa_pair_side(pair, 0, &full));
     CHECK(kvpool_swa_pair_side(pair, 1, &swa));
@@ -128,6 +201,12 @@ int main(void) {
     kvpool_pool_destroy(pool);
     if (kvpool_live_handles() != 0)
         return fail("handles left");
+    return 0;
+}
+
+int main(void) {
+    if (devices() || swa_pair())
+        return 1;
     CHECK(kvpool_finalize_when_unused());
     if (kvpool_is_initialized())
         return fail("Kokkos still initialised");
