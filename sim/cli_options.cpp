@@ -249,8 +249,8 @@ Comparison:
 Output (written only when every run has finished):
   --json FILE             all results as JSON ("-": to stdout instead of the table)
   --csv FILE              one row per run, the sweep included ("-": to stdout)
-  --plot FILE.png         running requests over time per policy (needs gnuplot:
-                          apt-get install gnuplot-nox)
+  --plot FILE.png         running requests and time to first token over time per policy
+                          (needs gnuplot: apt-get install gnuplot-nox)
   --no-progress           no progress bar (it is only drawn when stderr is a terminal)
   -h, --help              this text
 
@@ -262,6 +262,10 @@ Columns of the table:
   retractions             requests retracted because decode ran out of memory
   moved per step          pages, and MiB in the model's real bytes, moved by compaction
   alloc us per step       wall time spent inside allocator calls per step, measured
+The latency table: percentiles (p50, p90, p99, nearest rank) over requests of the time to
+first token (TTFT: arrival to the end of the step that prefilled the request), of the gaps
+between a request's tokens (ITL: one per decode step; a retraction's gap lasts until the
+request decodes again) and of the time queued (arrival to first admission).
 A workload with phases (shift, or a trace with a phase column) adds a per-phase table: each
 policy, and the fixed split best for that phase alone, on the phase's own requests (completed,
 retractions) over its share of the simulated time (each step's time split by what the requests

@@ -107,8 +107,10 @@ ExperimentResult run_experiment(const ExperimentConfig& config, const Workload& 
     // Only the compared rows are plotted: other sweep points drop their timelines
     // as soon as they cannot be the oracle, which keeps long traces small.
     const auto drop_timeline = [&](std::size_t i) {
-        if (i != out.engine_default)
+        if (i != out.engine_default) {
             std::vector<TimelinePoint>().swap(out.sweep[i].result.timeline);
+            std::vector<FirstToken>().swap(out.sweep[i].result.first_tokens);
+        }
     };
     for (const Policy& split : splits) {
         const std::size_t i = out.sweep.size();

@@ -2,8 +2,10 @@
 #pragma once
 
 #include "experiment.hpp"
+#include "latency.hpp"
 
 #include <string>
+#include <vector>
 
 namespace kvpool::sim {
 
@@ -18,6 +20,11 @@ std::string split_cell(const ModelConfig& model, const Policy& policy);
 // "--swa-full-tokens-ratio" or "--mamba-full-memory-ratio / --swa-full-tokens-ratio".
 std::string ratios_cell(const ModelConfig& model, const Policy& policy);
 std::string ratio_flags(const ModelConfig& model);
+
+// The latency cells of a run or phase: TTFT p50/p90/p99 (s), inter-token
+// p50/p90/p99 (ms), queueing p50/p90/p99 (s); and the two header rows.
+std::vector<std::string> latency_cells(const SpanLatency& latency);
+std::vector<std::string> latency_header(int row);
 
 // The label of row `row` of ExperimentResult::compared().
 std::string compared_label(std::size_t row, const ExperimentResult& result);

@@ -58,6 +58,15 @@ Metrics span_metrics(const SpanTotals& r) {
         {"peak_running", whole(r.peak_running)},
         {"retractions", whole(r.retractions)},
         {"sim_seconds", num(r.sim_seconds)},
+        {"ttft_p50_s", num(r.latency.ttft.p50)},
+        {"ttft_p90_s", num(r.latency.ttft.p90)},
+        {"ttft_p99_s", num(r.latency.ttft.p99)},
+        {"itl_p50_s", num(r.latency.itl.p50)},
+        {"itl_p90_s", num(r.latency.itl.p90)},
+        {"itl_p99_s", num(r.latency.itl.p99)},
+        {"queueing_p50_s", num(r.latency.queueing.p50)},
+        {"queueing_p90_s", num(r.latency.queueing.p90)},
+        {"queueing_p99_s", num(r.latency.queueing.p99)},
     };
 }
 

@@ -56,11 +56,31 @@ std::string phase_table(const ReportContext& context, const ExperimentResult& re
                            fmt::format("{}", r.retractions)});
         }
     }
+    TextTable latency({A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right,
+                       A::right, A::right, A::right});
+    for (int h = 0; h < 2; ++h) {
+        std::vector<std::string> row{h == 0 ? "" : "phase", h == 0 ? "" : "policy"};
+        for (const std::string& cell : latency_header(h))
+            row.push_back(cell);
+        latency.add_row(row);
+    }
+    for (std::size_t p = 0; p < context.workload.phases.size(); ++p)
+        for (std::size_t i = 0; i <= compared.size(); ++i) {
+            const bool best = i == compared.size();
+            const PolicyRun& run = best ? result.sweep[result.phase_oracles[p]] : *compared[i];
+            std::vector<std::string> row{i == 0 ? phase_label(context, p) : std::string(),
+                                         best ? std::string("fixed split, best for this phase")
+                                              : compared_label(i, result)};
+            for (const std::string& cell : latency_cells(run.result.phases[p].latency))
+                row.push_back(cell);
+            latency.add_row(row);
+        }
     return "\nper phase: the phase's own requests. Phases overlap in time, so each step's time "
            "goes to "
            "the phases by what\ntheir requests cost in it (tokens, and the step overhead by head "
            "count); running requests are averaged\nover the phase's share of the time.\n\n" +
-           table.render();
+           table.render() + "\nper phase, latency of the phase's own requests:\n\n" +
+           latency.render();
 }
 
 std::string phase_notes(const ReportContext& context, const ExperimentResult& result) {

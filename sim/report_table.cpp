@@ -44,6 +44,31 @@ std::string split_note(const ModelConfig& model) {
         d.full_fraction * 100.0);
 }
 
+// The compared runs' latency, beside the main table to keep both readable.
+std::string latency_table(const ExperimentResult& result) {
+    using A = TextTable::Align;
+    std::vector<A> align{A::left};
+    align.resize(10, A::right);
+    TextTable table(align);
+    for (int h = 0; h < 2; ++h) {
+        std::vector<std::string> row{h == 0 ? "" : "policy"};
+        for (const std::string& cell : latency_header(h))
+            row.push_back(cell);
+        table.add_row(row);
+    }
+    const auto rows = result.compared();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        std::vector<std::string> row{compared_label(i, result)};
+        for (const std::string& cell : latency_cells(rows[i]->result.latency))
+            row.push_back(cell);
+        table.add_row(row);
+    }
+    return "\nlatency: TTFT, arrival to first token (the end of the request's prefill step); ITL, "
+           "between a request's\ntokens (a retraction's gap included); queued, arrival to "
+           "admission.\n" +
+           table.render();
+}
+
 } // namespace
 
 std::string summary_table(const ReportContext& context, const ExperimentResult& result) {
@@ -77,6 +102,7 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
                        fmt::format("{:.1f}", r.per_step(r.pool.allocator_seconds) * 1e6)});
     }
     out += table.render();
+    out += latency_table(result);
     out += phase_table(context, result);
 
     out += "\n" + split_note(model);
@@ -92,6 +118,12 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
         "second, {} running requests on average.\n",
         result.sweep.size(), relative(lazy.completed_per_second(), oracle.completed_per_second()),
         relative(lazy.mean_running(), oracle.mean_running()));
+    out += fmt::format(
+        "unified (lazy) vs that split, p99: {} time to first token, {} inter-token latency, {} "
+        "queueing.\n",
+        relative(lazy.latency.ttft.p99, oracle.latency.ttft.p99),
+        relative(lazy.latency.itl.p99, oracle.latency.itl.p99),
+        relative(lazy.latency.queueing.p99, oracle.latency.queueing.p99));
     out += phase_notes(context, result);
     const auto incomplete =
         std::count_if(result.sweep.begin(), result.sweep.end(),

@@ -2,6 +2,7 @@
 // workload.
 #pragma once
 
+#include "latency.hpp"
 #include "sim_pool.hpp"
 
 #include <kvpool/types.hpp>
@@ -9,6 +10,12 @@
 #include <vector>
 
 namespace kvpool::sim {
+
+// A request's first token: when it came, and how long after the arrival.
+struct FirstToken {
+    double time_s = 0.0;
+    double ttft_s = 0.0;
+};
 
 struct TimelinePoint {
     double time_s = 0.0;
@@ -24,6 +31,7 @@ struct SpanTotals {
     // Integral of running requests over that time.
     double running_request_seconds = 0.0;
     index_t peak_running = 0;
+    SpanLatency latency;
 
     double mean_running() const {
         return sim_seconds > 0 ? running_request_seconds / sim_seconds : 0.0;
@@ -59,7 +67,8 @@ struct RunResult : SpanTotals {
     PoolStats pool;               // the pool's counters at the end
     double wall_seconds = 0.0;
     std::vector<TimelinePoint> timeline;
-    std::vector<PhaseResult> phases; // one per phase of the workload, in order
+    std::vector<FirstToken> first_tokens; // in time order
+    std::vector<PhaseResult> phases;      // one per phase of the workload, in order
 
     double per_step(double total) const {
         return steps > 0 ? total / static_cast<double>(steps) : 0.0;

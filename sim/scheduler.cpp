@@ -8,13 +8,15 @@ namespace kvpool::sim {
 Scheduler::Scheduler(SimPool& pool, const std::vector<RequestSpec>& requests,
                      SchedulerConfig config)
     : pool_(pool), requests_(requests), config_(config), generated_(requests.size(), 0),
-      recompute_(requests.size(), false) {
+      recompute_(requests.size(), false), last_token_s_(requests.size(), -1.0),
+      admitted_once_(requests.size(), false) {
     result_.requests = requests.size();
     std::size_t phases = 1;
     for (const RequestSpec& r : requests)
         phases = std::max(phases, r.phase + 1);
     result_.phases.resize(phases);
     step_work_.resize(phases);
+    latency_.resize(phases);
 }
 
 double Scheduler::progress() const {
@@ -45,6 +47,7 @@ void Scheduler::step() {
     ++result_.steps;
     share_step_time(dt, active);
     now_ += dt;
+    record_tokens(static_cast<std::size_t>(decoded));
 
     release_finished_and_old_window_pages();
     if (config_.check_invariants_every_step)
@@ -52,6 +55,7 @@ void Scheduler::step() {
     if (done()) {
         result_.sim_seconds = now_;
         result_.pool = pool_.stats();
+        summarize_latency();
     }
 }
 
@@ -81,6 +85,10 @@ index_t Scheduler::admit() {
         }
         waiting_.pop_front();
         enter_phase_of(r);
+        if (!admitted_once_[r]) {
+            admitted_once_[r] = true;
+            latency_[requests_[r].phase].queueing.push_back(now_ - requests_[r].arrival_s);
+        }
         PhaseStepWork& work = step_work_[requests_[r].phase];
         work.prefill_tokens += tokens;
         ++work.requests;
@@ -207,6 +215,35 @@ void Scheduler::share_step_time(double step_seconds, index_t active) {
         phase.running_request_seconds += static_cast<double>(active) * share;
         phase.peak_running = std::max(phase.peak_running, active);
     }
+}
+
+// Called at the end of a step: the first `decoded` running requests decoded a
+// token, and those after them were prefilled in it (a retraction drops the
+// newest first, so the ones still running are exactly these).
+void Scheduler::record_tokens(std::size_t decoded) {
+    for (std::size_t i = 0; i < running_.size(); ++i) {
+        const std::size_t r = running_[i].request;
+        LatencySamples& samples = latency_[requests_[r].phase];
+        if (i < decoded) {
+            samples.itl.push_back(now_ - last_token_s_[r]);
+        } else if (last_token_s_[r] >= 0.0) {
+            continue; // prefilled again after a retraction: no new token yet
+        } else {
+            samples.ttft.push_back(now_ - requests_[r].arrival_s);
+            result_.first_tokens.push_back({now_, now_ - requests_[r].arrival_s});
+        }
+        last_token_s_[r] = now_;
+    }
+}
+
+void Scheduler::summarize_latency() {
+    LatencySamples all;
+    for (std::size_t p = 0; p < latency_.size(); ++p) {
+        all.append(latency_[p]);
+        result_.phases[p].latency = latency_[p].summarize();
+    }
+    result_.latency = all.summarize();
+    latency_.clear();
 }
 
 void Scheduler::release_finished_and_old_window_pages() {

@@ -67,6 +67,8 @@ private:
     index_t window_growth(std::size_t request, index_t tokens) const;
     void enter_phase_of(std::size_t request);
     void share_step_time(double step_seconds, index_t active);
+    void record_tokens(std::size_t decoded);
+    void summarize_latency();
     PhaseResult& phase_of(std::size_t request) { return result_.phases[requests_[request].phase]; }
 
     // What a phase's requests did in the current step.
@@ -88,6 +90,11 @@ private:
     double now_ = 0.0;
     std::size_t phases_entered_ = 0;       // phases whose first request was admitted (or aborted)
     std::vector<PhaseStepWork> step_work_; // per phase, this step
+    // Latency: when each request's latest token came (negative: none yet),
+    // and the samples of each phase.
+    std::vector<double> last_token_s_;
+    std::vector<bool> admitted_once_;
+    std::vector<LatencySamples> latency_;
     RunResult result_;
 };
 

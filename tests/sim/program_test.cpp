@@ -128,7 +128,12 @@ TEST_CASE("program: a small run writes the table, JSON and CSV", "[sim][program]
     CHECK_THAT(o.out, ContainsSubstring("fixed split, oracle (best of 4)"));
     CHECK_THAT(read_file(json), ContainsSubstring("\"oracle_index\": "));
     CHECK_THAT(read_file(json), ContainsSubstring("\"role\": \"unified_lazy\""));
+    CHECK_THAT(read_file(json), ContainsSubstring("\"ttft_p99_s\": "));
+    CHECK_THAT(read_file(json), ContainsSubstring("\"itl_p90_s\": "));
+    CHECK_THAT(o.out, ContainsSubstring("TTFT s"));
+    CHECK_THAT(o.out, ContainsSubstring("unified (lazy) vs that split, p99: "));
     const std::string table = read_file(csv);
+    CHECK_THAT(table, ContainsSubstring(",ttft_p50_s,ttft_p90_s,ttft_p99_s,itl_p50_s,"));
     CHECK(std::count(table.begin(), table.end(), '\n') ==
           1 + 4 + 4);              // header, compared rows, sweep
     CHECK(scratch.entries() == 3); // no temporary file left behind
