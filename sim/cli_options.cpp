@@ -149,6 +149,9 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
         } else if (option == "--device") {
             flag();
             o.backend = Backend::device;
+        } else if (option == "--no-prefix-cache") {
+            flag();
+            o.no_prefix_cache = true;
         } else if (option == "--full-size-buffer") {
             flag();
             o.full_size_buffer = true;
@@ -208,20 +211,33 @@ Model and memory:
   --page-size N           tokens per KV page (default 16)
 
 Workload:
-  --workload default|long-context|shift|FILE
+  --workload default|long-context|shift|multi-turn|FILE
                           default: synthetic chat mix, log-normal prompt and output lengths,
                             Poisson arrivals fast enough that memory is the limit
                           long-context: the same with one request in six a long document
                           shift: phases with different mixes in one run (--phases), reported
                             per phase as well as overall
+                          multi-turn: sessions of turns sharing prefixes, half chat
+                            (shared system prompts), half agents (shared tool descriptions);
+                            each turn's prompt holds the session so far (prefix cache below)
                           FILE: a trace, .csv or .jsonl (format below)
-  --requests N            requests of default or long-context (default 1500; long-context 600)
-  --rate R                their arrivals per simulated second (default 50; long-context 10)
+  --requests N            requests of default or long-context (default 1500; long-context 600);
+                          sessions of multi-turn (default 200)
+  --rate R                their arrivals per simulated second (default 50; long-context 10;
+                          multi-turn: session starts, default 4)
   --phases MIX:N[@R],...  the phases of shift, in order: a mix (chat, long-context or
                           documents: every request a long document), its requests and their
                           arrivals per second (default rates 50, 10, 5)
                           (default chat:600,documents:120,chat:600)
   --seed S                their random seed (default 1: every run sees the same requests)
+
+Prefix cache (workloads whose requests carry prefix block hashes: multi-turn, and JSONL
+traces with hash_ids): finished requests leave their prompt's full blocks in a radix cache
+that new requests share instead of prefilling them (full-attention KV; for sliding-window
+layers the window before each cached end; a Mamba state per cached end), evicted least
+recently used when memory is short: on the unified pool whole blocks whichever side is
+short, on a fixed split only what the short side holds.
+  --no-prefix-cache       run without it
 
 Scheduler model:
   --decode-reserve F      share of the running requests' future tokens admission keeps free
@@ -276,6 +292,9 @@ Trace files (one request per line; blank lines and lines starting with # are ski
                                                    other columns ignored)
          0.00,812,64
   JSONL: {{"arrival_s": 0.0, "prompt_tokens": 812, "output_tokens": 64}}
+         or the Mooncake traces' format, read as it is (a JSONL timestamp is in ms):
+         {{"timestamp": 0, "input_length": 812, "output_length": 64, "hash_ids": [0]}}
+         hash_ids: one hash per 512-token block of the prompt (equal hashes, equal prefixes)
   An optional column (or member) phase labels each request's phase, e.g. chat or documents:
   consecutive requests in arrival order with one label form a phase, reported apart.
 

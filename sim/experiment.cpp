@@ -77,8 +77,10 @@ RunResult run_policy(const ExperimentConfig& config, const Workload& workload, c
                      const PoolFactory& make_pool, RunObserver& observer) {
     const auto start = std::chrono::steady_clock::now();
     const auto pool = make_pool(plan_pool(config.model, config.geometry, policy));
-    Scheduler scheduler(*pool, workload.requests,
-                        scheduler_config_for(config.model, config.scheduler));
+    SchedulerConfig scheduler_config = scheduler_config_for(config.model, config.scheduler);
+    scheduler_config.prefix_block_tokens = config.prefix_cache ? workload.block_tokens : 0;
+    scheduler_config.evict_across_sides = policy.kind != PolicyKind::fixed_split;
+    Scheduler scheduler(*pool, workload.requests, scheduler_config);
     RunResult result =
         run_to_completion(scheduler, [&](double done) { observer.run_progress(done); });
     result.wall_seconds =

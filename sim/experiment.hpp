@@ -28,6 +28,8 @@ struct ExperimentConfig {
     // Evenly spaced shares of the bytes per knob, besides the engine default;
     // none: the kind's default (default_sweep_points).
     std::optional<std::size_t> sweep_points;
+    // Share cached prefixes when the workload's requests carry prefix hashes.
+    bool prefix_cache = true;
 };
 
 // 19 shares on a pair; 5 per knob on the tri-pool (a 5 x 5 grid), which keeps

@@ -38,6 +38,16 @@ Workload make_workload(const CliOptions& options) {
             synthetic.seed = *options.seed;
         return synthetic_workload(synthetic);
     }
+    if (options.workload == "multi-turn") {
+        MultiTurnOptions multi;
+        if (options.requests)
+            multi.sessions = *options.requests;
+        if (options.rate)
+            multi.session_rate = *options.rate;
+        if (options.seed)
+            multi.seed = *options.seed;
+        return multi_turn_workload(multi);
+    }
     if (options.workload == "shift")
         return shift_workload(options.phases.value_or(default_shift_phases()),
                               options.seed.value_or(1));
@@ -74,6 +84,11 @@ int run(int argc, char* argv[]) {
                                                : model.kv_memory_bytes,
                                 options.page_size, options.full_size_buffer};
     const Workload workload = make_workload(options);
+    if (workload.block_tokens % geometry.page_size != 0)
+        throw InputError(fmt::format("--page-size {}: the prefix cache shares blocks of {} tokens, "
+                                     "which pages of {} tokens do not divide",
+                                     geometry.page_size, workload.block_tokens,
+                                     geometry.page_size));
     check_memory_holds(model, geometry, workload.requests);
     if (options.plot_path)
         require_gnuplot();
@@ -103,7 +118,8 @@ int run(int argc, char* argv[]) {
 
     SchedulerConfig scheduler = options.scheduler;
     scheduler.step_time = options.step_time.value_or(model.step_time.value_or(StepTimeModel{}));
-    const ExperimentConfig config{model, geometry, scheduler, options.sweep_points};
+    const ExperimentConfig config{model, geometry, scheduler, options.sweep_points,
+                                  !options.no_prefix_cache};
     ProgressBar progress(options.progress);
     const auto start = std::chrono::steady_clock::now();
     const ExperimentResult result =

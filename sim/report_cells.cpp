@@ -15,6 +15,10 @@ std::string relative(double value, double base) {
     return std::abs(percent) < 0.5 ? "+0%" : fmt::format("{:+.0f}%", percent);
 }
 
+std::string percent(double fraction) {
+    return fmt::format("{:.1f}%", fraction * 100.0);
+}
+
 std::string split_cell(const ModelConfig& model, const Policy& policy) {
     if (policy.kind != PolicyKind::fixed_split)
         return "adaptive";

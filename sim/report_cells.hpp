@@ -9,6 +9,9 @@
 
 namespace kvpool::sim {
 
+// A fraction as a percentage with one decimal: "64.9%".
+std::string percent(double fraction);
+
 // value against base as a signed percentage ("+6%"), "n/a" without a base.
 std::string relative(double value, double base);
 

@@ -28,11 +28,13 @@ std::string phase_table(const ReportContext& context, const ExperimentResult& re
     if (!has_phases(context))
         return {};
     using A = TextTable::Align;
+    const bool prefix = context.workload.block_tokens > 0;
     TextTable table({A::left, A::left, A::left, A::right, A::right, A::right, A::right, A::right,
-                     A::right, A::right});
-    table.add_row({"", "", "", "time", "running", "", "completed", "", "vs", "retrac-"});
-    table.add_row(
-        {"phase", "policy", "split", "s", "avg", "peak", "requests", "per s", "default", "tions"});
+                     A::right, A::right, A::right});
+    table.add_row({"", "", "", "time", "running", "", "completed", "", "vs", "retrac-",
+                   prefix ? "prefix" : ""});
+    table.add_row({"phase", "policy", "split", "s", "avg", "peak", "requests", "per s", "default",
+                   "tions", prefix ? "hits" : ""});
     const auto compared = result.compared();
     for (std::size_t p = 0; p < context.workload.phases.size(); ++p) {
         std::vector<std::pair<std::string, const PolicyRun*>> rows;
@@ -47,13 +49,13 @@ std::string phase_table(const ReportContext& context, const ExperimentResult& re
                 i == 0   ? phase_label(context, p)
                 : i == 1 ? fmt::format("  {} requests", context.workload.phases[p].requests)
                          : std::string();
-            table.add_row({label, rows[i].first, split_cell(context.model, rows[i].second->policy),
-                           fmt::format("{:.1f}", r.sim_seconds),
-                           fmt::format("{:.1f}", r.mean_running()),
-                           fmt::format("{}", r.peak_running), completed_cell(r),
-                           fmt::format("{:.2f}", r.completed_per_second()),
-                           relative(r.completed_per_second(), default_rate),
-                           fmt::format("{}", r.retractions)});
+            table.add_row(
+                {label, rows[i].first, split_cell(context.model, rows[i].second->policy),
+                 fmt::format("{:.1f}", r.sim_seconds), fmt::format("{:.1f}", r.mean_running()),
+                 fmt::format("{}", r.peak_running), completed_cell(r),
+                 fmt::format("{:.2f}", r.completed_per_second()),
+                 relative(r.completed_per_second(), default_rate), fmt::format("{}", r.retractions),
+                 prefix ? percent(r.prefix_hit_rate()) : std::string()});
         }
     }
     TextTable latency({A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right,

@@ -80,12 +80,14 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
         fmt::format("  workload {}: {}\n\n", context.workload.name, context.workload.description);
 
     using A = TextTable::Align;
+    // The prefix cache's hit rate, for a workload with prefix hashes.
+    const bool prefix = context.workload.block_tokens > 0;
     TextTable table({A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right,
-                     A::right, A::right, A::right});
+                     A::right, A::right, A::right, A::right});
     table.add_row({"", "", "running", "", "completed", "", "vs", "retrac-", "moved per step", "",
-                   "alloc us"});
+                   "alloc us", prefix ? "prefix" : ""});
     table.add_row({"policy", "split", "avg", "peak", "requests", "per s", "default", "tions",
-                   "pages", "MiB", "per step"});
+                   "pages", "MiB", "per step", prefix ? "hits" : ""});
     const auto rows = result.compared();
     const double default_rate = rows[2]->result.completed_per_second();
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -99,7 +101,8 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
                        fmt::format("{}", r.retractions),
                        fmt::format("{:.2f}", r.per_step(static_cast<double>(r.pool.pages_moved))),
                        fmt::format("{:.2f}", r.per_step(r.pool.bytes_moved) / mib),
-                       fmt::format("{:.1f}", r.per_step(r.pool.allocator_seconds) * 1e6)});
+                       fmt::format("{:.1f}", r.per_step(r.pool.allocator_seconds) * 1e6),
+                       prefix ? percent(r.prefix_hit_rate()) : std::string()});
     }
     out += table.render();
     out += latency_table(result);
@@ -124,6 +127,10 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
         relative(lazy.latency.ttft.p99, oracle.latency.ttft.p99),
         relative(lazy.latency.itl.p99, oracle.latency.itl.p99),
         relative(lazy.latency.queueing.p99, oracle.latency.queueing.p99));
+    if (prefix)
+        out += fmt::format("prefix hits (tokens taken from the prefix cache at admission): unified "
+                           "(lazy) {}, the best fixed split {}.\n",
+                           percent(lazy.prefix_hit_rate()), percent(oracle.prefix_hit_rate()));
     out += phase_notes(context, result);
     const auto incomplete =
         std::count_if(result.sweep.begin(), result.sweep.end(),

@@ -92,6 +92,41 @@ TEST_CASE("program: a malformed trace exits 2 naming the line, and writes nothin
     CHECK(scratch.entries() == 1); // the trace alone
 }
 
+TEST_CASE("program: a Mooncake trace runs with the prefix cache; a malformed line exits 2",
+          "[sim][program][prefix-cache]") {
+    Scratch scratch;
+    // Two turns of one conversation and an unrelated request, in the Mooncake format.
+    scratch.write("trace.jsonl",
+                  "{\"timestamp\": 0, \"input_length\": 2100, \"output_length\": 50, "
+                  "\"hash_ids\": [0, 1, 2, 3, 4]}\n"
+                  "{\"timestamp\": 4000, \"input_length\": 2600, \"output_length\": 40, "
+                  "\"hash_ids\": [0, 1, 2, 3, 5, 6]}\n"
+                  "{\"timestamp\": 4500, \"input_length\": 900, \"output_length\": 30, "
+                  "\"hash_ids\": [7, 8]}\n");
+    const auto json = scratch / "out.json";
+    Outcome o = scratch.run("--model qwen3-next-80b --memory 8GiB --sweep 3 --workload " +
+                            (scratch / "trace.jsonl").string() + " --json " + json.string());
+    CHECK(o.status == 0);
+    CHECK_THAT(o.out, ContainsSubstring("prefix hashes of 512-token blocks"));
+    CHECK_THAT(o.out, ContainsSubstring("prefix hits (tokens taken from the prefix cache"));
+    // The second turn takes its 4 blocks from the cache: 2048 of 2100 + 2600 + 900 tokens.
+    CHECK_THAT(read_file(json), ContainsSubstring("\"prefix_hit_tokens\": 2048, "));
+    o = scratch.run("--model qwen3-next-80b --memory 8GiB --sweep 3 --no-prefix-cache --workload " +
+                    (scratch / "trace.jsonl").string() + " --json " + json.string());
+    CHECK(o.status == 0);
+    CHECK_THAT(read_file(json), ContainsSubstring("\"prefix_hit_tokens\": 0, "));
+
+    scratch.write("bad.jsonl", "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": "
+                               "5, \"hash_ids\": [0, 1]}\n"
+                               "{\"timestamp\": 5, \"input_length\": 700, \"output_length\": "
+                               "5, \"hash_ids\": [0, x]}\n");
+    const auto out = scratch / "bad.json";
+    o = scratch.run("--workload " + (scratch / "bad.jsonl").string() + " --json " + out.string());
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("bad.jsonl:2: not a JSON object"));
+    CHECK_FALSE(std::filesystem::exists(out));
+}
+
 TEST_CASE("program: other bad input exits 2 with a clear message", "[sim][program]") {
     Scratch scratch;
     Outcome o = scratch.run("--model gemma4-1t");
