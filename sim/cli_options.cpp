@@ -144,6 +144,12 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
                 static_cast<std::size_t>(parse_whole(option, value(), 1, 1u << 30));
         } else if (option == "--step-time") {
             o.step_time = parse_step_time(option, value());
+        } else if (option == "--swa-full-tokens-ratio") {
+            o.swa_full_tokens_ratio = parse_real(option, value(), 1e-3, 1e3);
+        } else if (option == "--mamba-full-memory-ratio") {
+            o.mamba_full_memory_ratio = parse_real(option, value(), 1e-3, 1e3);
+        } else if (option == "--context-length") {
+            o.context_length = static_cast<index_t>(parse_whole(option, value(), 1, 1u << 24));
         } else if (option == "--sweep") {
             o.sweep_points = parse_whole(option, value(), 1, 999);
         } else if (option == "--device") {
@@ -250,6 +256,13 @@ Scheduler model:
                           H200, or 12,40,60)
 
 Comparison:
+  --swa-full-tokens-ratio R, --mamba-full-memory-ratio M
+                          your own fixed split, by SGLang's flags (the model's; one left out
+                          keeps its default), compared in place of the engine default. A split
+                          whose side cannot hold the longest request (or --context-length)
+                          exits with status 2 naming the side
+  --context-length N      the longest request (tokens) the pool, and your split, must hold
+                          besides the workload's (default: the workload's longest)
   --sweep N               fixed shares swept for the oracle, besides the default (default 19);
                           with both ratios (kind = mamba_sliding_window), N per ratio: an
                           N x N grid (default 5)
@@ -300,7 +313,9 @@ Trace files (one request per line; blank lines and lines starting with # are ski
 
 Model files (key = value, # comments; see sim/models/*.conf):
 {keys}
-Exit status: 0 done, 2 bad input (message names the option, file line or value), 1 internal error.
+Exit status: 0 done, 2 bad input (message names the option, file line or value) or a
+configuration that cannot run (memory or your split too small for the longest request),
+1 internal error.
 )",
         fmt::arg("presets", fmt::join(model_preset_names(), ", ")),
         fmt::arg("keys", model_file_keys_help()));

@@ -23,6 +23,11 @@ struct CliOptions {
     SchedulerConfig scheduler; // its step time is the model's unless --step-time
     std::optional<StepTimeModel> step_time;
     std::optional<std::size_t> sweep_points; // none: the model kind's default
+    // The user's own fixed split, by the engine's flags (compared in place of
+    // the engine default); a flag left out keeps its default.
+    std::optional<double> swa_full_tokens_ratio;
+    std::optional<double> mamba_full_memory_ratio;
+    std::optional<index_t> context_length; // the longest request the pool must hold
     Backend backend = Backend::host;
     bool full_size_buffer = false;
     bool no_prefix_cache = false;

@@ -28,7 +28,8 @@ bool PrefixCache::window_held(const std::vector<CacheNodeId>& path, std::size_t 
     const index_t end = static_cast<index_t>(depth) * config_.block_tokens;
     const index_t first_page = std::max<index_t>(0, end - config_.window) / config_.page_size;
     for (std::size_t j = static_cast<std::size_t>(first_page / ppb); j < depth; ++j) {
-        const index_t needed_from = std::max<index_t>(0, first_page - static_cast<index_t>(j) * ppb);
+        const index_t needed_from =
+            std::max<index_t>(0, first_page - static_cast<index_t>(j) * ppb);
         if (nodes_[path[j]].window_from > needed_from)
             return false;
     }
@@ -49,7 +50,8 @@ PrefixMatch PrefixCache::match(const std::vector<std::uint64_t>& blocks, index_t
     }
     std::size_t usable = m.path.size();
     for (; usable > 0; --usable) {
-        const bool state_ok = !config_.state_slots || nodes_[m.path[usable - 1]].state_slot != unbound;
+        const bool state_ok =
+            !config_.state_slots || nodes_[m.path[usable - 1]].state_slot != unbound;
         if (state_ok && (config_.window == 0 || window_held(m.path, usable)))
             break;
     }
@@ -172,8 +174,8 @@ CacheInsertion PrefixCache::insert(const std::vector<std::uint64_t>& blocks, ind
 void PrefixCache::release_window(Node& node, index_t to) {
     if (to <= node.window_from)
         return;
-    store_.release_window_pages(std::vector<index_t>(node.pages.begin() + node.window_from,
-                                                     node.pages.begin() + to));
+    store_.release_window_pages(
+        std::vector<index_t>(node.pages.begin() + node.window_from, node.pages.begin() + to));
     node.window_from = to;
 }
 

@@ -62,7 +62,8 @@ std::vector<std::string> latency_header(int row) {
 std::string compared_label(std::size_t row, const ExperimentResult& result) {
     switch (row) {
     case 2:
-        return "fixed split, engine default";
+        return result.configured_split ? "fixed split, as configured"
+                                       : "fixed split, engine default";
     case 3:
         return fmt::format("fixed split, oracle (best of {})", result.sweep.size());
     default:

@@ -129,9 +129,10 @@ void render_plot(const ReportContext& context, const ExperimentResult& result,
         return fmt::format("fixed split, {} ({})", which,
                            engine_arguments(context.model, run.policy));
     };
-    const std::string labels[] = {rows[0]->name, rows[1]->name,
-                                  fixed_label("engine default", *rows[2]),
-                                  fixed_label("oracle", *rows[3])};
+    const std::string labels[] = {
+        rows[0]->name, rows[1]->name,
+        fixed_label(result.configured_split ? "as configured" : "engine default", *rows[2]),
+        fixed_label("oracle", *rows[3])};
     // Eager and lazy make the same decisions: the wide eager line shows under the lazy one.
     const char* const styles[] = {"lw 6 lc rgb '#b0b0e8'", "lw 2 lc rgb '#1f3fbf'",
                                   "lw 2 lc rgb '#d62728'", "lw 2 lc rgb '#e6a000'"};

@@ -140,6 +140,11 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
             "{} of the swept fixed splits could not run every request (a side too small for the "
             "longest).\n",
             incomplete);
+    if (rows[2]->result.aborted > 0)
+        if (const auto problem = split_floor_problem(model, context.geometry, rows[2]->policy,
+                                                     context.workload.requests))
+            out += fmt::format("the engine default ({}) cannot run every request: {}.\n",
+                               engine_arguments(model, rows[2]->policy), *problem);
     const StepTimeModel& st = context.scheduler.step_time;
     out += fmt::format(
         "step time: {:g} ms + {:g} us per prefilled token + {:g} us per decoded token.\n",

@@ -231,7 +231,8 @@ TEST_CASE("the multi-turn workload: each turn's blocks extend its session's, pre
             // An earlier turn of the session: its full blocks start this prompt.
             if (earlier_full > 1 && earlier_full < full &&
                 std::equal(earlier.prefix_blocks.begin(),
-                           earlier.prefix_blocks.begin() + static_cast<std::ptrdiff_t>(earlier_full),
+                           earlier.prefix_blocks.begin() +
+                               static_cast<std::ptrdiff_t>(earlier_full),
                            r.prefix_blocks.begin()))
                 ++extends_earlier;
         }

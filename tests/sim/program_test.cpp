@@ -127,6 +127,39 @@ TEST_CASE("program: a Mooncake trace runs with the prefix cache; a malformed lin
     CHECK_FALSE(std::filesystem::exists(out));
 }
 
+TEST_CASE("program: a configuration that cannot run exits 2 naming what is infeasible",
+          "[sim][program][floor]") {
+    Scratch scratch;
+    const auto json = (scratch / "out.json").string();
+    // Gemma's longest shift document (131072 prompt tokens) on the sliding-window
+    // side of the engine default's split: counted, not an error, when not asked for.
+    Outcome o = scratch.run("--workload shift --swa-full-tokens-ratio 0.8 --json " + json);
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("the fixed split --swa-full-tokens-ratio 0.80 cannot run: "
+                                        "its sliding-window side holds 130048 tokens, and the "
+                                        "longest request (131072 prompt + 113 output tokens) "
+                                        "needs 131072 there"));
+    // A quarter of 8 GiB holds 87,376 tokens of 24 KiB.
+    o = scratch.run("--model qwen3-next-80b --memory 8GiB --mamba-full-memory-ratio 3 "
+                    "--context-length 100000 --requests 5");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("its full-attention side holds 87376 tokens, and the "
+                                        "longest request (100000 prompt + 0 output tokens)"));
+    CHECK_THAT(o.err, ContainsSubstring("(--context-length 100000)"));
+    o = scratch.run("--context-length 300000");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("--context-length 300000: --memory 64.0 GiB is too small"));
+    o = scratch.run("--model qwen3-next-80b --swa-full-tokens-ratio 0.5");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err,
+               ContainsSubstring("--swa-full-tokens-ratio: qwen3-next-80b has no such knob"));
+    CHECK(scratch.entries() == 0);
+    // A split that holds every request runs, in place of the engine default.
+    o = scratch.run("--model qwen3-next-80b --requests 40 --sweep 2 --mamba-full-memory-ratio 0.5");
+    CHECK(o.status == 0);
+    CHECK_THAT(o.out, ContainsSubstring("fixed split, as configured       0.50 (67% full)"));
+}
+
 TEST_CASE("program: other bad input exits 2 with a clear message", "[sim][program]") {
     Scratch scratch;
     Outcome o = scratch.run("--model gemma4-1t");
