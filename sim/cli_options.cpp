@@ -291,6 +291,7 @@ Columns of the table:
   retractions             requests retracted because decode ran out of memory
   moved per step          pages, and MiB in the model's real bytes, moved by compaction
   alloc us per step       wall time spent inside allocator calls per step, measured
+  prefix hits             with a prefix cache: tokens taken from it over tokens admitted
 The latency table: percentiles (p50, p90, p99, nearest rank) over requests of the time to
 first token (TTFT: arrival to the end of the step that prefilled the request), of the gaps
 between a request's tokens (ITL: one per decode step; a retraction's gap lasts until the

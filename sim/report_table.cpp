@@ -65,7 +65,7 @@ std::string latency_table(const ExperimentResult& result) {
     }
     return "\nlatency: TTFT, arrival to first token (the end of the request's prefill step); ITL, "
            "between a request's\ntokens (a retraction's gap included); queued, arrival to "
-           "admission.\n" +
+           "admission.\n\n" +
            table.render();
 }
 
