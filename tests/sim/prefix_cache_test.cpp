@@ -6,9 +6,13 @@
 #include "sim_test_support.hpp"
 #include "workload.hpp"
 
+#include <catch2/catch_get_random_seed.hpp>
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <random>
 
 using namespace kvpool;
 using namespace kvpool::sim;
@@ -246,4 +250,108 @@ TEST_CASE("the multi-turn workload: each turn's blocks extend its session's, pre
     }
     CHECK(extends_earlier > w.requests.size() / 2);
     CHECK(shares_first_block > w.requests.size());
+}
+
+namespace {
+
+// The cache as a plain set of cached prefixes, each with when it was last
+// used and how many running requests lock it.
+struct ReferenceCache {
+    std::map<Hashes, std::uint64_t> used;
+    std::map<Hashes, int> locks;
+    std::uint64_t clock = 0;
+
+    static Hashes prefix(const Hashes& blocks, std::size_t n) {
+        return {blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(n)};
+    }
+    std::size_t match(const Hashes& blocks) {
+        std::size_t k = 0;
+        while (k < blocks.size() && used.count(prefix(blocks, k + 1)))
+            ++k;
+        ++clock;
+        for (std::size_t i = 1; i <= k; ++i)
+            used[prefix(blocks, i)] = clock;
+        return k;
+    }
+    void lock(const Hashes& blocks, std::size_t k, int by) {
+        for (std::size_t i = 1; i <= k; ++i)
+            locks[prefix(blocks, i)] += by;
+    }
+    bool is_leaf(const Hashes& p) const {
+        const auto next = used.upper_bound(p);
+        return next == used.end() || next->first.size() <= p.size() ||
+               !std::equal(p.begin(), p.end(), next->first.begin());
+    }
+    std::optional<Hashes> lru_leaf() const {
+        std::optional<Hashes> best;
+        for (const auto& [p, t] : used) {
+            const auto l = locks.find(p);
+            if ((l == locks.end() || l->second == 0) && is_leaf(p) && (!best || t < used.at(*best)))
+                best = p;
+        }
+        return best;
+    }
+};
+
+} // namespace
+
+TEST_CASE("prefix cache against a plain model: random requests and evictions",
+          "[sim][prefix-cache]") {
+    // Catch's seed, printed at the start of every run (--rng-seed repeats one).
+    std::mt19937 random(Catch::getSeed());
+    RecordingStore store;
+    PrefixCache cache({4, 2, 0, false}, store);
+    ReferenceCache reference;
+    struct Request {
+        Hashes blocks;
+        PrefixMatch match;
+        std::size_t matched;
+    };
+    std::vector<Request> running;
+    std::map<index_t, Hashes> block_of_page; // the first page of each cached block
+    index_t next_page = 0;
+    for (int op = 0; op < 3000; ++op) {
+        const unsigned kind = random() % 3;
+        if (kind == 0 && running.size() < 3) {
+            Hashes blocks(1 + random() % 4);
+            for (auto& b : blocks)
+                b = 1 + random() % 3;
+            const PrefixMatch m = cache.match(blocks, 100);
+            const std::size_t k = reference.match(blocks);
+            REQUIRE(m.hit_tokens == static_cast<index_t>(k) * 4);
+            cache.lock(m);
+            reference.lock(blocks, k, 1);
+            running.push_back({blocks, m, k});
+        } else if (kind == 1 && !running.empty()) {
+            const std::size_t i = random() % running.size();
+            const Request r = running[i];
+            running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+            RequestKv kv;
+            kv.pages = r.match.pages;
+            kv.shared_pages = static_cast<index_t>(kv.pages.size());
+            for (std::size_t b = r.matched; b < r.blocks.size(); ++b) {
+                const Hashes p = ReferenceCache::prefix(r.blocks, b + 1);
+                if (!reference.used.count(p))
+                    block_of_page[next_page] = p; // the cache takes this copy
+                kv.pages.push_back(next_page++);
+                kv.pages.push_back(next_page++);
+            }
+            kv.tokens = static_cast<index_t>(kv.pages.size()) * 2;
+            cache.insert(r.blocks, static_cast<index_t>(r.blocks.size()) * 4 + 1, r.match, kv);
+            reference.lock(r.blocks, r.matched, -1);
+            ++reference.clock;
+            for (std::size_t b = 1; b <= r.blocks.size(); ++b)
+                reference.used[ReferenceCache::prefix(r.blocks, b)] = reference.clock;
+        } else if (kind == 2) {
+            const auto expected = reference.lru_leaf();
+            const std::size_t released = store.pages.size();
+            REQUIRE(cache.evict(EvictionKind::entry) == expected.has_value());
+            if (expected) {
+                REQUIRE(store.pages.size() == released + 2);
+                CHECK(block_of_page.at(store.pages[released]) == *expected);
+                reference.used.erase(*expected);
+            }
+        }
+        REQUIRE(cache.stats().blocks == reference.used.size());
+    }
 }
