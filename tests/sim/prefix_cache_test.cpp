@@ -355,3 +355,54 @@ TEST_CASE("prefix cache against a plain model: random requests and evictions",
         REQUIRE(cache.stats().blocks == reference.used.size());
     }
 }
+
+TEST_CASE("prefix cache in the scheduler: a fixed split evicts only what its short side holds; "
+          "the unified pool whole blocks",
+          "[sim][prefix-cache][scheduler]") {
+    // A token costs 1 byte on each side; blocks of 2 tokens, pages of 1, a
+    // window that never binds (cached blocks keep their window copies).
+    std::vector<RequestSpec> requests{{0.0, 8, 1}, {10.0, 8, 1}, {20.0, 6, 1}};
+    requests[0].prefix_blocks = {1, 2, 3, 4};
+    requests[1].prefix_blocks = {5, 6, 7, 8};
+    requests[2].prefix_blocks = {9, 10, 11};
+    const std::vector<SubPoolSpec> specs{{"full", 1, 1, GrowDirection::up, 0},
+                                         {"swa", 1, 1, GrowDirection::down, 0}};
+    for (const bool unified : {false, true}) {
+        INFO((unified ? "unified" : "fixed split, 60% full"));
+        const PoolLayout layout =
+            unified ? PoolLayout(41, specs) : PoolLayout::fixed_split(41, specs, 0.6);
+        SwaSimPool<HostSpace> pool(layout, unified ? CompactionMode::eager : CompactionMode::lazy,
+                                   RealPageBytes{1.0, 1.0});
+        SchedulerConfig config = one_second_steps(1000, false);
+        config.prefix_block_tokens = 2;
+        config.evict_across_sides = unified;
+        Scheduler scheduler(pool, requests, config);
+        while (scheduler.result().completed < 2)
+            scheduler.step();
+        // 16 tokens cached, with their window copies: 32 of 40 bytes.
+        CHECK(pool.stats().live_full_tokens == 16);
+        CHECK(pool.stats().live_second_entries == 16);
+        while (scheduler.running_count() == 0)
+            scheduler.step();
+        if (unified) {
+            // 6 tokens need 12 bytes, 8 are free: the least recently used block
+            // goes whole (4 bytes), and then the request fits.
+            CHECK(pool.stats().live_full_tokens == 14 + 6);
+            CHECK(pool.stats().live_second_entries == 14 + 6);
+        } else {
+            // The window side is the short one: window copies go, LRU, and the
+            // full-attention KV of every cached block stays.
+            const index_t window_cap = layout.side("swa").page_capacity();
+            REQUIRE(window_cap < 16 + 6);
+            REQUIRE(layout.side("full").page_capacity() >= 16 + 6);
+            CHECK(pool.stats().live_full_tokens == 16 + 6);
+            CHECK(pool.stats().live_second_entries <= window_cap);
+            CHECK(pool.stats().live_second_entries >= window_cap - 1);
+        }
+        const RunResult r = run_all(scheduler);
+        CHECK(r.completed == 3);
+        CHECK((r.prefix_cache.evicted_windows > 0) == !unified);
+        CHECK(r.tokens_allocated() == r.tokens_released());
+        CHECK(pool.stats().live_second_entries == 0);
+    }
+}
