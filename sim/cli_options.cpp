@@ -144,11 +144,20 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
                 static_cast<std::size_t>(parse_whole(option, value(), 1, 1u << 30));
         } else if (option == "--step-time") {
             o.step_time = parse_step_time(option, value());
+        } else if (option == "--swa-full-tokens-ratio") {
+            o.swa_full_tokens_ratio = parse_real(option, value(), 1e-3, 1e3);
+        } else if (option == "--mamba-full-memory-ratio") {
+            o.mamba_full_memory_ratio = parse_real(option, value(), 1e-3, 1e3);
+        } else if (option == "--context-length") {
+            o.context_length = static_cast<index_t>(parse_whole(option, value(), 1, 1u << 24));
         } else if (option == "--sweep") {
             o.sweep_points = parse_whole(option, value(), 1, 999);
         } else if (option == "--device") {
             flag();
             o.backend = Backend::device;
+        } else if (option == "--no-prefix-cache") {
+            flag();
+            o.no_prefix_cache = true;
         } else if (option == "--full-size-buffer") {
             flag();
             o.full_size_buffer = true;
@@ -208,20 +217,33 @@ Model and memory:
   --page-size N           tokens per KV page (default 16)
 
 Workload:
-  --workload default|long-context|shift|FILE
+  --workload default|long-context|shift|multi-turn|FILE
                           default: synthetic chat mix, log-normal prompt and output lengths,
                             Poisson arrivals fast enough that memory is the limit
                           long-context: the same with one request in six a long document
                           shift: phases with different mixes in one run (--phases), reported
                             per phase as well as overall
+                          multi-turn: sessions of turns sharing prefixes, half chat
+                            (shared system prompts), half agents (shared tool descriptions);
+                            each turn's prompt holds the session so far (prefix cache below)
                           FILE: a trace, .csv or .jsonl (format below)
-  --requests N            requests of default or long-context (default 1500; long-context 600)
-  --rate R                their arrivals per simulated second (default 50; long-context 10)
+  --requests N            requests of default or long-context (default 1500; long-context 600);
+                          sessions of multi-turn (default 200)
+  --rate R                their arrivals per simulated second (default 50; long-context 10;
+                          multi-turn: session starts, default 4)
   --phases MIX:N[@R],...  the phases of shift, in order: a mix (chat, long-context or
                           documents: every request a long document), its requests and their
                           arrivals per second (default rates 50, 10, 5)
                           (default chat:600,documents:120,chat:600)
   --seed S                their random seed (default 1: every run sees the same requests)
+
+Prefix cache (workloads whose requests carry prefix block hashes: multi-turn, and JSONL
+traces with hash_ids): finished requests leave their prompt's full blocks in a radix cache
+that new requests share instead of prefilling them (full-attention KV; for sliding-window
+layers the window before each cached end; a Mamba state per cached end), evicted least
+recently used when memory is short: on the unified pool whole blocks whichever side is
+short, on a fixed split only what the short side holds.
+  --no-prefix-cache       run without it
 
 Scheduler model:
   --decode-reserve F      share of the running requests' future tokens admission keeps free
@@ -234,6 +256,13 @@ Scheduler model:
                           H200, or 12,40,60)
 
 Comparison:
+  --swa-full-tokens-ratio R, --mamba-full-memory-ratio M
+                          your own fixed split, by SGLang's flags (the model's; one left out
+                          keeps its default), compared in place of the engine default. A split
+                          whose side cannot hold the longest request (or --context-length)
+                          exits with status 2 naming the side
+  --context-length N      the longest request (tokens) the pool, and your split, must hold
+                          besides the workload's (default: the workload's longest)
   --sweep N               fixed shares swept for the oracle, besides the default (default 19);
                           with both ratios (kind = mamba_sliding_window), N per ratio: an
                           N x N grid (default 5)
@@ -249,8 +278,8 @@ Comparison:
 Output (written only when every run has finished):
   --json FILE             all results as JSON ("-": to stdout instead of the table)
   --csv FILE              one row per run, the sweep included ("-": to stdout)
-  --plot FILE.png         running requests over time per policy (needs gnuplot:
-                          apt-get install gnuplot-nox)
+  --plot FILE.png         running requests and time to first token over time per policy
+                          (needs gnuplot: apt-get install gnuplot-nox)
   --no-progress           no progress bar (it is only drawn when stderr is a terminal)
   -h, --help              this text
 
@@ -262,6 +291,11 @@ Columns of the table:
   retractions             requests retracted because decode ran out of memory
   moved per step          pages, and MiB in the model's real bytes, moved by compaction
   alloc us per step       wall time spent inside allocator calls per step, measured
+  prefix hits             with a prefix cache: tokens taken from it over tokens admitted
+The latency table: percentiles (p50, p90, p99, nearest rank) over requests of the time to
+first token (TTFT: arrival to the end of the step that prefilled the request), of the gaps
+between a request's tokens (ITL: one per decode step; a retraction's gap lasts until the
+request decodes again) and of the time queued (arrival to first admission).
 A workload with phases (shift, or a trace with a phase column) adds a per-phase table: each
 policy, and the fixed split best for that phase alone, on the phase's own requests (completed,
 retractions) over its share of the simulated time (each step's time split by what the requests
@@ -272,12 +306,17 @@ Trace files (one request per line; blank lines and lines starting with # are ski
                                                    other columns ignored)
          0.00,812,64
   JSONL: {{"arrival_s": 0.0, "prompt_tokens": 812, "output_tokens": 64}}
+         or the Mooncake traces' format, read as it is (a JSONL timestamp is in ms):
+         {{"timestamp": 0, "input_length": 812, "output_length": 64, "hash_ids": [0]}}
+         hash_ids: one hash per 512-token block of the prompt (equal hashes, equal prefixes)
   An optional column (or member) phase labels each request's phase, e.g. chat or documents:
   consecutive requests in arrival order with one label form a phase, reported apart.
 
 Model files (key = value, # comments; see sim/models/*.conf):
 {keys}
-Exit status: 0 done, 2 bad input (message names the option, file line or value), 1 internal error.
+Exit status: 0 done, 2 bad input (message names the option, file line or value) or a
+configuration that cannot run (memory or your split too small for the longest request),
+1 internal error.
 )",
         fmt::arg("presets", fmt::join(model_preset_names(), ", ")),
         fmt::arg("keys", model_file_keys_help()));

@@ -34,7 +34,11 @@ std::size_t default_sweep_points(const ModelConfig& model) {
 }
 
 std::vector<Policy> sweep_splits(const ModelConfig& model, std::size_t points) {
-    const Policy engine_default = engine_default_split(model);
+    return sweep_splits(model, points, engine_default_split(model));
+}
+
+std::vector<Policy> sweep_splits(const ModelConfig& model, std::size_t points,
+                                 const Policy& engine_default) {
     const auto grid = [&](std::size_t k) {
         return static_cast<double>(k) / static_cast<double>(points + 1);
     };
@@ -77,8 +81,10 @@ RunResult run_policy(const ExperimentConfig& config, const Workload& workload, c
                      const PoolFactory& make_pool, RunObserver& observer) {
     const auto start = std::chrono::steady_clock::now();
     const auto pool = make_pool(plan_pool(config.model, config.geometry, policy));
-    Scheduler scheduler(*pool, workload.requests,
-                        scheduler_config_for(config.model, config.scheduler));
+    SchedulerConfig scheduler_config = scheduler_config_for(config.model, config.scheduler);
+    scheduler_config.prefix_block_tokens = config.prefix_cache ? workload.block_tokens : 0;
+    scheduler_config.evict_across_sides = policy.kind != PolicyKind::fixed_split;
+    Scheduler scheduler(*pool, workload.requests, scheduler_config);
     RunResult result =
         run_to_completion(scheduler, [&](double done) { observer.run_progress(done); });
     result.wall_seconds =
@@ -88,8 +94,11 @@ RunResult run_policy(const ExperimentConfig& config, const Workload& workload, c
 
 ExperimentResult run_experiment(const ExperimentConfig& config, const Workload& workload,
                                 const PoolFactory& make_pool, RunObserver& observer) {
-    const auto splits = sweep_splits(
-        config.model, config.sweep_points.value_or(default_sweep_points(config.model)));
+    const Policy engine_default =
+        config.configured_split.value_or(engine_default_split(config.model));
+    const auto splits =
+        sweep_splits(config.model, config.sweep_points.value_or(default_sweep_points(config.model)),
+                     engine_default);
     const std::size_t runs = 2 + splits.size();
     std::size_t index = 0;
     const auto run = [&](const Policy& policy) {
@@ -101,14 +110,16 @@ ExperimentResult run_experiment(const ExperimentConfig& config, const Workload& 
 
     ExperimentResult out;
     out.byte_scale = byte_scale(config.model, config.geometry);
+    out.configured_split = config.configured_split.has_value();
     out.unified_eager = run({PolicyKind::unified_eager});
     out.unified_lazy = run({PolicyKind::unified_lazy});
-    const Policy engine_default = engine_default_split(config.model);
     // Only the compared rows are plotted: other sweep points drop their timelines
     // as soon as they cannot be the oracle, which keeps long traces small.
     const auto drop_timeline = [&](std::size_t i) {
-        if (i != out.engine_default)
+        if (i != out.engine_default) {
             std::vector<TimelinePoint>().swap(out.sweep[i].result.timeline);
+            std::vector<FirstToken>().swap(out.sweep[i].result.first_tokens);
+        }
     };
     for (const Policy& split : splits) {
         const std::size_t i = out.sweep.size();

@@ -28,6 +28,10 @@ struct ExperimentConfig {
     // Evenly spaced shares of the bytes per knob, besides the engine default;
     // none: the kind's default (default_sweep_points).
     std::optional<std::size_t> sweep_points;
+    // Share cached prefixes when the workload's requests carry prefix hashes.
+    bool prefix_cache = true;
+    // The user's own fixed split, compared in place of the engine default.
+    std::optional<Policy> configured_split;
 };
 
 // 19 shares on a pair; 5 per knob on the tri-pool (a 5 x 5 grid), which keeps
@@ -48,6 +52,7 @@ struct ExperimentResult {
     std::size_t oracle = 0;                 // index into sweep
     std::vector<std::size_t> phase_oracles; // per phase of the workload, index into sweep
     index_t byte_scale = 1;
+    bool configured_split = false; // sweep[engine_default] is the user's split
 
     // The four rows of the comparison: unified eager, unified lazy, fixed at the
     // engine default, fixed at the oracle's share.
@@ -80,8 +85,10 @@ bool better_phase(const PhaseResult& a, const PhaseResult& b);
 // The fixed splits the sweep runs, ascending by state share, then full share:
 // on a pair, `points` evenly spaced full shares; on the tri-pool, `points`
 // evenly spaced state shares times `points` evenly spaced full shares of the
-// rest (each knob on its own axis); and the engine default.
+// rest (each knob on its own axis); and the engine default (or the split given).
 std::vector<Policy> sweep_splits(const ModelConfig& model, std::size_t points);
+std::vector<Policy> sweep_splits(const ModelConfig& model, std::size_t points,
+                                 const Policy& engine_default);
 
 std::string policy_name(const ModelConfig& model, const Policy& policy);
 

@@ -6,6 +6,7 @@
 #include "model_config.hpp"
 #include "progress_bar.hpp"
 #include "report.hpp"
+#include "report_cells.hpp"
 #include "report_plot.hpp"
 #include "sim_backend.hpp"
 #include "staged_outputs.hpp"
@@ -16,9 +17,11 @@
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -38,6 +41,16 @@ Workload make_workload(const CliOptions& options) {
             synthetic.seed = *options.seed;
         return synthetic_workload(synthetic);
     }
+    if (options.workload == "multi-turn") {
+        MultiTurnOptions multi;
+        if (options.requests)
+            multi.sessions = *options.requests;
+        if (options.rate)
+            multi.session_rate = *options.rate;
+        if (options.seed)
+            multi.seed = *options.seed;
+        return multi_turn_workload(multi);
+    }
     if (options.workload == "shift")
         return shift_workload(options.phases.value_or(default_shift_phases()),
                               options.seed.value_or(1));
@@ -47,6 +60,34 @@ Workload make_workload(const CliOptions& options) {
             "file and gives its own requests",
             options.workload));
     return read_trace(options.workload);
+}
+
+// The user's own fixed split: the model's engine flags given, the others at
+// their defaults; nothing when none is given.
+std::optional<Policy> configured_split(const CliOptions& options, const ModelConfig& model) {
+    const std::pair<const char*, std::optional<double>> given[] = {
+        {"--swa-full-tokens-ratio", options.swa_full_tokens_ratio},
+        {"--mamba-full-memory-ratio", options.mamba_full_memory_ratio}};
+    const auto knobs = engine_ratios(model);
+    std::vector<double> ratios;
+    for (const EngineRatio& knob : knobs)
+        ratios.push_back(knob.default_value);
+    bool any = false;
+    for (const auto& [flag, value] : given) {
+        if (!value)
+            continue;
+        const auto knob = std::find_if(knobs.begin(), knobs.end(), [&](const EngineRatio& k) {
+            return std::string(k.flag) == flag;
+        });
+        if (knob == knobs.end())
+            throw InputError(fmt::format("{}: {} has no such knob (its fixed split is set by {})",
+                                         flag, model.name, ratio_flags(model)));
+        ratios[static_cast<std::size_t>(knob - knobs.begin())] = *value;
+        any = true;
+    }
+    if (!any)
+        return std::nullopt;
+    return fixed_split_at(model, ratios);
 }
 
 bool to_file(const std::optional<std::string>& path) {
@@ -74,7 +115,33 @@ int run(int argc, char* argv[]) {
                                                : model.kv_memory_bytes,
                                 options.page_size, options.full_size_buffer};
     const Workload workload = make_workload(options);
+    if (workload.block_tokens % geometry.page_size != 0)
+        throw InputError(fmt::format("--page-size {}: the prefix cache shares blocks of {} tokens, "
+                                     "which pages of {} tokens do not divide",
+                                     geometry.page_size, workload.block_tokens,
+                                     geometry.page_size));
     check_memory_holds(model, geometry, workload.requests);
+    std::vector<RequestSpec> longest; // of --context-length
+    if (options.context_length) {
+        longest.push_back({0.0, *options.context_length, 0});
+        try {
+            check_memory_holds(model, geometry, longest);
+        } catch (const InputError& e) {
+            throw InputError(
+                fmt::format("--context-length {}: {}", *options.context_length, e.what()));
+        }
+    }
+    const std::optional<Policy> configured = configured_split(options, model);
+    if (configured)
+        for (const std::vector<RequestSpec>* requests :
+             {&workload.requests, &std::as_const(longest)})
+            if (const auto problem = split_floor_problem(model, geometry, *configured, *requests))
+                throw InputError(
+                    fmt::format("the fixed split {} cannot run: {}{}",
+                                engine_arguments(model, *configured), *problem,
+                                requests == &longest
+                                    ? fmt::format(" (--context-length {})", *options.context_length)
+                                    : std::string()));
     if (options.plot_path)
         require_gnuplot();
     for (const auto& path : {options.json_path, options.csv_path, options.plot_path})
@@ -103,7 +170,8 @@ int run(int argc, char* argv[]) {
 
     SchedulerConfig scheduler = options.scheduler;
     scheduler.step_time = options.step_time.value_or(model.step_time.value_or(StepTimeModel{}));
-    const ExperimentConfig config{model, geometry, scheduler, options.sweep_points};
+    const ExperimentConfig config{
+        model, geometry, scheduler, options.sweep_points, !options.no_prefix_cache, configured};
     ProgressBar progress(options.progress);
     const auto start = std::chrono::steady_clock::now();
     const ExperimentResult result =

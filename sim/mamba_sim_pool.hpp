@@ -29,8 +29,8 @@ public:
                               demand.state_slots);
     }
 
-    bool prefill(RequestKv& kv, index_t tokens) override {
-        return this->prefill_with_state_slot(kv, tokens);
+    bool prefill(RequestKv& kv, const std::vector<index_t>& prefix_pages, index_t tokens) override {
+        return this->prefill_with_state_slot(kv, prefix_pages, tokens);
     }
 
     void release(RequestKv& kv) override { this->release_with_state_slot(kv); }
@@ -39,6 +39,13 @@ public:
         throw Error(ErrorCode::invalid_state,
                     "release_window on a Mamba pool: the model has no sliding window");
     }
+
+    void release_pages(const std::vector<index_t>& pages) override { this->free_page_ids(pages); }
+    void release_window_pages(const std::vector<index_t>&) override {
+        throw Error(ErrorCode::invalid_state,
+                    "release_window_pages on a Mamba pool: the model has no sliding window");
+    }
+    void release_state_slot(index_t slot) override { this->free_state_slot(slot); }
 };
 
 } // namespace kvpool::sim

@@ -68,48 +68,70 @@ public:
     void check_invariants() const override { pair_.check_invariants(calls_.space()); }
 
 protected:
-    // The tokens of a fresh request (no prefix) on the full side and its partner.
-    bool extend_fresh(RequestKv& kv, index_t tokens) {
+    // The new tokens of a request after its shared prefix (page-aligned) on the
+    // full side and its partner.
+    bool extend(RequestKv& kv, const std::vector<index_t>& prefix_pages, index_t tokens) {
+        const index_t prefix = static_cast<index_t>(prefix_pages.size()) * page_size();
         const auto out = calls_.output(static_cast<std::size_t>(tokens));
-        // A fresh request has no prefix, so its last-token location is never read.
-        const auto last_loc = calls_.upload({unbound});
-        if (!calls_.timed(
-                [&] { return pair_.alloc_extend(calls_.space(), {0}, {tokens}, last_loc, out); }))
+        // A page-aligned prefix's last-token location is never read (the new tokens start a
+        // page), but it is the prefix's when there is one.
+        const auto last_loc = calls_.upload(
+            {prefix_pages.empty() ? unbound : prefix_pages.back() * page_size() + page_size() - 1});
+        if (!calls_.timed([&] {
+                return pair_.alloc_extend(calls_.space(), {prefix}, {prefix + tokens}, last_loc,
+                                          out);
+            }))
             return false;
-        take_prefill_ids(kv, calls_.download(out), tokens, page_size());
+        take_prefill_ids(kv, prefix_pages, calls_.download(out), tokens, page_size());
         return true;
     }
 
-    // Every page of the request; a sliding-window side skips the pages already
-    // out of the window.
-    void free_pages(const RequestKv& kv) {
-        const auto tokens = page_tokens(kv, 0, page_size());
+    // Every page of the request but its shared prefix; a sliding-window side
+    // skips the pages already out of the window.
+    void free_pages(const RequestKv& kv) { free_page_ids(page_ids(kv, kv.shared_pages)); }
+
+    void free_page_ids(const std::vector<index_t>& pages) {
+        if (pages.empty())
+            return;
+        const auto tokens = first_tokens(pages);
         calls_.timed([&] {
             pair_.free(calls_.space(), tokens);
             return 0;
         });
     }
 
-    // The sliding-window copies of the request's pages [window_released_pages, pages).
-    void free_window_pages(RequestKv& kv, index_t pages) {
-        if (pages <= kv.window_released_pages)
+    // The sliding-window copies of these pages (those still held).
+    void free_window_page_ids(const std::vector<index_t>& pages) {
+        if (pages.empty())
             return;
-        auto tokens = page_tokens(kv, kv.window_released_pages, page_size());
-        tokens.resize(static_cast<std::size_t>(pages - kv.window_released_pages));
+        const auto tokens = first_tokens(pages);
         calls_.timed([&] {
             pair_.free_swa(calls_.space(), tokens);
             return 0;
         });
+    }
+
+    // The sliding-window copies of the request's pages [window_released_pages,
+    // pages) but the kept ones.
+    void free_window_pages(RequestKv& kv, index_t pages) {
+        if (pages <= kv.window_released_pages)
+            return;
+        std::vector<index_t> leaving;
+        for (index_t i = kv.window_released_pages; i < pages; ++i)
+            if (i < kv.window_keep_begin || i >= kv.window_keep_end)
+                leaving.push_back(kv.pages[static_cast<std::size_t>(i)]);
+        free_window_page_ids(leaving);
         kv.window_released_pages = pages;
     }
 
     // A state slot, then the request's KV: both or neither.
-    bool prefill_with_state_slot(RequestKv& kv, index_t tokens) {
+    bool prefill_with_state_slot(RequestKv& kv, const std::vector<index_t>& prefix_pages,
+                                 index_t tokens) {
         const auto slot = calls_.timed([&] { return pair_.alloc_state_slots(calls_.space(), 1); });
         if (!slot)
             return false;
         const index_t slot_id = calls_.download(*slot)[0];
-        if (!extend_fresh(kv, tokens)) {
+        if (!extend(kv, prefix_pages, tokens)) {
             free_state_slot(slot_id);
             return false;
         }
@@ -131,12 +153,24 @@ protected:
     RealPageBytes real_;
     DeviceCalls<ExecutionSpace> calls_;
 
-private:
     void free_state_slot(index_t slot) {
         calls_.timed([&] {
             pair_.free_state_slots(calls_.space(), {slot});
             return 0;
         });
+    }
+
+private:
+    static std::vector<index_t> page_ids(const RequestKv& kv, index_t from) {
+        return {kv.pages.begin() + from, kv.pages.end()};
+    }
+    // One token per page: freeing a token frees its page.
+    std::vector<index_t> first_tokens(const std::vector<index_t>& pages) const {
+        std::vector<index_t> tokens;
+        tokens.reserve(pages.size());
+        for (index_t page : pages)
+            tokens.push_back(page * page_size());
+        return tokens;
     }
 };
 

@@ -149,4 +149,48 @@ void check_memory_holds(const ModelConfig& model, const PoolGeometry& geometry,
                         model.name));
 }
 
+std::optional<std::string> split_floor_problem(const ModelConfig& model,
+                                               const PoolGeometry& geometry, const Policy& policy,
+                                               const std::vector<RequestSpec>& requests) {
+    if (requests.empty())
+        return std::nullopt;
+    const PoolPlan plan = plan_pool(model, geometry, policy);
+    const index_t ps = geometry.page_size;
+    struct Side {
+        const char* name;
+        const char* label;
+        const char* unit;
+        index_t (*need)(const RequestSpec&, index_t);
+    };
+    const Side sides[] = {
+        {"full", "full-attention side", "tokens",
+         [](const RequestSpec& r, index_t page) {
+             return ceil_div(r.prompt_tokens + r.output_tokens, page) * page;
+         }},
+        {"swa", "sliding-window side", "tokens",
+         [](const RequestSpec& r, index_t page) { return ceil_div(r.prompt_tokens, page) * page; }},
+        {"mamba", "state side", "state slots",
+         [](const RequestSpec&, index_t) { return index_t(1); }},
+    };
+    for (const Side& side : sides) {
+        const auto& layout_sides = plan.layout.sides();
+        const auto found =
+            std::find_if(layout_sides.begin(), layout_sides.end(),
+                         [&](const SideGeometry& g) { return g.spec.name == side.name; });
+        if (found == layout_sides.end())
+            continue;
+        const index_t capacity = found->page_capacity() * found->page_size();
+        const auto largest =
+            std::max_element(requests.begin(), requests.end(), [&](const auto& a, const auto& b) {
+                return side.need(a, ps) < side.need(b, ps);
+            });
+        if (side.need(*largest, ps) > capacity)
+            return fmt::format("its {} holds {} {}, and the longest request ({} prompt + {} "
+                               "output tokens) needs {} there",
+                               side.label, capacity, side.unit, largest->prompt_tokens,
+                               largest->output_tokens, side.need(*largest, ps));
+    }
+    return std::nullopt;
+}
+
 } // namespace kvpool::sim

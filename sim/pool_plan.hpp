@@ -11,6 +11,8 @@
 
 #include <kvpool/pool_layout.hpp>
 
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace kvpool::sim {
@@ -44,5 +46,14 @@ PoolPlan plan_pool(const ModelConfig& model, const PoolGeometry& geometry, const
 // longest request alone in the unified pool.
 void check_memory_holds(const ModelConfig& model, const PoolGeometry& geometry,
                         const std::vector<RequestSpec>& requests);
+
+// What keeps a fixed split from running the longest of the requests alone: the
+// first side too small for it, its capacity and the request's need; nothing
+// when every side holds every request. A request needs its prompt and output
+// on the full side, its prompt on the sliding-window side (prefill puts it
+// there whole) and one state slot.
+std::optional<std::string> split_floor_problem(const ModelConfig& model,
+                                               const PoolGeometry& geometry, const Policy& policy,
+                                               const std::vector<RequestSpec>& requests);
 
 } // namespace kvpool::sim

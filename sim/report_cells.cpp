@@ -15,6 +15,10 @@ std::string relative(double value, double base) {
     return std::abs(percent) < 0.5 ? "+0%" : fmt::format("{:+.0f}%", percent);
 }
 
+std::string percent(double fraction) {
+    return fmt::format("{:.1f}%", fraction * 100.0);
+}
+
 std::string split_cell(const ModelConfig& model, const Policy& policy) {
     if (policy.kind != PolicyKind::fixed_split)
         return "adaptive";
@@ -36,10 +40,30 @@ std::string ratio_flags(const ModelConfig& model) {
     return fmt::format("{}", fmt::join(flags, " / "));
 }
 
+std::vector<std::string> latency_cells(const SpanLatency& latency) {
+    const auto seconds = [](const LatencyStats& s) {
+        return std::vector<std::string>{fmt::format("{:.2f}", s.p50), fmt::format("{:.2f}", s.p90),
+                                        fmt::format("{:.2f}", s.p99)};
+    };
+    std::vector<std::string> cells = seconds(latency.ttft);
+    for (double v : {latency.itl.p50, latency.itl.p90, latency.itl.p99})
+        cells.push_back(fmt::format("{:.1f}", v * 1e3));
+    for (const std::string& cell : seconds(latency.queueing))
+        cells.push_back(cell);
+    return cells;
+}
+
+std::vector<std::string> latency_header(int row) {
+    if (row == 0)
+        return {"", "TTFT s", "", "", "ITL ms", "", "", "queued s", ""};
+    return {"p50", "p90", "p99", "p50", "p90", "p99", "p50", "p90", "p99"};
+}
+
 std::string compared_label(std::size_t row, const ExperimentResult& result) {
     switch (row) {
     case 2:
-        return "fixed split, engine default";
+        return result.configured_split ? "fixed split, as configured"
+                                       : "fixed split, engine default";
     case 3:
         return fmt::format("fixed split, oracle (best of {})", result.sweep.size());
     default:

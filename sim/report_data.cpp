@@ -58,6 +58,18 @@ Metrics span_metrics(const SpanTotals& r) {
         {"peak_running", whole(r.peak_running)},
         {"retractions", whole(r.retractions)},
         {"sim_seconds", num(r.sim_seconds)},
+        {"ttft_p50_s", num(r.latency.ttft.p50)},
+        {"ttft_p90_s", num(r.latency.ttft.p90)},
+        {"ttft_p99_s", num(r.latency.ttft.p99)},
+        {"itl_p50_s", num(r.latency.itl.p50)},
+        {"itl_p90_s", num(r.latency.itl.p90)},
+        {"itl_p99_s", num(r.latency.itl.p99)},
+        {"queueing_p50_s", num(r.latency.queueing.p50)},
+        {"queueing_p90_s", num(r.latency.queueing.p90)},
+        {"queueing_p99_s", num(r.latency.queueing.p99)},
+        {"admitted_tokens", whole(r.admitted_tokens)},
+        {"prefix_hit_tokens", whole(r.prefix_hit_tokens)},
+        {"prefix_hit_rate", num(r.prefix_hit_rate())},
     };
 }
 
@@ -89,6 +101,10 @@ Metrics metrics(const RunResult& r) {
         {"completed_tokens", whole(r.completed_tokens)},
         {"retracted_tokens", whole(r.retracted_tokens)},
         {"aborted_tokens", whole(r.aborted_tokens)},
+        {"cache_released_tokens", whole(r.cache_released_tokens)},
+        {"evicted_blocks", whole(r.prefix_cache.evicted_blocks)},
+        {"evicted_window_blocks", whole(r.prefix_cache.evicted_windows)},
+        {"evicted_states", whole(r.prefix_cache.evicted_states)},
         {"wall_seconds", num(r.wall_seconds)},
     };
     out.insert(out.end(), rest.begin(), rest.end());
@@ -171,9 +187,9 @@ std::string json_workload(const Workload& w) {
                               json_string(w.phases[p].description), w.phases[p].first_request,
                               w.phases[p].requests);
     return fmt::format("{{\"name\": {}, \"description\": {}, \"requests\": {}, "
-                       "\"total_tokens\": {}, \"phases\": [{}]}}",
+                       "\"total_tokens\": {}, \"prefix_block_tokens\": {}, \"phases\": [{}]}}",
                        json_string(w.name), json_string(w.description), w.requests.size(),
-                       total_tokens(w.requests), phases);
+                       total_tokens(w.requests), w.block_tokens, phases);
 }
 
 } // namespace

@@ -28,11 +28,13 @@ std::string phase_table(const ReportContext& context, const ExperimentResult& re
     if (!has_phases(context))
         return {};
     using A = TextTable::Align;
+    const bool prefix = context.workload.block_tokens > 0;
     TextTable table({A::left, A::left, A::left, A::right, A::right, A::right, A::right, A::right,
-                     A::right, A::right});
-    table.add_row({"", "", "", "time", "running", "", "completed", "", "vs", "retrac-"});
-    table.add_row(
-        {"phase", "policy", "split", "s", "avg", "peak", "requests", "per s", "default", "tions"});
+                     A::right, A::right, A::right});
+    table.add_row({"", "", "", "time", "running", "", "completed", "", "vs", "retrac-",
+                   prefix ? "prefix" : ""});
+    table.add_row({"phase", "policy", "split", "s", "avg", "peak", "requests", "per s", "default",
+                   "tions", prefix ? "hits" : ""});
     const auto compared = result.compared();
     for (std::size_t p = 0; p < context.workload.phases.size(); ++p) {
         std::vector<std::pair<std::string, const PolicyRun*>> rows;
@@ -47,20 +49,40 @@ std::string phase_table(const ReportContext& context, const ExperimentResult& re
                 i == 0   ? phase_label(context, p)
                 : i == 1 ? fmt::format("  {} requests", context.workload.phases[p].requests)
                          : std::string();
-            table.add_row({label, rows[i].first, split_cell(context.model, rows[i].second->policy),
-                           fmt::format("{:.1f}", r.sim_seconds),
-                           fmt::format("{:.1f}", r.mean_running()),
-                           fmt::format("{}", r.peak_running), completed_cell(r),
-                           fmt::format("{:.2f}", r.completed_per_second()),
-                           relative(r.completed_per_second(), default_rate),
-                           fmt::format("{}", r.retractions)});
+            table.add_row(
+                {label, rows[i].first, split_cell(context.model, rows[i].second->policy),
+                 fmt::format("{:.1f}", r.sim_seconds), fmt::format("{:.1f}", r.mean_running()),
+                 fmt::format("{}", r.peak_running), completed_cell(r),
+                 fmt::format("{:.2f}", r.completed_per_second()),
+                 relative(r.completed_per_second(), default_rate), fmt::format("{}", r.retractions),
+                 prefix ? percent(r.prefix_hit_rate()) : std::string()});
         }
     }
+    TextTable latency({A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right,
+                       A::right, A::right, A::right});
+    for (int h = 0; h < 2; ++h) {
+        std::vector<std::string> row{h == 0 ? "" : "phase", h == 0 ? "" : "policy"};
+        for (const std::string& cell : latency_header(h))
+            row.push_back(cell);
+        latency.add_row(row);
+    }
+    for (std::size_t p = 0; p < context.workload.phases.size(); ++p)
+        for (std::size_t i = 0; i <= compared.size(); ++i) {
+            const bool best = i == compared.size();
+            const PolicyRun& run = best ? result.sweep[result.phase_oracles[p]] : *compared[i];
+            std::vector<std::string> row{i == 0 ? phase_label(context, p) : std::string(),
+                                         best ? std::string("fixed split, best for this phase")
+                                              : compared_label(i, result)};
+            for (const std::string& cell : latency_cells(run.result.phases[p].latency))
+                row.push_back(cell);
+            latency.add_row(row);
+        }
     return "\nper phase: the phase's own requests. Phases overlap in time, so each step's time "
            "goes to "
            "the phases by what\ntheir requests cost in it (tokens, and the step overhead by head "
            "count); running requests are averaged\nover the phase's share of the time.\n\n" +
-           table.render();
+           table.render() + "\nper phase, latency of the phase's own requests:\n\n" +
+           latency.render();
 }
 
 std::string phase_notes(const ReportContext& context, const ExperimentResult& result) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -65,6 +66,22 @@ std::vector<double> binned(const RunResult& run, double end) {
     return area;
 }
 
+// Mean time to first token of the requests whose first token came in each
+// slice of [0, end); NaN where none did (gnuplot leaves a gap).
+std::vector<double> binned_ttft(const RunResult& run, double end) {
+    std::vector<double> sum(plot_bins, 0.0);
+    std::vector<std::size_t> count(plot_bins, 0);
+    const double width = end / static_cast<double>(plot_bins);
+    for (const FirstToken& t : run.first_tokens) {
+        const auto b = std::min(plot_bins - 1, static_cast<std::size_t>(t.time_s / width));
+        sum[b] += t.ttft_s;
+        ++count[b];
+    }
+    for (std::size_t b = 0; b < plot_bins; ++b)
+        sum[b] = count[b] ? sum[b] / static_cast<double>(count[b]) : std::nan("");
+    return sum;
+}
+
 } // namespace
 
 void require_gnuplot() {
@@ -83,15 +100,16 @@ void render_plot(const ReportContext& context, const ExperimentResult& result,
         end = 1.0;
 
     std::string script = fmt::format(
-        "set terminal pngcairo size 1200,700 noenhanced font ',11'\n"
+        "set terminal pngcairo size 1200,1100 noenhanced font ',11'\n"
         "set output {}\n"
-        "set title {}\n"
+        "set multiplot layout 2,1 title {}\n"
         "set xlabel 'simulated time (s)'\nset ylabel 'running requests'\n"
-        "set grid\nset key top right\nset yrange [0:*]\n",
+        "set grid\nset key top right\nset yrange [0:*]\nset xrange [0:{}]\n",
         quoted(png_path),
         quoted(fmt::format("{}, {} of KV memory, workload {}", context.model.name,
                            format_bytes(static_cast<double>(context.geometry.memory_bytes)),
-                           context.workload.name)));
+                           context.workload.name)),
+        end);
     const double width = end / static_cast<double>(plot_bins);
     for (std::size_t i = 0; i < rows.size(); ++i) {
         script += fmt::format("$run{} << EOD\n", i);
@@ -100,22 +118,35 @@ void render_plot(const ReportContext& context, const ExperimentResult& result,
             if ((static_cast<double>(b) + 0.5) * width <= rows[i]->result.sim_seconds)
                 script += fmt::format("{} {}\n", (static_cast<double>(b) + 0.5) * width, values[b]);
         script += "EOD\n";
+        script += fmt::format("$ttft{} << EOD\n", i);
+        const auto ttft = binned_ttft(rows[i]->result, end);
+        for (std::size_t b = 0; b < ttft.size(); ++b)
+            if (!std::isnan(ttft[b]))
+                script += fmt::format("{} {}\n", (static_cast<double>(b) + 0.5) * width, ttft[b]);
+        script += "EOD\n";
     }
     const auto fixed_label = [&](const char* which, const PolicyRun& run) {
         return fmt::format("fixed split, {} ({})", which,
                            engine_arguments(context.model, run.policy));
     };
-    const std::string labels[] = {rows[0]->name, rows[1]->name,
-                                  fixed_label("engine default", *rows[2]),
-                                  fixed_label("oracle", *rows[3])};
+    const std::string labels[] = {
+        rows[0]->name, rows[1]->name,
+        fixed_label(result.configured_split ? "as configured" : "engine default", *rows[2]),
+        fixed_label("oracle", *rows[3])};
     // Eager and lazy make the same decisions: the wide eager line shows under the lazy one.
     const char* const styles[] = {"lw 6 lc rgb '#b0b0e8'", "lw 2 lc rgb '#1f3fbf'",
                                   "lw 2 lc rgb '#d62728'", "lw 2 lc rgb '#e6a000'"};
-    script += "plot ";
-    for (std::size_t i = 0; i < rows.size(); ++i)
-        script += fmt::format("{}$run{} with lines {} title {}", i ? ", " : "", i, styles[i],
-                              quoted(labels[i]));
-    script += "\n";
+    for (const char* panel : {"run", "ttft"}) {
+        const bool ttft = std::string(panel) == "ttft";
+        if (ttft)
+            script += "set ylabel 'mean time to first token (s)'\n";
+        script += "plot ";
+        for (std::size_t i = 0; i < rows.size(); ++i)
+            script += fmt::format("{}${}{} with lines {} title {}", i ? ", " : "", panel, i,
+                                  styles[i], quoted(labels[i]));
+        script += "\n";
+    }
+    script += "unset multiplot\n";
 
     std::FILE* gnuplot = popen("gnuplot", "w");
     if (!gnuplot)

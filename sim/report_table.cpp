@@ -44,6 +44,31 @@ std::string split_note(const ModelConfig& model) {
         d.full_fraction * 100.0);
 }
 
+// The compared runs' latency, beside the main table to keep both readable.
+std::string latency_table(const ExperimentResult& result) {
+    using A = TextTable::Align;
+    std::vector<A> align{A::left};
+    align.resize(10, A::right);
+    TextTable table(align);
+    for (int h = 0; h < 2; ++h) {
+        std::vector<std::string> row{h == 0 ? "" : "policy"};
+        for (const std::string& cell : latency_header(h))
+            row.push_back(cell);
+        table.add_row(row);
+    }
+    const auto rows = result.compared();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        std::vector<std::string> row{compared_label(i, result)};
+        for (const std::string& cell : latency_cells(rows[i]->result.latency))
+            row.push_back(cell);
+        table.add_row(row);
+    }
+    return "\nlatency: TTFT, arrival to first token (the end of the request's prefill step); ITL, "
+           "between a request's\ntokens (a retraction's gap included); queued, arrival to "
+           "admission.\n\n" +
+           table.render();
+}
+
 } // namespace
 
 std::string summary_table(const ReportContext& context, const ExperimentResult& result) {
@@ -55,12 +80,14 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
         fmt::format("  workload {}: {}\n\n", context.workload.name, context.workload.description);
 
     using A = TextTable::Align;
+    // The prefix cache's hit rate, for a workload with prefix hashes.
+    const bool prefix = context.workload.block_tokens > 0;
     TextTable table({A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right,
-                     A::right, A::right, A::right});
+                     A::right, A::right, A::right, A::right});
     table.add_row({"", "", "running", "", "completed", "", "vs", "retrac-", "moved per step", "",
-                   "alloc us"});
+                   "alloc us", prefix ? "prefix" : ""});
     table.add_row({"policy", "split", "avg", "peak", "requests", "per s", "default", "tions",
-                   "pages", "MiB", "per step"});
+                   "pages", "MiB", "per step", prefix ? "hits" : ""});
     const auto rows = result.compared();
     const double default_rate = rows[2]->result.completed_per_second();
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -74,9 +101,11 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
                        fmt::format("{}", r.retractions),
                        fmt::format("{:.2f}", r.per_step(static_cast<double>(r.pool.pages_moved))),
                        fmt::format("{:.2f}", r.per_step(r.pool.bytes_moved) / mib),
-                       fmt::format("{:.1f}", r.per_step(r.pool.allocator_seconds) * 1e6)});
+                       fmt::format("{:.1f}", r.per_step(r.pool.allocator_seconds) * 1e6),
+                       prefix ? percent(r.prefix_hit_rate()) : std::string()});
     }
     out += table.render();
+    out += latency_table(result);
     out += phase_table(context, result);
 
     out += "\n" + split_note(model);
@@ -92,6 +121,16 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
         "second, {} running requests on average.\n",
         result.sweep.size(), relative(lazy.completed_per_second(), oracle.completed_per_second()),
         relative(lazy.mean_running(), oracle.mean_running()));
+    out += fmt::format(
+        "unified (lazy) vs that split, p99: {} time to first token, {} inter-token latency, {} "
+        "queueing.\n",
+        relative(lazy.latency.ttft.p99, oracle.latency.ttft.p99),
+        relative(lazy.latency.itl.p99, oracle.latency.itl.p99),
+        relative(lazy.latency.queueing.p99, oracle.latency.queueing.p99));
+    if (prefix)
+        out += fmt::format("prefix hits (tokens taken from the prefix cache at admission): unified "
+                           "(lazy) {}, the best fixed split {}.\n",
+                           percent(lazy.prefix_hit_rate()), percent(oracle.prefix_hit_rate()));
     out += phase_notes(context, result);
     const auto incomplete =
         std::count_if(result.sweep.begin(), result.sweep.end(),
@@ -101,6 +140,11 @@ std::string summary_table(const ReportContext& context, const ExperimentResult& 
             "{} of the swept fixed splits could not run every request (a side too small for the "
             "longest).\n",
             incomplete);
+    if (rows[2]->result.aborted > 0)
+        if (const auto problem = split_floor_problem(model, context.geometry, rows[2]->policy,
+                                                     context.workload.requests))
+            out += fmt::format("the engine default ({}) cannot run every request: {}.\n",
+                               engine_arguments(model, rows[2]->policy), *problem);
     const StepTimeModel& st = context.scheduler.step_time;
     out += fmt::format(
         "step time: {:g} ms + {:g} us per prefilled token + {:g} us per decoded token.\n",

@@ -7,13 +7,14 @@ index_t last_token(const RequestKv& kv, index_t page_size) {
     return kv.pages[static_cast<std::size_t>(t / page_size)] * page_size + t % page_size;
 }
 
-void take_prefill_ids(RequestKv& kv, const std::vector<index_t>& ids, index_t tokens,
-                      index_t page_size) {
-    kv.pages.clear();
+void take_prefill_ids(RequestKv& kv, const std::vector<index_t>& prefix_pages,
+                      const std::vector<index_t>& ids, index_t tokens, index_t page_size) {
+    kv.pages = prefix_pages;
     for (index_t t = 0; t < tokens; t += page_size)
         kv.pages.push_back(ids[static_cast<std::size_t>(t)] / page_size);
-    kv.tokens = tokens;
-    kv.window_released_pages = 0;
+    kv.shared_pages = static_cast<index_t>(prefix_pages.size());
+    kv.tokens = kv.shared_pages * page_size + tokens;
+    kv.window_released_pages = kv.shared_pages;
 }
 
 void take_decode_ids(const std::vector<RequestKv*>& batch, const std::vector<index_t>& ids,
@@ -24,13 +25,6 @@ void take_decode_ids(const std::vector<RequestKv*>& batch, const std::vector<ind
             kv.pages.push_back(ids[r] / page_size);
         ++kv.tokens;
     }
-}
-
-std::vector<index_t> page_tokens(const RequestKv& kv, index_t from, index_t page_size) {
-    std::vector<index_t> tokens;
-    for (std::size_t i = static_cast<std::size_t>(from); i < kv.pages.size(); ++i)
-        tokens.push_back(kv.pages[i] * page_size);
-    return tokens;
 }
 
 } // namespace kvpool::sim

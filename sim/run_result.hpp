@@ -2,6 +2,7 @@
 // workload.
 #pragma once
 
+#include "latency.hpp"
 #include "sim_pool.hpp"
 
 #include <kvpool/types.hpp>
@@ -9,6 +10,12 @@
 #include <vector>
 
 namespace kvpool::sim {
+
+// A request's first token: when it came, and how long after the arrival.
+struct FirstToken {
+    double time_s = 0.0;
+    double ttft_s = 0.0;
+};
 
 struct TimelinePoint {
     double time_s = 0.0;
@@ -24,6 +31,17 @@ struct SpanTotals {
     // Integral of running requests over that time.
     double running_request_seconds = 0.0;
     index_t peak_running = 0;
+    SpanLatency latency;
+    // Prefix cache: tokens of the requests at their admissions, and those of
+    // them taken from the cache instead of prefilled.
+    index_t admitted_tokens = 0;
+    index_t prefix_hit_tokens = 0;
+
+    double prefix_hit_rate() const {
+        return admitted_tokens > 0
+                   ? static_cast<double>(prefix_hit_tokens) / static_cast<double>(admitted_tokens)
+                   : 0.0;
+    }
 
     double mean_running() const {
         return sim_seconds > 0 ? running_request_seconds / sim_seconds : 0.0;
@@ -50,22 +68,30 @@ struct RunResult : SpanTotals {
     std::size_t requests = 0;
     index_t steps = 0;
     // Token accounting: every allocated token is released exactly once.
+    // Tokens a request holds of its own: not those it shares from the prefix cache.
     index_t prefill_tokens = 0;    // including recomputation after retractions
     index_t recomputed_tokens = 0; // prefill of tokens a retraction had released
     index_t decode_tokens = 0;
-    index_t completed_tokens = 0; // prompt + output of the completed requests
-    index_t retracted_tokens = 0; // released by retractions
-    index_t aborted_tokens = 0;   // released by aborts
-    PoolStats pool;               // the pool's counters at the end
+    // Released when the request completed: prompt + output of the completed
+    // requests, but what it left in the prefix cache.
+    index_t completed_tokens = 0;
+    index_t retracted_tokens = 0;      // released by retractions
+    index_t aborted_tokens = 0;        // released by aborts
+    index_t cache_released_tokens = 0; // released by the prefix cache (evictions, and at the end)
+    PrefixCacheStats prefix_cache;
+    PoolStats pool; // the pool's counters at the end
     double wall_seconds = 0.0;
     std::vector<TimelinePoint> timeline;
-    std::vector<PhaseResult> phases; // one per phase of the workload, in order
+    std::vector<FirstToken> first_tokens; // in time order
+    std::vector<PhaseResult> phases;      // one per phase of the workload, in order
 
     double per_step(double total) const {
         return steps > 0 ? total / static_cast<double>(steps) : 0.0;
     }
     index_t tokens_allocated() const { return prefill_tokens + decode_tokens; }
-    index_t tokens_released() const { return completed_tokens + retracted_tokens + aborted_tokens; }
+    index_t tokens_released() const {
+        return completed_tokens + retracted_tokens + aborted_tokens + cache_released_tokens;
+    }
 };
 
 } // namespace kvpool::sim

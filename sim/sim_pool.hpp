@@ -3,6 +3,7 @@
 // mamba_sim_pool.hpp, tri_sim_pool.hpp) drive the real kvpool allocators.
 #pragma once
 
+#include "prefix_cache.hpp"
 #include "request_kv.hpp"
 
 #include <kvpool/types.hpp>
@@ -38,20 +39,24 @@ struct RealPageBytes {
     double third = 0.0;
 };
 
-class SimPool {
+// The pool also releases what the prefix cache evicts (CacheStore).
+class SimPool : public CacheStore {
 public:
-    virtual ~SimPool() = default;
     virtual index_t page_size() const = 0;
     // Could all of this be allocated now, on top of what is live?
     virtual bool fits(const PoolDemand& demand) const = 0;
-    // A new request's KV of `tokens` tokens, and its state slot when the model
-    // has Mamba layers. False: no room, nothing changed.
-    virtual bool prefill(RequestKv& kv, index_t tokens) = 0;
+    // A new request's KV: the shared prefix's pages (page-aligned, the prefix
+    // cache's) and `tokens` new tokens after them, and its state slot when the
+    // model has Mamba layers. False: no room, nothing changed.
+    virtual bool prefill(RequestKv& kv, const std::vector<index_t>& prefix_pages,
+                         index_t tokens) = 0;
+    bool prefill(RequestKv& kv, index_t tokens) { return prefill(kv, {}, tokens); }
     // One token for every request of the batch. False: no room, nothing changed.
     virtual bool decode(const std::vector<RequestKv*>& batch) = 0;
-    // Everything the request holds; kv is empty afterwards.
+    // Everything the request holds but its shared prefix; kv is empty afterwards.
     virtual void release(RequestKv& kv) = 0;
-    // Sliding-window copies of the request's pages [window_released_pages, pages).
+    // Sliding-window copies of the request's pages [window_released_pages, pages)
+    // but those it keeps ([window_keep_begin, window_keep_end)).
     virtual void release_window(RequestKv& kv, index_t pages) = 0;
     // Releases between these two calls are applied together (one compaction).
     virtual void begin_releases() = 0;

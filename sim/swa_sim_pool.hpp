@@ -29,7 +29,9 @@ public:
                               pair_.swa().occupancy(), pages(demand.window_tokens));
     }
 
-    bool prefill(RequestKv& kv, index_t tokens) override { return this->extend_fresh(kv, tokens); }
+    bool prefill(RequestKv& kv, const std::vector<index_t>& prefix_pages, index_t tokens) override {
+        return this->extend(kv, prefix_pages, tokens);
+    }
 
     void release(RequestKv& kv) override {
         this->free_pages(kv);
@@ -38,6 +40,15 @@ public:
 
     void release_window(RequestKv& kv, index_t pages) override {
         this->free_window_pages(kv, pages);
+    }
+
+    void release_pages(const std::vector<index_t>& pages) override { this->free_page_ids(pages); }
+    void release_window_pages(const std::vector<index_t>& pages) override {
+        this->free_window_page_ids(pages);
+    }
+    void release_state_slot(index_t) override {
+        throw Error(ErrorCode::invalid_state,
+                    "release_state_slot on a sliding-window pool: the model has no Mamba state");
     }
 };
 

@@ -31,7 +31,7 @@ struct ColumnName {
 };
 
 const ColumnName column_names[all_columns] = {
-    {"arrival_s", {"arrival", "arrival_time", "timestamp", "time_s"}},
+    {"arrival_s", {"arrival", "arrival_time", "timestamp", "time_s"}}, // JSONL timestamp: ms
     {"prompt_tokens", {"prompt_len", "input_tokens", "input_len", "input_length"}},
     {"output_tokens", {"output_len", "output_length", "completion_tokens", "generated_tokens"}},
     {"phase", {"phase_name", "phase_label", "workload_phase", "traffic_phase"}},
@@ -42,6 +42,26 @@ struct TraceLine {
     RequestSpec request;
     std::optional<std::string> phase;
 };
+
+// The Mooncake traces' prefix blocks: one hash per 512 tokens of the prompt.
+constexpr index_t mooncake_block_tokens = 512;
+
+// "[0, 1, 2]": the hashes, or nothing when an element is not a whole number >= 0.
+std::optional<std::vector<std::uint64_t>> parse_hash_ids(const std::string& text) {
+    if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+        return std::nullopt;
+    std::vector<std::uint64_t> ids;
+    const std::string inner = trim(text.substr(1, text.size() - 2));
+    if (inner.empty())
+        return ids;
+    for (const std::string& item : split_commas(inner)) {
+        if (item.empty() || item.size() > 18 ||
+            item.find_first_not_of("0123456789") != std::string::npos)
+            return std::nullopt;
+        ids.push_back(std::stoull(item));
+    }
+    return ids;
+}
 
 std::optional<int> column_of(const std::string& name) {
     for (int c = 0; c < all_columns; ++c) {
@@ -165,10 +185,20 @@ std::vector<TraceLine> parse_jsonl(const std::vector<std::string>& lines,
             at.fail(fmt::format("not a JSON object: {}", e.what()));
         }
         std::array<std::optional<std::string>, all_columns> values;
+        bool milliseconds = false; // the Mooncake format's timestamp
+        std::optional<std::vector<std::uint64_t>> hashes;
         for (const auto& [key, member] : members) {
+            if (key == "hash_ids") {
+                hashes = parse_hash_ids(member.text);
+                if (!hashes)
+                    at.fail(fmt::format("'hash_ids' must be a list of whole numbers >= 0, got {}",
+                                        member.text));
+                continue;
+            }
             const auto c = column_of(key);
             if (!c)
                 continue;
+            milliseconds = milliseconds || key == "timestamp";
             if (values[*c])
                 at.fail(fmt::format("'{}' given twice (as '{}')", column_names[*c].name, key));
             if (*c == phase) {
@@ -188,9 +218,27 @@ std::vector<TraceLine> parse_jsonl(const std::vector<std::string>& lines,
         if (!requests.empty() && requests.front().phase.has_value() != values[phase].has_value())
             at.fail(fmt::format("'phase' is given on some lines and not on others (line {} {})",
                                 first_line, requests.front().phase ? "gives one" : "does not"));
+        if (!requests.empty() && requests.front().request.prefix_blocks_given != hashes.has_value())
+            at.fail(fmt::format(
+                "'hash_ids' is given on some lines and not on others (line {} {})", first_line,
+                requests.front().request.prefix_blocks_given ? "gives them" : "does not"));
         if (requests.empty())
             first_line = n + 1;
-        requests.push_back(at.request({*values[0], *values[1], *values[2]}, values[phase]));
+        TraceLine read = at.request({*values[0], *values[1], *values[2]}, values[phase]);
+        if (milliseconds)
+            read.request.arrival_s /= 1000.0;
+        if (hashes) {
+            const index_t blocks =
+                (read.request.prompt_tokens + mooncake_block_tokens - 1) / mooncake_block_tokens;
+            if (static_cast<index_t>(hashes->size()) > blocks)
+                at.fail(fmt::format("'hash_ids' lists {} blocks of {} tokens, more than the {} "
+                                    "prompt tokens fill ({})",
+                                    hashes->size(), mooncake_block_tokens,
+                                    read.request.prompt_tokens, blocks));
+            read.request.prefix_blocks = std::move(*hashes);
+            read.request.prefix_blocks_given = true;
+        }
+        requests.push_back(std::move(read));
     }
     return requests;
 }
@@ -222,6 +270,8 @@ Workload parse_trace(const std::string& text, const std::string& source, TraceFo
     });
     Workload w;
     w.name = source;
+    if (read.front().request.prefix_blocks_given)
+        w.block_tokens = mooncake_block_tokens;
     // A phase is a run of consecutive requests (in arrival order) with one label.
     for (std::size_t i = 0; i < read.size(); ++i) {
         const bool new_phase = i == 0 || read[i].phase != read[i - 1].phase;
@@ -245,11 +295,13 @@ Workload parse_trace(const std::string& text, const std::string& source, TraceFo
                                         phase.requests, first, last);
         phases += fmt::format("{}{} {}", phases.empty() ? "" : ", ", phase.name, phase.requests);
     }
-    w.description =
-        fmt::format("{} requests from {} ({}), arrivals over {:.1f} s{}", w.requests.size(), source,
-                    format == TraceFormat::csv ? "CSV" : "JSONL", w.requests.back().arrival_s,
-                    w.phases.size() > 1 ? fmt::format("; {} phases: {}", w.phases.size(), phases)
-                                        : std::string());
+    w.description = fmt::format(
+        "{} requests from {} ({}), arrivals over {:.1f} s{}{}", w.requests.size(), source,
+        format == TraceFormat::csv ? "CSV" : "JSONL", w.requests.back().arrival_s,
+        w.block_tokens > 0 ? fmt::format(", prefix hashes of {}-token blocks", w.block_tokens)
+                           : std::string(),
+        w.phases.size() > 1 ? fmt::format("; {} phases: {}", w.phases.size(), phases)
+                            : std::string());
     return w;
 }
 

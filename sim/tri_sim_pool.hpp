@@ -34,8 +34,8 @@ public:
                              pages(demand.full_tokens));
     }
 
-    bool prefill(RequestKv& kv, index_t tokens) override {
-        return this->prefill_with_state_slot(kv, tokens);
+    bool prefill(RequestKv& kv, const std::vector<index_t>& prefix_pages, index_t tokens) override {
+        return this->prefill_with_state_slot(kv, prefix_pages, tokens);
     }
 
     void release(RequestKv& kv) override { this->release_with_state_slot(kv); }
@@ -43,6 +43,12 @@ public:
     void release_window(RequestKv& kv, index_t pages) override {
         this->free_window_pages(kv, pages);
     }
+
+    void release_pages(const std::vector<index_t>& pages) override { this->free_page_ids(pages); }
+    void release_window_pages(const std::vector<index_t>& pages) override {
+        this->free_window_page_ids(pages);
+    }
+    void release_state_slot(index_t slot) override { this->free_state_slot(slot); }
 
     // The KV sides' figures, and the state slots' as the third side.
     PoolStats stats() const override {

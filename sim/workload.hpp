@@ -17,6 +17,10 @@ struct RequestSpec {
     index_t prompt_tokens = 0;
     index_t output_tokens = 0;
     std::size_t phase = 0; // index into Workload::phases
+    // Hashes of the prompt's blocks of Workload::block_tokens tokens (equal
+    // hashes: equal prefixes, whose KV the prefix cache shares); empty: none.
+    std::vector<std::uint64_t> prefix_blocks{};
+    bool prefix_blocks_given = false; // a trace line listed them (perhaps none)
 };
 
 // A stretch of the workload with its own mix of requests (chat, then long
@@ -34,6 +38,9 @@ struct Workload {
     std::vector<RequestSpec> requests; // in arrival order
     // They partition the requests, in order; a workload without phases has one.
     std::vector<WorkloadPhase> phases;
+    // Tokens per prefix block hash (the Mooncake traces': 512); 0: the
+    // requests carry no hashes and runs have no prefix cache.
+    index_t block_tokens = 0;
 };
 
 // The mixes of requests the built-in workloads draw from.
@@ -79,6 +86,23 @@ std::vector<PhaseSpec> default_shift_phases();
 // The phases one after the other, each phase's arrivals starting where the
 // previous phase's ended; one random stream for the whole workload.
 Workload shift_workload(const std::vector<PhaseSpec>& phases, std::uint64_t seed);
+
+// Multi-turn sessions sharing prefixes: half chat (a system prompt shared by
+// many sessions, then turns of a user message and an answer), half agents (a
+// long tool-description prefix shared likewise, then turns of a tool result
+// and a short action). Each turn's prompt is the session so far: the system
+// prompt, every earlier turn's input and output, and its own input. Requests
+// carry the hashes of their prompt's 512-token blocks, as the Mooncake traces
+// do: equal for the blocks of one system prompt, and for a session's own
+// blocks across its turns; a partial last block gets a hash of its own.
+struct MultiTurnOptions {
+    std::size_t sessions = 200;
+    double session_rate = 4.0; // sessions starting per simulated second (Poisson)
+    std::uint64_t seed = 1;
+};
+constexpr index_t multi_turn_block_tokens = 512;
+
+Workload multi_turn_workload(const MultiTurnOptions& options);
 
 // Total KV tokens the requests end with (prompt + output each).
 index_t total_tokens(const std::vector<RequestSpec>& requests);

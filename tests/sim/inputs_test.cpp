@@ -203,6 +203,46 @@ TEST_CASE("traces in CSV and JSONL", "[sim][inputs]") {
     CHECK(detect_trace_format("x.csv", "{") == TraceFormat::csv);
 }
 
+TEST_CASE("a trace in the Mooncake format: milliseconds and prefix hashes", "[sim][inputs]") {
+    const Workload w = parse_trace(
+        R"({"timestamp": 0, "input_length": 1100, "output_length": 6, "hash_ids": [0, 1, 2]}
+{"timestamp": 1500, "input_length": 1024, "output_length": 4, "hash_ids": [0, 1]}
+{"timestamp": 250, "input_length": 10, "output_length": 3, "hash_ids": []})",
+        "m.jsonl", TraceFormat::jsonl);
+    REQUIRE(w.requests.size() == 3);
+    CHECK(w.block_tokens == 512);
+    CHECK(w.requests[1].arrival_s == 0.25);
+    CHECK(w.requests[2].arrival_s == 1.5);
+    CHECK(w.requests[0].prompt_tokens == 1100);
+    CHECK(w.requests[0].prefix_blocks == std::vector<std::uint64_t>{0, 1, 2});
+    CHECK(w.requests[1].prefix_blocks.empty());
+    CHECK_THAT(w.description, ContainsSubstring("prefix hashes of 512-token blocks"));
+    // Without hash_ids, no prefix cache: the block size stays 0.
+    CHECK(parse_trace(R"({"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 1})", "a.jsonl",
+                      TraceFormat::jsonl)
+              .block_tokens == 0);
+
+    const auto error_of = [](const std::string& text) {
+        return input_error_of([&] { parse_trace(text, "m", TraceFormat::jsonl); });
+    };
+    const std::string good =
+        R"({"timestamp": 0, "input_length": 600, "output_length": 6, "hash_ids": [7, 8]})"
+        "\n";
+    CHECK_THAT(error_of(good + R"({"timestamp": 9, "input_length": 6, "output_length": 6,)"
+                               R"( "hash_ids": [1, -2]})"),
+               ContainsSubstring("m:2: 'hash_ids' must be a list of whole numbers >= 0, got [1, "
+                                 "-2]"));
+    CHECK_THAT(error_of(good + R"({"timestamp": 9, "input_length": 6, "output_length": 6,)"
+                               R"( "hash_ids": "0 1"})"),
+               ContainsSubstring("m:2: 'hash_ids' must be a list"));
+    CHECK_THAT(error_of(R"({"timestamp": 9, "input_length": 513, "output_length": 6,)"
+                        R"( "hash_ids": [1, 2, 3]})"),
+               ContainsSubstring("m:1: 'hash_ids' lists 3 blocks of 512 tokens, more than the 513 "
+                                 "prompt tokens fill (2)"));
+    CHECK_THAT(error_of(good + R"({"timestamp": 9, "input_length": 6, "output_length": 6})"),
+               ContainsSubstring("m:2: 'hash_ids' is given on some lines and not on others"));
+}
+
 TEST_CASE("malformed trace lines are named", "[sim][inputs]") {
     const auto error_of = [](const std::string& text, TraceFormat format) {
         try {
@@ -277,7 +317,8 @@ TEST_CASE("command line", "[sim][inputs]") {
     CHECK_THROWS_WITH(parse_cli({"--step-time", "1,2"}), ContainsSubstring("expected MS,US,US"));
     CHECK_THROWS_WITH(parse_cli({"--json", "-", "--csv", "-"}),
                       ContainsSubstring("both ask for stdout"));
-    CHECK_THAT(help_text(), ContainsSubstring("--workload default|long-context|shift|FILE"));
+    CHECK_THAT(help_text(),
+               ContainsSubstring("--workload default|long-context|shift|multi-turn|FILE"));
 }
 
 TEST_CASE("command line: both spellings of the thread count, on every Kokkos version",

@@ -92,6 +92,74 @@ TEST_CASE("program: a malformed trace exits 2 naming the line, and writes nothin
     CHECK(scratch.entries() == 1); // the trace alone
 }
 
+TEST_CASE("program: a Mooncake trace runs with the prefix cache; a malformed line exits 2",
+          "[sim][program][prefix-cache]") {
+    Scratch scratch;
+    // Two turns of one conversation and an unrelated request, in the Mooncake format.
+    scratch.write("trace.jsonl",
+                  "{\"timestamp\": 0, \"input_length\": 2100, \"output_length\": 50, "
+                  "\"hash_ids\": [0, 1, 2, 3, 4]}\n"
+                  "{\"timestamp\": 4000, \"input_length\": 2600, \"output_length\": 40, "
+                  "\"hash_ids\": [0, 1, 2, 3, 5, 6]}\n"
+                  "{\"timestamp\": 4500, \"input_length\": 900, \"output_length\": 30, "
+                  "\"hash_ids\": [7, 8]}\n");
+    const auto json = scratch / "out.json";
+    Outcome o = scratch.run("--model qwen3-next-80b --memory 8GiB --sweep 3 --workload " +
+                            (scratch / "trace.jsonl").string() + " --json " + json.string());
+    CHECK(o.status == 0);
+    CHECK_THAT(o.out, ContainsSubstring("prefix hashes of 512-token blocks"));
+    CHECK_THAT(o.out, ContainsSubstring("prefix hits (tokens taken from the prefix cache"));
+    // The second turn takes its 4 blocks from the cache: 2048 of 2100 + 2600 + 900 tokens.
+    CHECK_THAT(read_file(json), ContainsSubstring("\"prefix_hit_tokens\": 2048, "));
+    o = scratch.run("--model qwen3-next-80b --memory 8GiB --sweep 3 --no-prefix-cache --workload " +
+                    (scratch / "trace.jsonl").string() + " --json " + json.string());
+    CHECK(o.status == 0);
+    CHECK_THAT(read_file(json), ContainsSubstring("\"prefix_hit_tokens\": 0, "));
+
+    scratch.write("bad.jsonl", "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": "
+                               "5, \"hash_ids\": [0, 1]}\n"
+                               "{\"timestamp\": 5, \"input_length\": 700, \"output_length\": "
+                               "5, \"hash_ids\": [0, x]}\n");
+    const auto out = scratch / "bad.json";
+    o = scratch.run("--workload " + (scratch / "bad.jsonl").string() + " --json " + out.string());
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("bad.jsonl:2: not a JSON object"));
+    CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("program: a configuration that cannot run exits 2 naming what is infeasible",
+          "[sim][program][floor]") {
+    Scratch scratch;
+    const auto json = (scratch / "out.json").string();
+    // Gemma's longest shift document (131072 prompt tokens) on the sliding-window
+    // side of the engine default's split: counted, not an error, when not asked for.
+    Outcome o = scratch.run("--workload shift --swa-full-tokens-ratio 0.8 --json " + json);
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("the fixed split --swa-full-tokens-ratio 0.80 cannot run: "
+                                        "its sliding-window side holds 130048 tokens, and the "
+                                        "longest request (131072 prompt + 113 output tokens) "
+                                        "needs 131072 there"));
+    // A quarter of 8 GiB holds 87,376 tokens of 24 KiB.
+    o = scratch.run("--model qwen3-next-80b --memory 8GiB --mamba-full-memory-ratio 3 "
+                    "--context-length 100000 --requests 5");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("its full-attention side holds 87376 tokens, and the "
+                                        "longest request (100000 prompt + 0 output tokens)"));
+    CHECK_THAT(o.err, ContainsSubstring("(--context-length 100000)"));
+    o = scratch.run("--context-length 300000");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, ContainsSubstring("--context-length 300000: --memory 64.0 GiB is too small"));
+    o = scratch.run("--model qwen3-next-80b --swa-full-tokens-ratio 0.5");
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err,
+               ContainsSubstring("--swa-full-tokens-ratio: qwen3-next-80b has no such knob"));
+    CHECK(scratch.entries() == 0);
+    // A split that holds every request runs, in place of the engine default.
+    o = scratch.run("--model qwen3-next-80b --requests 40 --sweep 2 --mamba-full-memory-ratio 0.5");
+    CHECK(o.status == 0);
+    CHECK_THAT(o.out, ContainsSubstring("fixed split, as configured       0.50 (67% full)"));
+}
+
 TEST_CASE("program: other bad input exits 2 with a clear message", "[sim][program]") {
     Scratch scratch;
     Outcome o = scratch.run("--model gemma4-1t");
@@ -128,7 +196,12 @@ TEST_CASE("program: a small run writes the table, JSON and CSV", "[sim][program]
     CHECK_THAT(o.out, ContainsSubstring("fixed split, oracle (best of 4)"));
     CHECK_THAT(read_file(json), ContainsSubstring("\"oracle_index\": "));
     CHECK_THAT(read_file(json), ContainsSubstring("\"role\": \"unified_lazy\""));
+    CHECK_THAT(read_file(json), ContainsSubstring("\"ttft_p99_s\": "));
+    CHECK_THAT(read_file(json), ContainsSubstring("\"itl_p90_s\": "));
+    CHECK_THAT(o.out, ContainsSubstring("TTFT s"));
+    CHECK_THAT(o.out, ContainsSubstring("unified (lazy) vs that split, p99: "));
     const std::string table = read_file(csv);
+    CHECK_THAT(table, ContainsSubstring(",ttft_p50_s,ttft_p90_s,ttft_p99_s,itl_p50_s,"));
     CHECK(std::count(table.begin(), table.end(), '\n') ==
           1 + 4 + 4);              // header, compared rows, sweep
     CHECK(scratch.entries() == 3); // no temporary file left behind
