@@ -307,6 +307,18 @@ kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream
     });
 }
 
+kvpool_status kvpool_allocator_translate_dense(const kvpool_allocator* a, void* stream,
+                                               const int64_t* virtual_tokens, int64_t n,
+                                               int64_t* out, int64_t kernel_page_multiplier) {
+    return guarded([&] {
+        const Side& side = side_of(a);
+        require(n >= 0, "translate_dense: negative length");
+        side.translate_dense(space_of(stream),
+                             Side::const_index_view(virtual_tokens, static_cast<std::size_t>(n)),
+                             Ids(out, static_cast<std::size_t>(n)), kernel_page_multiplier);
+    });
+}
+
 kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a, kvpool_snapshot** out) {
     return guarded([&] {
         Side& side = side_of(a);
