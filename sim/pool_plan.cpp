@@ -113,8 +113,13 @@ PoolPlan plan_pool(const ModelConfig& model, const PoolGeometry& geometry, const
 void check_memory_holds(const ModelConfig& model, const PoolGeometry& geometry,
                         const std::vector<RequestSpec>& requests) {
     const index_t scale = byte_scale(model, geometry);
+    // The padding sink at the buffer's low end, as the library lays it out (page 0 of every
+    // side: the largest page).
+    index_t sink = 0;
     try {
-        PoolLayout(geometry.memory_bytes / scale, side_specs(model, geometry, scale));
+        sink = PoolLayout(geometry.memory_bytes / scale, side_specs(model, geometry, scale))
+                   .sink_bytes() *
+               scale;
     } catch (const Error&) {
         throw InputError(
             fmt::format("--memory {} is too small: it does not hold one page of each side ({})",
@@ -122,10 +127,6 @@ void check_memory_holds(const ModelConfig& model, const PoolGeometry& geometry,
                         side_entry_sizes(model, geometry)));
     }
     const index_t ps = geometry.page_size;
-    // The padding sink at the buffer's low end: one entry of the largest size.
-    index_t sink = std::max(model.full_token_bytes(), model.second_entry_bytes());
-    if (model.has_state_slots())
-        sink = std::max(sink, model.state_slot_bytes());
     const auto needs = [&](const RequestSpec& r) {
         const index_t full =
             ceil_div(r.prompt_tokens + r.output_tokens, ps) * ps * model.full_token_bytes();

@@ -93,8 +93,12 @@ PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
     for (const auto& s : specs)
         validate(s);
     validate_order(specs);
+    // The sink covers page 0 of every side, not only slot 0: a paged side's
+    // slot 0 has rows all over its page (page-major: each layer's rows of the
+    // page are together), and a tombstoned write through any layer's view lands
+    // in that page.
     for (const auto& s : specs)
-        sink_bytes_ = std::max(sink_bytes_, s.entry_bytes);
+        sink_bytes_ = std::max(sink_bytes_, s.entry_bytes * s.page_size);
     for (std::size_t i = 0; i < specs.size(); ++i) {
         SubPoolSpec& s = specs[i];
         SideGeometry g;

@@ -327,6 +327,15 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_gate_transfer(kvpool_allocator* a
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
                                                          const int64_t* virtual_tokens, int64_t n,
                                                          void* out, int out_int32);
+/* Virtual -> dense token ids for per-layer dense views (MLA): physical page *
+ * page_size * kernel_page_multiplier + offset; tombstones and -1 clamp to 0.
+ * out: n int64 entries, may be virtual_tokens itself. kernel_page_multiplier
+ * 1 is kvpool_allocator_translate; below 1 is KVPOOL_ERROR_INVALID_ARGUMENT. */
+KVPOOL_C_EXPORT kvpool_status kvpool_allocator_translate_dense(const kvpool_allocator* a,
+                                                               void* stream,
+                                                               const int64_t* virtual_tokens,
+                                                               int64_t n, int64_t* out,
+                                                               int64_t kernel_page_multiplier);
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a,
                                                             kvpool_snapshot** out);
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_restore_state(kvpool_allocator* a, void* stream,

@@ -374,6 +374,22 @@ public:
         translate(space, virtual_tokens, out);
         return out;
     }
+    // Virtual token ids -> dense ids, for a side whose pages are read through
+    // per-layer dense views (MLA: page p's rows of every layer form one run of
+    // page_size * layers rows, so one block table serves every layer): physical
+    // page * page_size * kernel_page_multiplier + offset. Tombstones and -1
+    // clamp to 0, as translate does; kernel_page_multiplier 1 is translate.
+    template <class OutView>
+    void translate_dense(const ExecutionSpace& space, const const_index_view& virtual_tokens,
+                         const OutView& out, index_t kernel_page_multiplier) const {
+        require_length("translate_dense: out", out, static_cast<index_t>(virtual_tokens.extent(0)));
+        if (kernel_page_multiplier < 1)
+            throw Error(ErrorCode::invalid_argument,
+                        "translate_dense: kernel_page_multiplier must be >= 1, got " +
+                            std::to_string(kernel_page_multiplier));
+        kernels::translate_tokens(space, kernels::Translation{v2p_, page_size(), virtual_tokens,
+                                                              out, kernel_page_multiplier});
+    }
 
     // ---------------------------------------------------------------- state
     AllocatorSnapshot backup_state() { return core_.backup_state(); }

@@ -65,7 +65,7 @@ public:
                                   const std::vector<double>& fractions);
 
     index_t total_bytes() const { return total_bytes_; }
-    // Bytes [0, sink_bytes) hold no data: slot 0 of every side lies inside it,
+    // Bytes [0, sink_bytes) hold no data: page 0 of every side lies inside it,
     // so tombstoned reads and dummy writes of every side land there harmlessly.
     index_t sink_bytes() const { return sink_bytes_; }
     const std::vector<SideGeometry>& sides() const { return sides_; }

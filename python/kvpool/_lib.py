@@ -188,6 +188,7 @@ _SIGNATURES = {
     "kvpool_allocator_set_inflight_forward": (_P, _P, _P, _I64),
     "kvpool_allocator_gate_transfer": (_P, _P, _P, _I64),
     "kvpool_allocator_translate": (_P, _P, _P, _I64, _P, c_int),
+    "kvpool_allocator_translate_dense": (_P, _P, _P, _I64, _P, _I64),
     "kvpool_allocator_backup_state": (_P, _PP),
     "kvpool_allocator_restore_state": (_P, _P, _P),
     "kvpool_allocator_commit_state": (_P, _P),

@@ -381,6 +381,23 @@ class Side(_Allocates, _Handle):
             raise_status(status)
         return out
 
+    def translate_dense(self, virtual_tokens, out, kernel_page_multiplier):
+        """Virtual -> dense token ids into out (int64, contiguous, same number of entries; may
+        be virtual_tokens itself): physical page * page_size * kernel_page_multiplier + offset,
+        the rows of an MLA side's dense per-layer views."""
+        src = device_index_input(virtual_tokens, "virtual token ids", self.device)
+        status = lib.kvpool_allocator_translate_dense(
+            self._h,
+            stream_of(self.device),
+            src.data_ptr(),
+            src.numel(),
+            out.data_ptr(),
+            int(kernel_page_multiplier),
+        )
+        if status:
+            raise_status(status)
+        return out
+
     # ---------------------------------------------------------------- state windows
     def backup_state(self):
         return _Snapshot(_new(lib.kvpool_allocator_backup_state, self._h))

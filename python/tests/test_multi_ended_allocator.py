@@ -45,8 +45,10 @@ def test_attributes_follow_the_reference(device):
     spec = pool.spec("full")
     assert up.max_slots == pool.total_bytes // spec.entry_bytes()
     assert up.num_pages == up.max_slots // 4 and up.num_virtual_ids == up.num_pages
-    entry_max = max(pool.spec("full").entry_bytes(), pool.spec("swa").entry_bytes())
-    assert up.min_slot_index == -(-entry_max // spec.entry_bytes())
+    # The reference's reserved floor: page 0 of every paged sub-pool (slot 0's rows spread
+    # over its page), at least the largest slot.
+    floor = 4 * max(pool.spec("full").entry_bytes(), pool.spec("swa").entry_bytes())
+    assert up.min_slot_index == -(-floor // spec.entry_bytes())
     assert up.min_page_index == -(-up.min_slot_index // 4)
     assert up.grow_direction == "up" and down.grow_direction == "down"
     assert (

@@ -309,6 +309,19 @@ kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream
     });
 }
 
+kvpool_status kvpool_allocator_translate_dense(const kvpool_allocator* a, void* stream,
+                                               const int64_t* virtual_tokens, int64_t n,
+                                               int64_t* out, int64_t kernel_page_multiplier) {
+    return on_side(a, [&](const auto& side, auto& ref) {
+        using S = typename std::decay_t<decltype(ref)>::execution_space;
+        require(n >= 0, "translate_dense: negative length");
+        side.translate_dense(ref.space(stream),
+                             typename kvpool::MultiEndedAllocator<S>::const_index_view(
+                                 virtual_tokens, static_cast<std::size_t>(n)),
+                             IdsOn<S>(out, static_cast<std::size_t>(n)), kernel_page_multiplier);
+    });
+}
+
 kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a, kvpool_snapshot** out) {
     return on_side(a, [&](auto& side, auto&) {
         require(out != nullptr, "kvpool_allocator_backup_state: out is NULL");

@@ -102,8 +102,8 @@ __global__ void apply_plan_kernel(uint4* __restrict__ base, index_t vectors_per_
 // page sizes, 1 and 16 among them, are all powers of two).
 template <class Out>
 __global__ void translate_kernel(const index_t* __restrict__ v2p, index_t virtual_pages,
-                                 index_t page_size, int page_shift, const index_t* __restrict__ in,
-                                 index_t n, Out* __restrict__ out) {
+                                 index_t page_size, int page_shift, index_t page_stride,
+                                 const index_t* __restrict__ in, index_t n, Out* __restrict__ out) {
     const index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x;
     if (i >= n)
         return;
@@ -113,7 +113,7 @@ __global__ void translate_kernel(const index_t* __restrict__ v2p, index_t virtua
         const index_t page = page_shift >= 0 ? token >> page_shift : token / page_size;
         const index_t offset = page_shift >= 0 ? token & (page_size - 1) : token % page_size;
         if (page < virtual_pages) {
-            physical = v2p[page] * page_size + offset;
+            physical = v2p[page] * page_stride + offset;
             if (physical < 0)
                 physical = 0;
         }
@@ -211,8 +211,8 @@ void translate(typename Runtime::stream_type stream, const native::Translation<O
     if (op.tokens == 0)
         return;
     translate_kernel<<<blocks_for(op.tokens), threads_per_block, 0, stream>>>(
-        op.v2p, op.virtual_pages, op.page_size, power_of_two_shift(op.page_size), op.in, op.tokens,
-        op.out);
+        op.v2p, op.virtual_pages, op.page_size, power_of_two_shift(op.page_size), op.page_stride,
+        op.in, op.tokens, op.out);
     Runtime::check_launch("kvpool::translate_tokens");
 }
 

@@ -38,7 +38,8 @@ struct TableWrites {
 };
 
 // out[i] = the physical token of virtual token in[i] (the sink slot 0 for ids
-// outside the table and unbound pages).
+// outside the table and unbound pages): page * page_stride + offset, where
+// page_stride is page_size, or page_size times the pages' layers for dense ids.
 template <class Out> struct Translation {
     const index_t* v2p;
     index_t virtual_pages;
@@ -46,6 +47,7 @@ template <class Out> struct Translation {
     const index_t* in;
     index_t tokens;
     Out* out;
+    index_t page_stride;
 };
 
 // The id-following side of a pair: all null when there is none.

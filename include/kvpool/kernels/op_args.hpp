@@ -71,21 +71,34 @@ template <class Moves, class Writes> struct CompactionPlan {
 template <class Moves, class Writes> CompactionPlan(Moves, Writes) -> CompactionPlan<Moves, Writes>;
 
 // Virtual token ids -> physical token ids; tombstones (and the -1 padding ids
-// engines use) clamp to the sink slot 0. out may alias in.
+// engines use) clamp to the sink slot 0. out may alias in. page_multiplier > 1
+// gives dense ids instead: page p's tokens start at p * page_size *
+// page_multiplier (an MLA side's per-layer dense views, one row run per layer
+// and page).
 template <class TableView, class InView, class OutView> struct Translation {
     TableView v2p;
     index_t page_size = 1;
     InView in;
     OutView out;
+    index_t page_multiplier = 1;
 
     using out_type = std::remove_const_t<typename OutView::value_type>;
     auto views() const { return std::tie(v2p, in, out); }
     native::Translation<out_type> raw() const {
-        return {v2p.data(), length(v2p), page_size, in.data(), length(in), out.data()};
+        return {v2p.data(),
+                length(v2p),
+                page_size,
+                in.data(),
+                length(in),
+                out.data(),
+                page_size * page_multiplier};
     }
 };
 template <class TableView, class InView, class OutView>
 Translation(TableView, index_t, InView, OutView) -> Translation<TableView, InView, OutView>;
+template <class TableView, class InView, class OutView>
+Translation(TableView, index_t, InView, OutView, index_t)
+    -> Translation<TableView, InView, OutView>;
 
 // The id-following side of a pair (the SWA side), bound in the same launch as
 // the owner's pages: v2p(v) = physical_pages(k), p2v(physical_pages(k)) = v for

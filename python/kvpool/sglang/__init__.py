@@ -18,17 +18,29 @@ from .kv_pools import (
 )
 from .mamba_allocator import UnifiedMambaSlotAllocator, UnifiedMambaTokenToKVPoolAllocator
 from .mamba_swa_allocator import UnifiedMambaSWATokenToKVPoolAllocator
+from .mla_pool import UnifiedMLATokenToKVPool
 from .multi_ended_allocator import MultiEndedAllocator
+from .page_major import (
+    build_dense_mla_views,
+    build_page_major_mamba_views,
+    mamba_entry_bytes,
+    mla_entry_bytes,
+)
 from .req_to_token_pool import HybridReqToTokenPool, ReqToTokenPool, UnifiedHybridReqToTokenPool
-from .specs import MambaSubPoolSpec, MHASubPoolSpec, SubPoolSpec
+from .specs import MambaSubPoolSpec, MHASubPoolSpec, MLASubPoolSpec, SubPoolSpec
 from .swa_allocator import UnifiedSWATokenToKVPoolAllocator
 from .unified_kv_pool import UnifiedKVPool
 
 __all__ = [
+    "build_dense_mla_views",
+    "build_page_major_mamba_views",
     "HybridReqToTokenPool",
     "KVWriteLoc",
+    "mamba_entry_bytes",
     "MambaSubPoolSpec",
     "MHASubPoolSpec",
+    "mla_entry_bytes",
+    "MLASubPoolSpec",
     "MultiEndedAllocator",
     "ReqToTokenPool",
     "SubPoolSpec",
@@ -40,6 +52,7 @@ __all__ = [
     "UnifiedMambaSWATokenToKVPoolAllocator",
     "UnifiedMambaTokenToKVPoolAllocator",
     "UnifiedMHATokenToKVPool",
+    "UnifiedMLATokenToKVPool",
     "UnifiedSWAKVPool",
     "UnifiedSWATokenToKVPoolAllocator",
     "move_kv_cache_native",

@@ -272,9 +272,32 @@ class UnifiedMambaPool:
     def _copy_from_physical(self, src_index: torch.Tensor, dst_index: torch.Tensor):
         self.copy_from(src_index, dst_index)
 
+    # -- disaggregation (PD) transfers: a slot's state of every layer is one envelope --
+    def get_contiguous_buf_infos(self):
+        """What a transfer engine registers: the whole buffer, one item per state slot,
+        physical slot s at ``ptr + s * entry_bytes`` (conv and temporal state of every layer:
+        one contiguous copy). Both ends must build the pool with the same specs."""
+        raw = self.unified_buffer._raw
+        entry = self.unified_buffer.mamba_spec(self.sub_pool_name).entry_bytes()
+        return [raw.data_ptr()], [raw.numel()], [entry]
+
+    # An envelope cannot be resliced per tensor or layer: no per-tensor metadata.
+    def get_state_dim_per_tensor(self):
+        return []
+
+    def get_state_layer_ids(self):
+        return []
+
+    def get_state_slice_outer_counts(self):
+        return []
+
+    def get_state_conv_shard_groups(self):
+        return []
+
 
 class UnifiedHybridLinearKVPool:
-    """The Mamba pair's KV cache: ``full_kv_pool`` (MHA) and ``mamba_pool`` (state)."""
+    """The Mamba pair's KV cache: ``full_kv_pool`` (MHA, or MLA: UnifiedMLATokenToKVPool) and
+    ``mamba_pool`` (state)."""
 
     def __init__(self, *, full_kv_pool, mamba_pool, full_attention_layer_ids=None):
         """full_attention_layer_ids: the global ids of the full-attention layers, in the
@@ -303,3 +326,20 @@ class UnifiedHybridLinearKVPool:
             layer_id_override=layer.layer_id if mapping is None else mapping[layer.layer_id],
             **kwargs,
         )
+
+    # -- disaggregation (PD) transfers: whole envelopes, paired by position --
+    def get_contiguous_buf_infos(self):
+        return self.full_kv_pool.get_contiguous_buf_infos()
+
+    def get_kv_layer_ids(self):
+        """None: the KV is one whole-envelope entry, not one per layer."""
+        return []
+
+    def get_state_buf_infos(self):
+        return self.mamba_pool.get_contiguous_buf_infos()
+
+    def get_state_dim_per_tensor(self):
+        return self.mamba_pool.get_state_dim_per_tensor()
+
+    def get_state_layer_ids(self):
+        return self.mamba_pool.get_state_layer_ids()

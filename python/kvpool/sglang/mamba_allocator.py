@@ -8,7 +8,8 @@ import torch
 
 from .. import native
 from .._tensors import pool_device
-from .multi_ended_allocator import MultiEndedAllocator, side_options
+from . import transfer
+from .multi_ended_allocator import MultiEndedAllocator, _check_multiplier, side_options
 from .pair_allocator import PairAllocator
 
 
@@ -27,11 +28,13 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         lazy_compaction: bool = False,
         full_max_moves_per_call: Optional[int] = None,
         mamba_max_moves_per_call: Optional[int] = None,
+        full_kernel_page_multiplier: int = 1,
     ):
+        _check_multiplier(full_kernel_page_multiplier)
         super().__init__(
             unified_buffer.max_slots("full") - 1,
             page_size,
-            unified_buffer.mha_spec("full").store_dtype,
+            unified_buffer.spec("full").get_dtype(),
             pool_device(device),
             kvcache,
             need_sort,
@@ -50,6 +53,7 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
             need_sort,
             forward_stream,
         )
+        self.full_attn_allocator.kernel_page_multiplier = full_kernel_page_multiplier
 
     # -- sizes (tokens) --
     @property
@@ -121,6 +125,54 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None
     ) -> torch.Tensor:
         return self.full_attn_allocator.translate_kv_loc(loc, out=out)
+
+    @property
+    def kernel_page_multiplier(self) -> int:
+        return self.full_attn_allocator.kernel_page_multiplier
+
+    @property
+    def full_v2p_page_table(self) -> torch.Tensor:
+        """The full side's page-granular virtual -> physical table (a live view): kernels that
+        build an MLA block table from req_to_token gather a virtual page's physical page here
+        and scale it by kernel_page_multiplier to reach its dense rows."""
+        return self.full_attn_allocator.virtual_to_physical
+
+    def translate_kv_loc_dense(
+        self, loc: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        """Full-side virtual token ids -> dense ids (translate_kv_loc when the multiplier is 1)."""
+        return self.full_attn_allocator.translate_kv_loc_dense(loc, out=out)
+
+    # -- disaggregation (PD) transfers --
+    def set_disagg_move_gate(self, gate) -> None:
+        """Installs the PD move gate: a callable, True only when no transfer can be in flight.
+        From then on translate_kv_indices_for_transfer protects what it hands out until the
+        gate next reports True. Lazy compaction only, as in the reference."""
+        transfer.check_gate(gate, self.lazy_compaction)
+        self.full_attn_allocator.disagg_move_gate = gate
+        self.mamba_allocator.disagg_move_gate = gate
+
+    def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        """Full-side virtual token ids -> physical token ids (int64; physical, not dense: the
+        transfer engine addresses whole page envelopes). With a move gate installed, the pages
+        of these tokens and every live state slot (the request's state envelope travels with
+        its KV, and is addressed by the slot translate_mamba_indices gives) are first put
+        under kvpool's move gate, both sides checked before either is gated, until the gate
+        next reports no transfer in flight."""
+        ids = kv_indices.to(torch.int64)
+        gate = self.full_attn_allocator.disagg_move_gate
+        return transfer.gated_translation(
+            gate,
+            lambda done: self._pair.gate_transfer(done, ids, self._live_state_slots()),
+            self.full_attn_allocator.translate_kv_loc,
+            ids,
+        )
+
+    def _live_state_slots(self) -> torch.Tensor:
+        side = self.mamba_allocator
+        v2p = side.virtual_to_physical.to("cpu")
+        first = side.min_page_index
+        return torch.nonzero(v2p[first:] >= 0).reshape(-1) + first
 
     def is_slot_allocated(self, slot: int) -> bool:
         return self.full_attn_allocator.is_slot_allocated(slot)

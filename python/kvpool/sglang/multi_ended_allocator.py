@@ -15,7 +15,7 @@ import torch
 from .. import _lib, native
 from .._tensors import pool_device
 from ..errors import InvalidArgumentError, KVPoolAssertionError, WrongRoleError
-from . import relocation
+from . import relocation, transfer
 from .base import BaseTokenToKVPoolAllocator, InflightForward
 
 
@@ -46,7 +46,9 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         forward_stream: Optional[torch.cuda.Stream] = None,
         lazy_compaction: bool = False,
         max_moves_per_call: Optional[int] = None,
+        kernel_page_multiplier: int = 1,
     ):
+        _check_multiplier(kernel_page_multiplier)
         # The allocator's page size decides (the pool's shapes its views): the first
         # allocator over the buffer fixes kvpool's layout with it.
         buffer = unified_buffer._native_for({sub_pool_name: page_size})
@@ -64,6 +66,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
             inflight=InflightForward(),
         )
         unified_buffer._fix_layout(buffer)
+        self.kernel_page_multiplier = kernel_page_multiplier
 
     @classmethod
     def _over(cls, side, *, page_size, **setup):
@@ -107,7 +110,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self.max_slots = max_slots
         self.grow_direction = _lib.GROW_NAMES[info.grow]
         self.entry_bytes = info.entry_bytes
-        self.min_slot_index = unified_buffer.min_slot_index(sub_pool_name)
+        self.min_slot_index = unified_buffer.min_slot_index(sub_pool_name, side.buffer)
         self.is_id_owner = bool(info.is_id_owner)
         self.forward_stream = forward_stream
         self.num_pages = info.num_physical_pages
@@ -116,6 +119,10 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self.lazy_compaction = bool(info.lazy)
         self._lazy_max_moves_per_call = info.max_moves_per_flush
         self._peer = None
+        self._kernel_page_multiplier = 1
+        # While set (the composite's set_disagg_move_gate), translations for a transfer gate
+        # the pages they name until it reports no transfer in flight.
+        self.disagg_move_gate = None
         self.relocation = relocation.install(
             side, kvcache, unified_buffer, sub_pool_name, info.page_size, side.device
         )
@@ -245,6 +252,50 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
             self._side, virt_tokens, out, torch.int64, "translate_kv_loc", self.device
         )
 
+    @property
+    def kernel_page_multiplier(self) -> int:
+        """Scale of the dense (kernel-facing) id space: a page's rows per layer times this is
+        its run of dense rows (layer_num for an MLA sub-pool read through dense views)."""
+        return self._kernel_page_multiplier
+
+    @kernel_page_multiplier.setter
+    def kernel_page_multiplier(self, value: int) -> None:
+        _check_multiplier(value)
+        self._kernel_page_multiplier = int(value)
+
+    def translate_kv_loc_dense(
+        self, virt_tokens: torch.Tensor, *, out: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        """Virtual token ids -> dense ids, ``(t // ps) * (ps * kernel_page_multiplier) + t % ps``
+        of the physical token t: rows of an MLA sub-pool's dense views. Tombstones and -1
+        clamp to 0 (page 0, the padding sink, in every layer's view); ``out=`` as in
+        translate_kv_loc. With kernel_page_multiplier 1 it is translate_kv_loc. Compaction and
+        the in-flight write sets keep using physical ids: dense ids are for kernels only."""
+        if self._kernel_page_multiplier == 1:
+            return self.translate_kv_loc(virt_tokens, out=out)
+        m = self._kernel_page_multiplier
+        return _translate_with(
+            lambda ids, dst: self._side.translate_dense(ids, dst, m),
+            virt_tokens,
+            out,
+            torch.int64,
+            "translate_kv_loc_dense",
+            self.device,
+        )
+
+    def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        """Virtual token ids -> physical token ids (int64) for a transfer engine, which
+        addresses whole pages (get_contiguous_buf_infos). With a disagg_move_gate set, the
+        pages holding these tokens are first put under kvpool's move gate: no compaction
+        moves or overwrites them until the gate next reports no transfer in flight."""
+        ids = kv_indices.to(torch.int64)
+        return transfer.gated_translation(
+            self.disagg_move_gate,
+            lambda done: self._side.gate_transfer(done, ids),
+            self.translate_kv_loc,
+            ids,
+        )
+
     # -- free and compaction --
     def free(self, free_index) -> None:
         if self._grouped(free_index):
@@ -299,7 +350,17 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self.free_group = []
 
 
+def _check_multiplier(value):
+    if not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"kernel_page_multiplier must be an int >= 1, got {value!r}")
+
+
 def _translate(side, virt_tokens, out, dtype, what, device):
+    return _translate_with(side.translate, virt_tokens, out, dtype, what, device)
+
+
+def _translate_with(translate, virt_tokens, out, dtype, what, device):
+    """translate(ids, dst) into out (checked) or into a new tensor."""
     if out is not None:
         if out.dtype != dtype:
             raise InvalidArgumentError(f"{what}: out= dtype must be {dtype}, got {out.dtype}")
@@ -310,8 +371,8 @@ def _translate(side, virt_tokens, out, dtype, what, device):
         if out.device != device:
             raise InvalidArgumentError(f"{what}: out= must be on {device}, got {out.device}")
         if out.is_contiguous():
-            side.translate(virt_tokens, out)
+            translate(virt_tokens, out)
             return out
-        out.copy_(side.translate(virt_tokens, torch.empty(out.shape, dtype=dtype, device=device)))
+        out.copy_(translate(virt_tokens, torch.empty(out.shape, dtype=dtype, device=device)))
         return out
-    return side.translate(virt_tokens, torch.empty(virt_tokens.shape, dtype=dtype, device=device))
+    return translate(virt_tokens, torch.empty(virt_tokens.shape, dtype=dtype, device=device))

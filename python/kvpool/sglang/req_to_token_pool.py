@@ -100,10 +100,17 @@ class HybridReqToTokenPool:
         unified_buffer=None,
         mamba_sub_pool_name: str = "mamba",
         mamba_allocator=None,
+        pre_alloc_size: int = 0,
         **_unused,
     ):
+        if pre_alloc_size < 0:
+            raise InvalidArgumentError(f"pre_alloc_size must be >= 0, got {pre_alloc_size}")
+        # A disaggregated decode node's rows cover its preallocated requests too, while size
+        # stays the running-request cap the scheduler checks against.
         self.size = size
-        self._alloc_size = size + 1
+        self.pre_alloc_size = pre_alloc_size
+        self._rows = size + pre_alloc_size
+        self._alloc_size = self._rows + 1
         self.max_context_len = max_context_len
         self.device = device
         self.enable_mamba_extra_buffer = enable_mamba_extra_buffer
@@ -139,7 +146,7 @@ class HybridReqToTokenPool:
         if self._table is not None:
             raise InvalidStateError("HybridReqToTokenPool: the state allocator is already set")
         self._table = native.HybridReqTable(
-            self.size,
+            self._rows,
             self.max_context_len,
             side,
             self.enable_mamba_extra_buffer,

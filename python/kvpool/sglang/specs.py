@@ -117,3 +117,35 @@ class MambaSubPoolSpec(SubPoolSpec):
 
     def get_dtype(self) -> torch.dtype:
         return self.conv_dtype
+
+
+@dataclass(frozen=True, kw_only=True)
+class MLASubPoolSpec(SubPoolSpec):
+    """Multi-head latent attention: one row of ``kv_lora_rank + qk_rope_head_dim`` elements
+    per token and layer, V being the row's first ``kv_lora_rank`` elements (no V rows). A page
+    holds, per layer, its page_size rows; a UnifiedKVPool reads them through dense views."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    store_dtype: torch.dtype
+
+    def __post_init__(self):
+        super().__post_init__()
+        _require(self.kv_lora_rank > 0, f"kv_lora_rank must be positive; got {self.kv_lora_rank}")
+        _require(
+            self.qk_rope_head_dim > 0,
+            f"qk_rope_head_dim must be positive; got {self.qk_rope_head_dim}",
+        )
+
+    @property
+    def kv_cache_dim(self) -> int:
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def entry_bytes(self) -> int:
+        return self.layer_num * self.kv_cache_dim * itemsize(self.store_dtype)
+
+    def page_bytes(self, page_size: int) -> int:
+        return page_size * self.entry_bytes()
+
+    def get_dtype(self) -> torch.dtype:
+        return self.store_dtype

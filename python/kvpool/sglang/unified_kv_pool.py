@@ -4,7 +4,10 @@ three, the middle one floating between them (the tri-pool's).
 The bytes are kvpool's: allocated by the C API (zeroed) and exported as the
 tensor ``_raw``, or, with ``buffer=``, an engine's own uint8 tensor adopted
 as it is. Per-layer views follow the reference's page-major layout, so the
-allocators move whole pages as single contiguous copies.
+allocators move whole pages as single contiguous copies. An MLA sub-pool's
+views are dense (``page_major.build_dense_mla_views``) and need a tail pad of
+one page past the buffer, ``view_tail_pad_bytes``: allocated with the buffer,
+outside the sub-pools' bytes.
 
 Page sizes, as in the reference: ``page_size`` shapes the views only; an
 allocator's page size is its own. kvpool's native layout (which the
@@ -14,7 +17,8 @@ that allocator's page size (Mamba sub-pools keep 1). An allocator page of
 ``n * page_size`` tokens is ``n`` whole view pages, contiguous in the buffer,
 so a page move carries every view token in it; an allocator page size that
 is not a multiple of the views' is refused, and so is, once the layout is
-fixed, one that differs from it.
+fixed, one that differs from it. An MLA sub-pool's allocator page size is
+the views' (its dense ids count view pages).
 """
 
 from typing import Dict, List, Tuple
@@ -22,8 +26,17 @@ from typing import Dict, List, Tuple
 import torch
 
 from .. import native
+from .._tensors import pool_device
 from ..errors import InvalidArgumentError
-from .specs import MambaSubPoolSpec, MHASubPoolSpec, SubPoolSpec, _prod, _require, itemsize
+from .page_major import build_dense_mla_views, build_page_major_mamba_views
+from .specs import (
+    MambaSubPoolSpec,
+    MHASubPoolSpec,
+    MLASubPoolSpec,
+    SubPoolSpec,
+    _require,
+    itemsize,
+)
 
 GB = 1024 * 1024 * 1024
 
@@ -37,9 +50,14 @@ class UnifiedKVPool:
         device: str,
         enable_memory_saver: bool = False,
         page_size: int = 1,
+        view_tail_pad_bytes: int = 0,
         buffer: torch.Tensor = None,
     ):
         _require(page_size >= 1, f"page_size must be >= 1; got {page_size}")
+        _require(
+            view_tail_pad_bytes >= 0,
+            f"view_tail_pad_bytes must be >= 0; got {view_tail_pad_bytes}",
+        )
         names = [s.name for s in sub_pool_specs]
         _require(
             len(sub_pool_specs) >= 2 and len(set(names)) == len(names),
@@ -54,6 +72,7 @@ class UnifiedKVPool:
                 f"UnifiedKVPool needs one grow-up and one grow-down sub-pool; got {directions}",
             )
         self.total_bytes = int(total_bytes)
+        self.view_tail_pad_bytes = int(view_tail_pad_bytes)
         self.sub_pool_specs = sub_pool_specs
         self.enable_memory_saver = enable_memory_saver
         self._page_size = page_size
@@ -62,6 +81,16 @@ class UnifiedKVPool:
         self._side_page_size = {
             s.name: 1 if isinstance(s, MambaSubPoolSpec) else page_size for s in sub_pool_specs
         }
+        # The tail pad is allocated with the buffer but belongs to no sub-pool: kvpool's
+        # layout sees total_bytes, the views see the pad too.
+        allocation = self.total_bytes + self.view_tail_pad_bytes
+        if buffer is not None:
+            _require(
+                isinstance(buffer, torch.Tensor) and buffer.numel() >= allocation,
+                f"buffer must hold total_bytes + view_tail_pad_bytes = {allocation} bytes",
+            )
+        elif self.view_tail_pad_bytes:
+            buffer = torch.zeros(allocation, dtype=torch.uint8, device=pool_device(device))
         self._native = native.UnifiedBuffer(
             self.total_bytes,
             [
@@ -78,20 +107,27 @@ class UnifiedKVPool:
             buffer,
         )
         self.device = self._native.device
-        self._raw = self._native.bytes
+        self._raw = buffer[:allocation] if self.view_tail_pad_bytes else self._native.bytes
         self._layout_fixed = False
 
-        entry_max = max(s.entry_bytes() for s in sub_pool_specs)
         self._max_slots = {}
-        self._min_slot_index = {}
         self._mha_views: Dict[str, Tuple[List[torch.Tensor], List[torch.Tensor]]] = {}
+        self._mla_views: Dict[str, List[torch.Tensor]] = {}
         self._mamba_views: Dict[str, Tuple[List[torch.Tensor], torch.Tensor]] = {}
         for spec in sub_pool_specs:
             entry = spec.entry_bytes()
             self._max_slots[spec.name] = self.total_bytes // entry
-            self._min_slot_index[spec.name] = (entry_max + entry - 1) // entry
             if isinstance(spec, MHASubPoolSpec):
                 self._mha_views[spec.name] = self._build_mha_views(spec)
+            elif isinstance(spec, MLASubPoolSpec):
+                self._mla_views[spec.name] = build_dense_mla_views(
+                    self._raw,
+                    layer_num=spec.layer_num,
+                    kv_cache_dim=spec.kv_cache_dim,
+                    store_dtype=spec.store_dtype,
+                    page_size=page_size,
+                    num_pages=self._max_slots[spec.name] // page_size,
+                )
             elif isinstance(spec, MambaSubPoolSpec):
                 self._mamba_views[spec.name] = self._build_mamba_views(spec)
             else:
@@ -109,6 +145,14 @@ class UnifiedKVPool:
         )
         return s
 
+    def mla_spec(self, name: str) -> MLASubPoolSpec:
+        s = self._specs_by_name[name]
+        _require(
+            isinstance(s, MLASubPoolSpec),
+            f"sub-pool {name!r} is {type(s).__name__}, expected MLASubPoolSpec",
+        )
+        return s
+
     def mamba_spec(self, name: str) -> MambaSubPoolSpec:
         s = self._specs_by_name[name]
         _require(
@@ -120,8 +164,13 @@ class UnifiedKVPool:
     def max_slots(self, name: str) -> int:
         return self._max_slots[name]
 
-    def min_slot_index(self, name: str) -> int:
-        return self._min_slot_index[name]
+    def min_slot_index(self, name: str, native_buffer=None) -> int:
+        """The sub-pool's first slot past kvpool's padding sink, which covers page 0 of every
+        sub-pool (slot 0's rows spread over its page): it follows the page sizes of the layout
+        (native_buffer's, an allocator's before it is fixed; else the pool's)."""
+        entry = self._specs_by_name[name].entry_bytes()
+        sink = (native_buffer or self._native).sink_bytes
+        return (sink + entry - 1) // entry
 
     def anchor_bytes(self, name: str) -> int:
         """Where the sub-pool's pages are counted from: byte 0 for every sub-pool."""
@@ -131,6 +180,11 @@ class UnifiedKVPool:
     def mha_views_for(self, name: str) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
         """Per layer, K and V views ``(num_pages, page_size, head_num, head_dim)``."""
         return self._mha_views[name]
+
+    def mla_views_for(self, name: str) -> List[torch.Tensor]:
+        """Per layer, the dense view ``(num_pages * layer_num * page_size, 1, kv_cache_dim)``
+        (see page_major.build_dense_mla_views), indexed by dense ids."""
+        return self._mla_views[name]
 
     def mamba_views_for(self, name: str) -> Tuple[List[torch.Tensor], torch.Tensor]:
         """Per conv tensor a view ``(layers, max_slots, *shape)``, and the temporal view."""
@@ -160,6 +214,12 @@ class UnifiedKVPool:
                 raise InvalidArgumentError(
                     f"sub-pool {name!r}: the allocator's page size {ps} is not a multiple of "
                     f"the UnifiedKVPool's page_size {self._page_size}, which shapes its views"
+                )
+            if isinstance(self._specs_by_name[name], MLASubPoolSpec) and ps != self._page_size:
+                raise InvalidArgumentError(
+                    f"sub-pool {name!r} holds MLA, whose dense views count the UnifiedKVPool's "
+                    f"pages: its allocator's page size must be page_size {self._page_size}, "
+                    f"not {ps}"
                 )
             if self._layout_fixed and ps != self._side_page_size[name]:
                 raise InvalidArgumentError(
@@ -239,32 +299,12 @@ class UnifiedKVPool:
         return k_buffer, v_buffer
 
     def _build_mamba_views(self, spec: MambaSubPoolSpec):
-        entry = spec.entry_bytes()
-        slots = self._max_slots[spec.name]
-        offset = 0
-
-        def view(shape, dtype):
-            nonlocal offset
-            size = itemsize(dtype)
-            _require(
-                offset % size == 0 and entry % size == 0,
-                f"sub-pool {spec.name!r}: a {dtype} state at byte {offset} of a {entry}-byte slot "
-                "is misaligned",
-            )
-            inner = _prod(shape)
-            strides, acc = [], 1
-            for dim in reversed(shape):
-                strides.insert(0, acc)
-                acc *= int(dim)
-            v = torch.as_strided(
-                self._typed(dtype),
-                (spec.layer_num, slots, *shape),
-                (inner, entry // size, *strides),
-                offset // size,
-            )
-            offset += spec.layer_num * inner * size
-            return v
-
-        conv = [view(tuple(shape), spec.conv_dtype) for shape in spec.conv_state_shapes]
-        temporal = view(tuple(spec.temporal_state_shape), spec.temporal_dtype)
-        return conv, temporal
+        return build_page_major_mamba_views(
+            self._raw,
+            layer_num=spec.layer_num,
+            conv_state_shapes=spec.conv_state_shapes,
+            conv_dtype=spec.conv_dtype,
+            temporal_state_shape=spec.temporal_state_shape,
+            temporal_dtype=spec.temporal_dtype,
+            max_slots=self._max_slots[spec.name],
+        )

@@ -32,13 +32,14 @@ void translate_tokens(const ExecutionSpace& space,
         return;
     const index_t num_virtual_pages = length(op.v2p);
     const index_t page_size = op.page_size;
+    const index_t page_stride = page_size * op.page_multiplier;
     Kokkos::parallel_for(
         "kvpool::translate", kk::range(space, n), KOKKOS_LAMBDA(const index_t i) {
             const index_t token = op.in(i);
             const index_t page = token / page_size;
             index_t physical = 0;
             if (token >= 0 && page < num_virtual_pages) {
-                physical = op.v2p(page) * page_size + token % page_size;
+                physical = op.v2p(page) * page_stride + token % page_size;
                 if (physical < 0)
                     physical = 0;
             }
