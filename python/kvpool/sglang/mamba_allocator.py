@@ -27,6 +27,8 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         lazy_compaction: bool = False,
         full_max_moves_per_call: Optional[int] = None,
         mamba_max_moves_per_call: Optional[int] = None,
+        full_zero_on_alloc: bool = False,
+        mamba_zero_on_alloc: bool = False,
     ):
         super().__init__(
             unified_buffer.max_slots("full") - 1,
@@ -39,8 +41,10 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         self.full_attn_allocator, self.mamba_allocator = self._init_pair(
             native.MambaPair(
                 unified_buffer._native,
-                side_options(lazy_compaction, full_max_moves_per_call),
-                side_options(lazy_compaction, mamba_max_moves_per_call),
+                side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
+                side_options(
+                    lazy_compaction, mamba_max_moves_per_call, zero_on_alloc=mamba_zero_on_alloc
+                ),
             ),
             lazy_compaction,
             (("full", "full_kv_pool", page_size), ("mamba", "mamba_pool", 1)),

@@ -19,9 +19,10 @@ from . import relocation
 from .base import BaseTokenToKVPoolAllocator, InflightForward
 
 
-def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True):
+def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True, zero_on_alloc=False):
     """A side's kvpool options. The opportunistic flush's move cap is max_moves_per_call, or
     what SGLANG_LAZY_COMPACTION_MAX_MOVES_PER_CALL says when the side is made, as in the reference.
+    zero_on_alloc (not in the reference, off as there): the pages the side hands out are zeroed.
     """
     if max_moves_per_call is None:
         max_moves_per_call = int(
@@ -29,7 +30,7 @@ def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True):
         )
     if max_moves_per_call <= 0:
         raise InvalidArgumentError(f"max_moves_per_call must be positive, not {max_moves_per_call}")
-    return native.side_options(lazy_compaction, max_moves_per_call, is_id_owner)
+    return native.side_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc)
 
 
 class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
@@ -46,12 +47,13 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         forward_stream: Optional[torch.cuda.Stream] = None,
         lazy_compaction: bool = False,
         max_moves_per_call: Optional[int] = None,
+        zero_on_alloc: bool = False,
     ):
         self._check_page_size(unified_buffer, sub_pool_name, page_size)
         side = native.Side.create(
             unified_buffer._native,
             sub_pool_name,
-            side_options(lazy_compaction, max_moves_per_call, is_id_owner),
+            side_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc),
         )
         self._setup(
             side,
@@ -120,6 +122,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self.num_virtual_ids = self.num_pages
         self.lazy_compaction = bool(info.lazy)
         self._lazy_max_moves_per_call = info.max_moves_per_flush
+        self.zero_on_alloc = bool(info.zero_on_alloc)
         self._peer = None
         self.relocation = relocation.install(
             side, kvcache, unified_buffer, sub_pool_name, info.page_size, side.device
