@@ -1,7 +1,8 @@
 // The allocator's operations at the peer's geometry (peer-baseline.md): SWA
 // pair, 128 KiB per token per side, page sizes 1 and 16, eager and lazy. Each
 // reports the time until its device work is done (the benchmark time) and the
-// host time until the call returned (host_us).
+// host time until the call returned (host_us). The *_zeroed variants run the
+// same calls with handout zeroing on both sides (AllocatorOptions::zero_on_alloc).
 #include "bench_common.hpp"
 
 #include <kvpool/kernels/dispatch.hpp>
@@ -20,16 +21,24 @@ struct Serving {
     Space space;
     std::vector<std::vector<index_t>> requests; // virtual token ids per request
 
-    Serving(index_t ps, CompactionMode mode)
-        : page_size(ps), pool(swa_layout(ps)), pair(pool, mode) {}
+    Serving(index_t ps, CompactionMode mode, bool zero = false)
+        : page_size(ps), pool(swa_layout(ps)),
+          pair(pool, options(mode, zero), options(mode, zero)) {}
+
+    static AllocatorOptions options(CompactionMode mode, bool zero) {
+        AllocatorOptions o;
+        o.mode = mode;
+        o.zero_on_alloc = zero;
+        return o;
+    }
 
     bool admit(const std::vector<index_t>& lengths) {
         return admit_requests(pair, space, lengths, requests);
     }
 };
 
-void prefill_alloc(benchmark::State& state) {
-    Serving s(state.range(0), mode_of(state));
+void prefill_alloc_with(benchmark::State& state, bool zero) {
+    Serving s(state.range(0), mode_of(state), zero);
     const std::vector<index_t> prefix(32, 0), seq(32, 512);
     const IndexView last_loc = device_copy_of(std::vector<index_t>(32, -1));
     IndexView out("bench::out", 32 * 512);
@@ -50,8 +59,8 @@ void prefill_alloc(benchmark::State& state) {
     report_host_time(state, host);
 }
 
-void decode_alloc(benchmark::State& state) {
-    Serving s(state.range(0), mode_of(state));
+void decode_alloc_with(benchmark::State& state, bool zero) {
+    Serving s(state.range(0), mode_of(state), zero);
     std::mt19937_64 rng(1);
     std::vector<index_t> lengths;
     for (int r = 0; r < 256; ++r)
@@ -173,8 +182,8 @@ void lazy_flush(benchmark::State& state) {
 }
 
 // One scheduler step with 256 running requests: decode all, finish 4, admit 4.
-void serving_step(benchmark::State& state) {
-    Serving s(state.range(0), mode_of(state));
+void serving_step_with(benchmark::State& state, bool zero) {
+    Serving s(state.range(0), mode_of(state), zero);
     std::mt19937_64 rng(2);
     std::vector<index_t> lengths;
     for (int r = 0; r < 256; ++r)
@@ -215,6 +224,25 @@ void serving_step(benchmark::State& state) {
         benchmark::Counter(static_cast<double>(moved), benchmark::Counter::kAvgIterations);
 }
 
+void prefill_alloc(benchmark::State& state) {
+    prefill_alloc_with(state, false);
+}
+void prefill_alloc_zeroed(benchmark::State& state) {
+    prefill_alloc_with(state, true);
+}
+void decode_alloc(benchmark::State& state) {
+    decode_alloc_with(state, false);
+}
+void decode_alloc_zeroed(benchmark::State& state) {
+    decode_alloc_with(state, true);
+}
+void serving_step(benchmark::State& state) {
+    serving_step_with(state, false);
+}
+void serving_step_zeroed(benchmark::State& state) {
+    serving_step_with(state, true);
+}
+
 void both_modes(benchmark::internal::Benchmark* b) {
     b->ArgNames({"page", "lazy"});
     for (int page : {1, 16})
@@ -237,5 +265,8 @@ BENCHMARK(lazy_flush)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(serving_step)->Apply(both_modes);
+BENCHMARK(prefill_alloc_zeroed)->Apply(both_modes);
+BENCHMARK(decode_alloc_zeroed)->Apply(both_modes);
+BENCHMARK(serving_step_zeroed)->Apply(both_modes);
 
 } // namespace kvpool::bench

@@ -239,3 +239,118 @@ TEST_CASE("native: translate equals the portable kernel, int64 and int32 out", "
     const auto host = to_host(native64);
     CHECK(std::count(host.begin(), host.end(), 0) > 0); // padding and unbound ids reach the sink
 }
+
+TEST_CASE("alloc-bind with handout zeroing: exactly the new pages' bytes are zero, native and "
+          "portable alike",
+          "[native][zeroing]") {
+    const std::uint64_t seed = 90210;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const index_t page_size = 16, table_rows = 4096;
+    // The owner's pages span three zeroing chunks, 16-byte aligned; the
+    // follower's are smaller and unaligned.
+    const index_t own_bytes = 40000, follower_bytes = 1000, follower_first = 100;
+    const PrefillRequests req = random_prefill_requests(rng, 9, page_size, 40, 60, 1000, 500);
+    const Space space;
+    using Follower = kernels::Follower<IndexView, IndexView>;
+    enum class Kernel { extend, decode, plain };
+    for (const Kernel kernel : {Kernel::extend, Kernel::decode, Kernel::plain})
+        for (const bool as_runs : {false, true}) {
+            const index_t n = kernel == Kernel::decode ? req.decode_pages : req.pages;
+            INFO("kernel " << static_cast<int>(kernel) << ", runs " << as_runs << ", pages " << n);
+            REQUIRE(n > 0);
+            std::vector<index_t> vpages(static_cast<std::size_t>(n)), ppages(vpages.size()),
+                fpages(vpages.size());
+            std::iota(vpages.begin(), vpages.end(), 5);
+            std::iota(ppages.begin(), ppages.end(), 1);
+            std::iota(fpages.begin(), fpages.end(), follower_first);
+            if (as_runs) {
+                // Two runs: the second half's physical pages start further up.
+                for (std::size_t k = vpages.size() / 2; k < vpages.size(); ++k)
+                    ppages[k] += 3;
+            } else {
+                std::shuffle(vpages.begin(), vpages.end(), rng);
+                std::shuffle(ppages.begin(), ppages.end(), rng);
+                std::shuffle(fpages.begin(), fpages.end(), rng);
+            }
+            const kernels::PageRuns runs =
+                as_runs ? kernels::find_page_runs(vpages.data(), ppages.data(), fpages.data(), n)
+                        : kernels::PageRuns{};
+            REQUIRE((runs.count > 0) == as_runs);
+            const index_t buffer =
+                std::max((n + 4) * own_bytes, (follower_first + n + 1) * follower_bytes);
+            const Bytes initial = random_bytes(static_cast<std::size_t>(buffer), seed + n);
+            auto expected = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), initial);
+            for (index_t k = 0; k < n; ++k) {
+                std::fill_n(expected.data() + ppages[k] * own_bytes, own_bytes, 0);
+                std::fill_n(expected.data() + fpages[k] * follower_bytes, follower_bytes, 0);
+            }
+            auto run = [&](bool native, bool zero) {
+                Bytes bytes("bytes", initial.extent(0));
+                Kokkos::deep_copy(bytes, initial);
+                IndexView v2p("v2p", table_rows), p2v("p2v", table_rows);
+                Follower follower{IndexView("follower_v2p", table_rows),
+                                  IndexView("follower_p2v", table_rows),
+                                  as_runs ? IndexView() : to_device(fpages)};
+                Kokkos::deep_copy(v2p, -1);
+                Kokkos::deep_copy(p2v, -1);
+                Kokkos::deep_copy(follower.v2p, -1);
+                Kokkos::deep_copy(follower.p2v, -1);
+                kernels::NewPages pages{v2p,
+                                        p2v,
+                                        as_runs ? IndexView() : to_device(vpages),
+                                        as_runs ? IndexView() : to_device(ppages),
+                                        page_size,
+                                        follower};
+                pages.runs = runs;
+                if (zero) {
+                    pages.zero_bytes = bytes;
+                    pages.zero_page_bytes = own_bytes;
+                    pages.zero_follower_page_bytes = follower_bytes;
+                }
+                const index_t outs = kernel == Kernel::extend   ? req.tokens
+                                     : kernel == Kernel::decode ? index_t(req.seq.size())
+                                                                : n * page_size;
+                IndexView out("out", static_cast<std::size_t>(outs));
+                if (kernel == Kernel::extend) {
+                    const kernels::AllocExtend op{pages,
+                                                  to_device(req.prefix),
+                                                  to_device(req.seq),
+                                                  to_device(req.out_start),
+                                                  to_device(req.page_start),
+                                                  to_device(req.last),
+                                                  out};
+                    native ? kernels::alloc_extend_bind(space, op)
+                           : kernels::portable::alloc_extend_bind(space, op);
+                } else if (kernel == Kernel::decode) {
+                    const kernels::AllocDecode op{pages, to_device(req.decode_seq),
+                                                  to_device(req.decode_page_start),
+                                                  to_device(req.last), out};
+                    native ? kernels::alloc_decode_bind(space, op)
+                           : kernels::portable::alloc_decode_bind(space, op);
+                } else {
+                    const kernels::AllocTokens op{pages, out};
+                    native ? kernels::bind_pages_emit_tokens(space, op)
+                           : kernels::portable::bind_pages_emit_tokens(space, op);
+                }
+                space.fence();
+                auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bytes);
+                return std::make_tuple(
+                    std::vector<std::uint8_t>(host.data(), host.data() + host.extent(0)),
+                    std::vector<std::vector<index_t>>{to_host(v2p), to_host(p2v), to_host(out),
+                                                      to_host(follower.v2p),
+                                                      to_host(follower.p2v)});
+            };
+            const std::vector<std::uint8_t> want(expected.data(),
+                                                 expected.data() + expected.extent(0));
+            const auto portable = run(false, true);
+            CHECK(std::get<0>(portable) == want);
+            // Zeroing changes nothing else the launch writes.
+            CHECK(std::get<1>(portable) == std::get<1>(run(false, false)));
+            if (has_native_kernels) {
+                const auto native = run(true, true);
+                CHECK(std::get<0>(native) == want);
+                CHECK(std::get<1>(native) == std::get<1>(portable));
+            }
+        }
+}

@@ -201,6 +201,7 @@ typedef struct {
     int is_id_owner;
     int lazy;
     int64_t max_moves_per_flush; /* opportunistic flush cap */
+    int zero_on_alloc;           /* handout zeroing (kvpool_side_options.zero_on_alloc) */
 } kvpool_side_info;
 
 typedef struct {
@@ -234,6 +235,10 @@ typedef struct {
     int lazy;                    /* 0: eager compaction, 1: lazy */
     int is_id_owner;             /* mints virtual ids (1), or binds ids minted by its peer (0) */
     int64_t max_moves_per_flush; /* opportunistic flush cap; <= 0: kvpool's default */
+    /* 1: every page this side hands out (alloc, alloc_extend, alloc_decode,
+     * alloc_with_virtual, state slots) has its bytes in the unified buffer
+     * zeroed in the same launch; such a side takes no move callback. 0: off. */
+    int zero_on_alloc;
 } kvpool_side_options;
 
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name,

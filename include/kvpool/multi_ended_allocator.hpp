@@ -120,7 +120,16 @@ public:
         follower_ = &follower;
     }
 
-    void set_move_callback(move_callback callback) { move_ = std::move(callback); }
+    // Refused on a side that zeroes its handouts: the zeroing reaches the
+    // unified buffer only, not KV kept elsewhere.
+    void set_move_callback(move_callback callback) {
+        if (callback && core_.options().zero_on_alloc)
+            throw Error(ErrorCode::invalid_argument,
+                        "set_move_callback: side '" + geometry().spec.name +
+                            "' zeroes the pages it hands out (zero_on_alloc), in the unified "
+                            "buffer; KV kept elsewhere would not be zeroed");
+        move_ = std::move(callback);
+    }
 
     // ---------------------------------------------------------------- sizes
     index_t available_size() const { return core_.available_size(); }
@@ -201,6 +210,11 @@ public:
             if (!core_.bind_virtual_pages(virtual_pages.data(),
                                           static_cast<index_t>(virtual_pages.size()), binding_))
                 return fail_alloc(space);
+            if (core_.options().zero_on_alloc) {
+                // The alloc-bind launch binds and zeroes; it emits no token ids here.
+                emit_allocated_tokens(space, index_view());
+                return true;
+            }
             submit_peer(space);
             apply_binding(space);
             return true;
@@ -672,10 +686,20 @@ private:
             staging_.slice(staged.physical_pages, listed),
             page_size(),
             {},
-            staged.runs};
+            staged.runs,
+            {},
+            0,
+            0};
         if (follower_)
             pages.follower = {follower_->v2p_, follower_->p2v_,
                               staging_.slice(staged.follower_pages, listed)};
+        const bool zero_own = core_.options().zero_on_alloc;
+        const bool zero_follower = follower_ && follower_->core_.options().zero_on_alloc;
+        if (zero_own || zero_follower) {
+            pages.zero_bytes = pool_->bytes();
+            pages.zero_page_bytes = zero_own ? geometry().page_bytes : 0;
+            pages.zero_follower_page_bytes = zero_follower ? follower_->geometry().page_bytes : 0;
+        }
         return pages;
     }
 

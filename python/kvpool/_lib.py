@@ -44,7 +44,12 @@ class SubPoolSpec(ctypes.Structure):
 
 
 class SideOptions(ctypes.Structure):
-    _fields_ = [("lazy", c_int), ("is_id_owner", c_int), ("max_moves_per_flush", c_int64)]
+    _fields_ = [
+        ("lazy", c_int),
+        ("is_id_owner", c_int),
+        ("max_moves_per_flush", c_int64),
+        ("zero_on_alloc", c_int),
+    ]
 
 
 class SideInfo(ctypes.Structure):
@@ -60,6 +65,7 @@ class SideInfo(ctypes.Structure):
         ("is_id_owner", c_int),
         ("lazy", c_int),
         ("max_moves_per_flush", c_int64),
+        ("zero_on_alloc", c_int),
     ]
 
 

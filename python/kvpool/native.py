@@ -25,10 +25,13 @@ from ._tensors import (
 from ._tokens import token_handle
 
 
-def side_options(lazy=False, max_moves_per_flush=0, is_id_owner=True):
+def side_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_on_alloc=False):
     """One side's options: lazy or eager compaction, the opportunistic flush's move cap (<= 0:
-    kvpool's default) and whether it mints its ids (a pair sets that itself)."""
-    return _lib.SideOptions(int(bool(lazy)), int(bool(is_id_owner)), int(max_moves_per_flush))
+    kvpool's default), whether it mints its ids (a pair sets that itself), and handout zeroing
+    (every page it hands out has its bytes zeroed in the alloc-bind launch)."""
+    return _lib.SideOptions(
+        int(bool(lazy)), int(bool(is_id_owner)), int(max_moves_per_flush), int(bool(zero_on_alloc))
+    )
 
 
 class _Handle:

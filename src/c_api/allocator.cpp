@@ -40,6 +40,7 @@ AllocatorOptions options_of(const kvpool_side_options* o) {
     options.is_id_owner = o->is_id_owner != 0;
     if (o->max_moves_per_flush > 0)
         options.max_moves_per_flush = o->max_moves_per_flush;
+    options.zero_on_alloc = o->zero_on_alloc != 0;
     return options;
 }
 
@@ -123,6 +124,7 @@ kvpool_status kvpool_allocator_info(const kvpool_allocator* a, kvpool_side_info*
         info.is_id_owner = side.options().is_id_owner ? 1 : 0;
         info.lazy = side.options().mode == kvpool::CompactionMode::lazy ? 1 : 0;
         info.max_moves_per_flush = side.options().max_moves_per_flush;
+        info.zero_on_alloc = side.options().zero_on_alloc ? 1 : 0;
     });
 }
 

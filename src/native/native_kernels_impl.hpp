@@ -147,19 +147,61 @@ __device__ __forceinline__ index_t bind_page(const native::NewPages& pages, inde
     return page.virtual_page;
 }
 
-__global__ void bind_pages_emit_tokens_kernel(native::AllocTokens op) {
+// Handout zeroing: the blocks after an alloc-bind kernel's first work_blocks
+// each zero one chunk of a new page (native::zero_chunk_at), with 16-byte
+// stores where the chunk is 16-byte aligned.
+inline index_t zero_chunks_of(const native::NewPages& pages) {
+    return native::zero_chunks(pages.pages, pages.zeroing.page_bytes,
+                               pages.zeroing.follower_page_bytes);
+}
+
+__device__ __forceinline__ void zero_page_chunk(const native::NewPages& pages, index_t i) {
+    const native::PageZeroing& zeroing = pages.zeroing;
+    const native::ZeroChunk chunk =
+        native::zero_chunk_at(pages.pages, zeroing.page_bytes, zeroing.follower_page_bytes, i);
+    index_t physical = 0;
+    if (pages.runs.count > 0) {
+        const PageRuns::Page page = pages.runs.at(chunk.page);
+        physical = chunk.follower ? page.follower_page : page.physical_page;
+    } else {
+        physical = chunk.follower ? pages.follower.physical_pages[chunk.page]
+                                  : pages.physical_pages[chunk.page];
+    }
+    const index_t page_bytes = chunk.follower ? zeroing.follower_page_bytes : zeroing.page_bytes;
+    std::uint8_t* const first = zeroing.bytes + physical * page_bytes + chunk.begin;
+    const index_t n = chunk.end - chunk.begin;
+    if (reinterpret_cast<std::uintptr_t>(first) % 16 == 0 && n % 16 == 0) {
+        uint4* const vectors = reinterpret_cast<uint4*>(first);
+        for (index_t k = threadIdx.x; k < n / 16; k += blockDim.x)
+            vectors[k] = make_uint4(0, 0, 0, 0);
+    } else {
+        for (index_t k = threadIdx.x; k < n; k += blockDim.x)
+            first[k] = 0;
+    }
+}
+
+__global__ void bind_pages_emit_tokens_kernel(native::AllocTokens op, index_t work_blocks) {
+    if (blockIdx.x >= work_blocks) {
+        zero_page_chunk(op.pages, blockIdx.x - work_blocks);
+        return;
+    }
     const index_t page_size = op.pages.page_size;
     const index_t t = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x;
     if (t >= op.pages.pages * page_size)
         return;
     const index_t page = t / page_size;
-    op.out[t] = virtual_page_of(op.pages, page) * page_size + t % page_size;
+    if (op.out != nullptr)
+        op.out[t] = virtual_page_of(op.pages, page) * page_size + t % page_size;
     if (t % page_size == 0)
         bind_page(op.pages, page);
 }
 
 // One block per request: its threads share the request's tokens and new pages.
 __global__ void alloc_extend_bind_kernel(native::AllocExtend op) {
+    if (blockIdx.x >= op.batch) {
+        zero_page_chunk(op.pages, blockIdx.x - op.batch);
+        return;
+    }
     const index_t page_size = op.pages.page_size;
     const index_t r = blockIdx.x;
     const index_t prefix = op.prefix_lens[r];
@@ -182,7 +224,11 @@ __global__ void alloc_extend_bind_kernel(native::AllocExtend op) {
     }
 }
 
-__global__ void alloc_decode_bind_kernel(native::AllocDecode op) {
+__global__ void alloc_decode_bind_kernel(native::AllocDecode op, index_t work_blocks) {
+    if (blockIdx.x >= work_blocks) {
+        zero_page_chunk(op.pages, blockIdx.x - work_blocks);
+        return;
+    }
     const index_t r = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x;
     if (r >= op.batch)
         return;
@@ -286,7 +332,9 @@ void NativeKernels<Runtime>::bind_pages_emit_tokens(stream_type stream,
     const index_t tokens = op.pages.pages * op.pages.page_size;
     if (tokens == 0)
         return;
-    bind_pages_emit_tokens_kernel<<<blocks_for(tokens), threads_per_block, 0, stream>>>(op);
+    const unsigned work_blocks = blocks_for(tokens);
+    bind_pages_emit_tokens_kernel<<<static_cast<unsigned>(work_blocks + zero_chunks_of(op.pages)),
+                                    threads_per_block, 0, stream>>>(op, work_blocks);
     Runtime::check_launch("kvpool::bind_pages_emit_tokens");
 }
 
@@ -295,7 +343,8 @@ void NativeKernels<Runtime>::alloc_extend_bind(stream_type stream, const native:
     using namespace native_detail;
     if (op.batch == 0)
         return;
-    alloc_extend_bind_kernel<<<static_cast<unsigned>(op.batch), threads_per_block, 0, stream>>>(op);
+    alloc_extend_bind_kernel<<<static_cast<unsigned>(op.batch + zero_chunks_of(op.pages)),
+                               threads_per_block, 0, stream>>>(op);
     Runtime::check_launch("kvpool::alloc_extend_bind");
 }
 
@@ -304,7 +353,9 @@ void NativeKernels<Runtime>::alloc_decode_bind(stream_type stream, const native:
     using namespace native_detail;
     if (op.batch == 0)
         return;
-    alloc_decode_bind_kernel<<<blocks_for(op.batch), threads_per_block, 0, stream>>>(op);
+    const unsigned work_blocks = blocks_for(op.batch);
+    alloc_decode_bind_kernel<<<static_cast<unsigned>(work_blocks + zero_chunks_of(op.pages)),
+                               threads_per_block, 0, stream>>>(op, work_blocks);
     Runtime::check_launch("kvpool::alloc_decode_bind");
 }
 

@@ -57,6 +57,50 @@ struct Follower {
     const index_t* physical_pages;
 };
 
+// Handout zeroing: every byte of each new page, and of the follower's new
+// pages, set to zero in the alloc-bind launch. Physical page p of a side is
+// bytes [p * page_bytes, (p + 1) * page_bytes); page_bytes 0: that side's
+// pages are not zeroed.
+struct PageZeroing {
+    std::uint8_t* bytes;
+    index_t page_bytes;
+    index_t follower_page_bytes;
+};
+
+// The zeroing is cut into chunks of at most zero_chunk_bytes of one page: one
+// block's work natively, one work item's portably. Chunk i of an allocation
+// of `pages` new pages: the owner's pages' chunks first, then the follower's.
+constexpr index_t zero_chunk_bytes = 16384;
+
+KVPOOL_HOST_DEVICE inline index_t zero_chunks_per_page(index_t page_bytes) {
+    return (page_bytes + zero_chunk_bytes - 1) / zero_chunk_bytes;
+}
+
+KVPOOL_HOST_DEVICE inline index_t zero_chunks(index_t pages, index_t page_bytes,
+                                              index_t follower_page_bytes) {
+    return pages * (zero_chunks_per_page(page_bytes) + zero_chunks_per_page(follower_page_bytes));
+}
+
+// Bytes [begin, end) of new page `page` (of the follower's pages when follower).
+struct ZeroChunk {
+    index_t page;
+    bool follower;
+    index_t begin;
+    index_t end;
+};
+
+KVPOOL_HOST_DEVICE inline ZeroChunk zero_chunk_at(index_t pages, index_t page_bytes,
+                                                  index_t follower_page_bytes, index_t i) {
+    const index_t own_chunks = pages * zero_chunks_per_page(page_bytes);
+    const bool follower = i >= own_chunks;
+    const index_t bytes = follower ? follower_page_bytes : page_bytes;
+    const index_t per_page = zero_chunks_per_page(bytes);
+    const index_t j = follower ? i - own_chunks : i;
+    const index_t begin = (j % per_page) * zero_chunk_bytes;
+    const index_t end = begin + zero_chunk_bytes < bytes ? begin + zero_chunk_bytes : bytes;
+    return {j / per_page, follower, begin, end};
+}
+
 // virtual_pages[k] <-> physical_pages[k] on both tables (and the follower's);
 // with runs.count > 0, runs.at(k) instead, and the lists are not read.
 struct NewPages {
@@ -68,8 +112,10 @@ struct NewPages {
     index_t page_size;
     Follower follower;
     PageRuns runs;
+    PageZeroing zeroing;
 };
 
+// out null: the pages are bound (and zeroed), no token ids emitted.
 struct AllocTokens {
     NewPages pages;
     index_t* out;

@@ -8,6 +8,7 @@
 #include <kvpool/kernels/page_runs.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 
@@ -123,8 +124,13 @@ template <class TableView, class PageView> struct Follower {
 
 // Pages one allocation takes: virtual_pages(k) <-> physical_pages(k) on this
 // side's tables and on the follower's; with runs.count > 0, runs.at(k) instead
-// (the lists are then empty).
-template <class TableView, class PageView> struct NewPages {
+// (the lists are then empty). With handout zeroing (zero_page_bytes, and
+// zero_follower_page_bytes for the follower's pages, > 0), the alloc-bind
+// launch also zeroes every byte of the new pages in zero_bytes: zero_chunks()
+// work items more, zero_chunk(i) each (native::zero_chunk_at).
+template <class TableView, class PageView,
+          class BytesView = kk::View<std::uint8_t*, typename TableView::memory_space>>
+struct NewPages {
     TableView v2p;
     TableView p2v;
     PageView virtual_pages;
@@ -132,6 +138,9 @@ template <class TableView, class PageView> struct NewPages {
     index_t page_size = 1;
     Follower<TableView, PageView> follower;
     PageRuns runs;
+    BytesView zero_bytes;
+    index_t zero_page_bytes = 0;
+    index_t zero_follower_page_bytes = 0;
 
     index_t size() const { return runs.count > 0 ? runs.pages : length(virtual_pages); }
     KOKKOS_INLINE_FUNCTION index_t virtual_page(index_t k) const {
@@ -151,13 +160,41 @@ template <class TableView, class PageView> struct NewPages {
         follower.bind(k, v);
         return v;
     }
+    index_t zero_chunks() const {
+        return native::zero_chunks(size(), zero_page_bytes, zero_follower_page_bytes);
+    }
+    KOKKOS_INLINE_FUNCTION void zero_chunk(index_t i) const {
+        const index_t pages =
+            runs.count > 0 ? runs.pages : static_cast<index_t>(virtual_pages.extent(0));
+        const native::ZeroChunk chunk =
+            native::zero_chunk_at(pages, zero_page_bytes, zero_follower_page_bytes, i);
+        index_t physical = 0;
+        if (runs.count > 0) {
+            const PageRuns::Page page = runs.at(chunk.page);
+            physical = chunk.follower ? page.follower_page : page.physical_page;
+        } else {
+            physical =
+                chunk.follower ? follower.physical_pages(chunk.page) : physical_pages(chunk.page);
+        }
+        const index_t page_bytes = chunk.follower ? zero_follower_page_bytes : zero_page_bytes;
+        std::uint8_t* const page = zero_bytes.data() + physical * page_bytes;
+        for (index_t b = chunk.begin; b < chunk.end; ++b)
+            page[b] = 0;
+    }
     auto views() const {
         return std::tie(v2p, p2v, virtual_pages, physical_pages, follower.v2p, follower.p2v,
-                        follower.physical_pages);
+                        follower.physical_pages, zero_bytes);
     }
     native::NewPages raw() const {
-        return {v2p.data(), p2v.data(), virtual_pages.data(), physical_pages.data(),
-                size(),     page_size,  follower.raw(),       runs};
+        return {v2p.data(),
+                p2v.data(),
+                virtual_pages.data(),
+                physical_pages.data(),
+                size(),
+                page_size,
+                follower.raw(),
+                runs,
+                {zero_bytes.data(), zero_page_bytes, zero_follower_page_bytes}};
     }
 };
 template <class TableView, class PageView>
@@ -166,13 +203,16 @@ template <class TableView, class PageView>
 NewPages(TableView, TableView, PageView, PageView, index_t, Follower<TableView, PageView>)
     -> NewPages<TableView, PageView>;
 
-// alloc(n): out(t) = virtual_pages(t / ps) * ps + t % ps, binding each page.
+// alloc(n): out(t) = virtual_pages(t / ps) * ps + t % ps, binding each page;
+// an empty out binds the pages and emits nothing (a non-owner's binding).
 template <class Pages, class OutView> struct AllocTokens {
     Pages pages;
     OutView out;
 
     auto views() const { return std::tuple_cat(pages.views(), std::tie(out)); }
-    native::AllocTokens raw() const { return {pages.raw(), out.data()}; }
+    native::AllocTokens raw() const {
+        return {pages.raw(), length(out) > 0 ? out.data() : nullptr};
+    }
 };
 template <class Pages, class OutView> AllocTokens(Pages, OutView) -> AllocTokens<Pages, OutView>;
 

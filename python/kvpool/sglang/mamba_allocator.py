@@ -29,6 +29,8 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         full_max_moves_per_call: Optional[int] = None,
         mamba_max_moves_per_call: Optional[int] = None,
         full_kernel_page_multiplier: int = 1,
+        full_zero_on_alloc: bool = False,
+        mamba_zero_on_alloc: bool = False,
     ):
         _check_multiplier(full_kernel_page_multiplier)
         super().__init__(
@@ -42,8 +44,10 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         self.full_attn_allocator, self.mamba_allocator = self._init_pair(
             native.MambaPair(
                 unified_buffer._native_for({"full": page_size, "mamba": 1}),
-                side_options(lazy_compaction, full_max_moves_per_call),
-                side_options(lazy_compaction, mamba_max_moves_per_call),
+                side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
+                side_options(
+                    lazy_compaction, mamba_max_moves_per_call, zero_on_alloc=mamba_zero_on_alloc
+                ),
             ),
             lazy_compaction,
             (("full", "full_kv_pool", page_size), ("mamba", "mamba_pool", 1)),

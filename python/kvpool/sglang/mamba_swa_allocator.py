@@ -46,6 +46,9 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         full_max_moves_per_call: Optional[int] = None,
         swa_max_moves_per_call: Optional[int] = None,
         mamba_max_moves_per_call: Optional[int] = None,
+        full_zero_on_alloc: bool = False,
+        swa_zero_on_alloc: bool = False,
+        mamba_zero_on_alloc: bool = False,
     ):
         """kvcache: None, or an object with ``full_kv_pool``, ``swa_kv_pool`` and
         ``mamba_pool`` (kvpool's page-major pools over the same sub-pools, or an engine's
@@ -60,9 +63,11 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         )
         tri_pool = native.MambaSwaTriPool(
             unified_buffer._native_for({"full": page_size, "swa": page_size, "mamba": 1}),
-            side_options(lazy_compaction, full_max_moves_per_call),
-            side_options(lazy_compaction, swa_max_moves_per_call),
-            side_options(lazy_compaction, mamba_max_moves_per_call),
+            side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
+            side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
+            side_options(
+                lazy_compaction, mamba_max_moves_per_call, zero_on_alloc=mamba_zero_on_alloc
+            ),
         )
         (
             self.full_attn_allocator,

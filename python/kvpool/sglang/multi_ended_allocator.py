@@ -19,9 +19,10 @@ from . import relocation, transfer
 from .base import BaseTokenToKVPoolAllocator, InflightForward
 
 
-def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True):
+def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True, zero_on_alloc=False):
     """A side's kvpool options. The opportunistic flush's move cap is max_moves_per_call, or
     what SGLANG_LAZY_COMPACTION_MAX_MOVES_PER_CALL says when the side is made, as in the reference.
+    zero_on_alloc (not in the reference, off as there): the pages the side hands out are zeroed.
     """
     if max_moves_per_call is None:
         max_moves_per_call = int(
@@ -29,7 +30,7 @@ def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True):
         )
     if max_moves_per_call <= 0:
         raise InvalidArgumentError(f"max_moves_per_call must be positive, not {max_moves_per_call}")
-    return native.side_options(lazy_compaction, max_moves_per_call, is_id_owner)
+    return native.side_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc)
 
 
 class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
@@ -47,13 +48,16 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         lazy_compaction: bool = False,
         max_moves_per_call: Optional[int] = None,
         kernel_page_multiplier: int = 1,
+        zero_on_alloc: bool = False,
     ):
         _check_multiplier(kernel_page_multiplier)
         # The allocator's page size decides (the pool's shapes its views): the first
         # allocator over the buffer fixes kvpool's layout with it.
         buffer = unified_buffer._native_for({sub_pool_name: page_size})
         side = native.Side.create(
-            buffer, sub_pool_name, side_options(lazy_compaction, max_moves_per_call, is_id_owner)
+            buffer,
+            sub_pool_name,
+            side_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc),
         )
         self._setup(
             side,
@@ -118,6 +122,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         self.entry_bytes_per_page = info.page_bytes
         self.lazy_compaction = bool(info.lazy)
         self._lazy_max_moves_per_call = info.max_moves_per_flush
+        self.zero_on_alloc = bool(info.zero_on_alloc)
         self._peer = None
         self._kernel_page_multiplier = 1
         # While set (the composite's set_disagg_move_gate), translations for a transfer gate

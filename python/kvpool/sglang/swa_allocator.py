@@ -94,6 +94,8 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         lazy_compaction: bool = False,
         full_max_moves_per_call: Optional[int] = None,
         swa_max_moves_per_call: Optional[int] = None,
+        full_zero_on_alloc: bool = False,
+        swa_zero_on_alloc: bool = False,
     ):
         self._size_full = full_max_total_num_tokens
         self._size_swa = swa_max_total_num_tokens
@@ -110,8 +112,8 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         self.full_attn_allocator, self.swa_attn_allocator = self._init_pair(
             native.SwaPair(
                 unified_buffer._native_for({"full": page_size, "swa": page_size}),
-                side_options(lazy_compaction, full_max_moves_per_call),
-                side_options(lazy_compaction, swa_max_moves_per_call),
+                side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
+                side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
             ),
             lazy_compaction,
             (("full", "full_kv_pool", page_size), ("swa", "swa_kv_pool", page_size)),

@@ -2,7 +2,10 @@
 // and the virtual token ids handed to the engine, from a host-prepared page list.
 // The token arithmetic is SGLang's alloc_extend/alloc_decode kernels', run in
 // virtual space: a request first fills the free tail of its last page, then
-// takes whole new pages in order. The kernels read their Views from a copy of op.
+// takes whole new pages in order. With handout zeroing the same launch zeroes
+// the new pages, in op.pages.zero_chunks() work items after the others (a
+// request's partly filled last page is not touched: it is no new page). The
+// kernels read their Views from a copy of op.
 #pragma once
 
 #include <kvpool/kernels/op_args.hpp>
@@ -16,10 +19,17 @@ void bind_pages_emit_tokens(const ExecutionSpace& space, const AllocTokens<Pages
     const index_t n = op.pages.size() * page_size;
     if (n == 0)
         return;
+    const bool emit = length(op.out) > 0;
     Kokkos::parallel_for(
-        "kvpool::alloc_bind", kk::range(space, n), KOKKOS_LAMBDA(const index_t t) {
+        "kvpool::alloc_bind", kk::range(space, n + op.pages.zero_chunks()),
+        KOKKOS_LAMBDA(const index_t t) {
+            if (t >= n) {
+                op.pages.zero_chunk(t - n);
+                return;
+            }
             const index_t page = t / page_size;
-            op.out(t) = op.pages.virtual_page(page) * page_size + t % page_size;
+            if (emit)
+                op.out(t) = op.pages.virtual_page(page) * page_size + t % page_size;
             if (t % page_size == 0)
                 op.pages.bind(page);
         });
@@ -33,7 +43,12 @@ void alloc_extend_bind(const ExecutionSpace& space,
         return;
     const index_t page_size = op.pages.page_size;
     Kokkos::parallel_for(
-        "kvpool::alloc_extend_bind", kk::range(space, batch), KOKKOS_LAMBDA(const index_t r) {
+        "kvpool::alloc_extend_bind", kk::range(space, batch + op.pages.zero_chunks()),
+        KOKKOS_LAMBDA(const index_t r) {
+            if (r >= batch) {
+                op.pages.zero_chunk(r - batch);
+                return;
+            }
             const index_t prefix = op.prefix_lens(r);
             const index_t seq = op.seq_lens(r);
             const index_t first_new_page = op.page_start(r);
@@ -62,7 +77,12 @@ void alloc_decode_bind(const ExecutionSpace& space,
         return;
     const index_t page_size = op.pages.page_size;
     Kokkos::parallel_for(
-        "kvpool::alloc_decode_bind", kk::range(space, batch), KOKKOS_LAMBDA(const index_t r) {
+        "kvpool::alloc_decode_bind", kk::range(space, batch + op.pages.zero_chunks()),
+        KOKKOS_LAMBDA(const index_t r) {
+            if (r >= batch) {
+                op.pages.zero_chunk(r - batch);
+                return;
+            }
             if ((op.seq_lens(r) - 1) % page_size == 0)
                 op.out(r) = op.pages.bind(op.page_start(r)) * page_size;
             else
