@@ -137,29 +137,22 @@ class UnifiedKVPool:
     def spec(self, name: str) -> SubPoolSpec:
         return self._specs_by_name[name]
 
-    def mha_spec(self, name: str) -> MHASubPoolSpec:
+    def _spec_of_type(self, name: str, spec_type):
         s = self._specs_by_name[name]
         _require(
-            isinstance(s, MHASubPoolSpec),
-            f"sub-pool {name!r} is {type(s).__name__}, expected MHASubPoolSpec",
+            isinstance(s, spec_type),
+            f"sub-pool {name!r} is {type(s).__name__}, expected {spec_type.__name__}",
         )
         return s
+
+    def mha_spec(self, name: str) -> MHASubPoolSpec:
+        return self._spec_of_type(name, MHASubPoolSpec)
 
     def mla_spec(self, name: str) -> MLASubPoolSpec:
-        s = self._specs_by_name[name]
-        _require(
-            isinstance(s, MLASubPoolSpec),
-            f"sub-pool {name!r} is {type(s).__name__}, expected MLASubPoolSpec",
-        )
-        return s
+        return self._spec_of_type(name, MLASubPoolSpec)
 
     def mamba_spec(self, name: str) -> MambaSubPoolSpec:
-        s = self._specs_by_name[name]
-        _require(
-            isinstance(s, MambaSubPoolSpec),
-            f"sub-pool {name!r} is {type(s).__name__}, expected MambaSubPoolSpec",
-        )
-        return s
+        return self._spec_of_type(name, MambaSubPoolSpec)
 
     def max_slots(self, name: str) -> int:
         return self._max_slots[name]
