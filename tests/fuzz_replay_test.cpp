@@ -8,6 +8,7 @@
 #include "req_table_run.hpp"
 #include "side_run.hpp"
 #include "swa_run.hpp"
+#include "test_config.hpp"
 #include "tri_pool_run.hpp"
 
 #include <algorithm>
@@ -24,7 +25,8 @@ namespace {
 std::vector<std::filesystem::path> inputs_of(const std::string& target) {
     std::vector<std::filesystem::path> files;
     for (const char* kind : {"corpus", "regressions"}) {
-        const std::filesystem::path dir = std::filesystem::path(KVPOOL_FUZZ_DIR) / kind / target;
+        const std::filesystem::path dir =
+            std::filesystem::path(randomised_config().fuzz_dir) / kind / target;
         if (std::filesystem::is_directory(dir))
             for (const auto& entry : std::filesystem::directory_iterator(dir))
                 files.push_back(entry.path());
@@ -36,6 +38,8 @@ std::vector<std::filesystem::path> inputs_of(const std::string& target) {
 template <class Run, class Config>
 void replay(const std::string& target, const std::vector<Config>& configs) {
     const auto files = inputs_of(target);
+    INFO("fuzz inputs looked for under " << randomised_config().fuzz_dir
+                                         << " (--kvpool-fuzz-dir or KVPOOL_FUZZ_DIR)");
     REQUIRE(!files.empty());
     for (const auto& file : files) {
         std::ifstream in(file, std::ios::binary);

@@ -22,12 +22,21 @@ int main(int argc, char* argv[]) {
     Catch::Session session;
     auto& config = kvpool::test::randomised_config();
     using Catch::Clara::Opt;
-    session.cli(session.cli() |
-                Opt(config.seed, "seed")["--kvpool-seed"](
-                    "run the randomised tests with this one seed (reproduces a failure)") |
-                Opt(config.seeds, "count")["--kvpool-seeds"]("seeds per randomised test") |
-                Opt(config.ops, "count")["--kvpool-ops"]("operations per seed"));
+    session.cli(
+        session.cli() |
+        Opt(config.seed, "seed")["--kvpool-seed"](
+            "run the randomised tests with this one seed (reproduces a failure)") |
+        Opt(config.seeds, "count")["--kvpool-seeds"]("seeds per randomised test") |
+        Opt(config.ops, "count")["--kvpool-ops"]("operations per seed") |
+        Opt(config.fuzz_dir, "dir")["--kvpool-fuzz-dir"](
+            "the fuzz corpus and regressions (default: $KVPOOL_FUZZ_DIR, else the source tree's)"));
     if (const int rc = session.applyCommandLine(argc, argv); rc != 0)
         return rc;
+    if (config.fuzz_dir.empty()) {
+        const char* from_environment = std::getenv("KVPOOL_FUZZ_DIR");
+        config.fuzz_dir = from_environment != nullptr && *from_environment != '\0'
+                              ? from_environment
+                              : KVPOOL_FUZZ_DIR;
+    }
     return session.run();
 }

@@ -1,5 +1,5 @@
-// One device byte buffer shared by one or two sub-pools growing toward each
-// other. Holds the bytes and the layout; allocators hold the policy.
+// One device byte buffer shared by sub-pools: bands that grow toward each other from its two
+// ends, two or more. Holds the bytes and the layout; allocators hold the policy.
 #pragma once
 
 #include <kvpool/error.hpp>
