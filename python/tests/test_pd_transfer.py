@@ -143,7 +143,8 @@ def test_freed_pages_under_transfer_are_not_reused(device):
         taken += pages_of(full.translate_kv_loc(tokens))
         rows = alloc.translate_kv_loc_dense(tokens)
         for l in range(LAYERS):
-            kv.set_kv_buffer(layer(l), rows, torch.full((PS, 1, DIM), 9.0, dtype=DTYPE, device=rows.device), None)
+            value = torch.full((PS, 1, DIM), 9.0, dtype=DTYPE, device=rows.device)
+            kv.set_kv_buffer(layer(l), rows, value, None)
     assert taken and not set(taken) & set(a_pages)
     assert torch.equal(torch.cat([envelope(pool, kv, p) for p in a_pages]), a_bytes)
     # Once the transfer has concluded, the pages are free again.
