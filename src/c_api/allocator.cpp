@@ -299,6 +299,8 @@ kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream
     return on_side(a, [&](const auto& side, auto& ref) {
         using S = typename std::decay_t<decltype(ref)>::execution_space;
         require(n >= 0, "translate: negative length");
+        require_reachable<S>(virtual_tokens, n);
+        require_reachable<S>(out, n);
         const typename kvpool::MultiEndedAllocator<S>::const_index_view in(
             virtual_tokens, static_cast<std::size_t>(n));
         if (out_int32)
@@ -317,6 +319,8 @@ kvpool_status kvpool_allocator_translate_dense(const kvpool_allocator* a, void* 
     return on_side(a, [&](const auto& side, auto& ref) {
         using S = typename std::decay_t<decltype(ref)>::execution_space;
         require(n >= 0, "translate_dense: negative length");
+        require_reachable<S>(virtual_tokens, n);
+        require_reachable<S>(out, n);
         side.translate_dense(ref.space(stream),
                              typename kvpool::MultiEndedAllocator<S>::const_index_view(
                                  virtual_tokens, static_cast<std::size_t>(n)),

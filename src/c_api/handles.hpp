@@ -131,14 +131,32 @@ public:
     LiveHandle& operator=(const LiveHandle&) = delete;
 };
 
+// Throws invalid_argument naming the parameter unless it holds.
+void require(bool condition, const std::string& what);
+
+// Throws invalid_argument unless a handle's code on S can reach caller memory
+// of n elements: a GPU build asks its runtime (a kernel that touches memory it
+// cannot reach poisons the whole context); a host build cannot tell.
+void require_host_reachable(const void* data, std::int64_t n);
+template <class S> void require_reachable(const void* data, std::int64_t n) {
+    if constexpr (kernels::NativeBackend<S>::available) {
+        if (data != nullptr && n > 0)
+            require(kernels::NativeBackend<S>::runtime::device_can_access(data),
+                    "an array of " + std::to_string(n) +
+                        " elements for a GPU handle is host memory the GPU cannot reach: "
+                        "pass GPU memory (managed or page-locked host memory also serve)");
+    } else {
+        require_host_reachable(data, n);
+    }
+}
+
 // Unmanaged Views over caller memory, in S's memory.
 template <class S> IdsOn<S> device_ids(const std::int64_t* data, std::int64_t n) {
+    require_reachable<S>(data, n);
     return IdsOn<S>(const_cast<index_t*>(data), static_cast<std::size_t>(n));
 }
 std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n);
 
-// Throws invalid_argument naming the parameter unless it holds.
-void require(bool condition, const std::string& what);
 template <class T> T& deref(T* handle, const char* name) {
     require(handle != nullptr, std::string(name) + " is NULL");
     return *handle;

@@ -158,6 +158,7 @@ kvpool_status kvpool_req_pool_write(kvpool_req_pool* pool, void* stream, int64_t
     return on_table(pool, [&](auto& p, auto& ref) {
         require(n >= 0, "write: negative length");
         using Table = std::decay_t<decltype(p)>;
+        require_reachable<typename std::decay_t<decltype(ref)>::execution_space>(ids, n);
         p.write(ref.space(stream), slot, start,
                 typename Table::const_index_view(ids, static_cast<std::size_t>(n)));
     });

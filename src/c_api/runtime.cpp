@@ -20,6 +20,14 @@ namespace kvpool::capi {
 
 namespace {
 
+// Whether the host can read caller memory: the GPU runtime tells where there is one.
+template <class Gpu> bool host_can_access([[maybe_unused]] const void* data) {
+    if constexpr (kernels::NativeBackend<Gpu>::available)
+        return kernels::NativeBackend<Gpu>::runtime::host_can_access(data);
+    else
+        return true;
+}
+
 std::mutex runtime_mutex;
 bool initialized_here = false; // kvpool called Kokkos::initialize
 bool finalize_requested = false;
@@ -135,7 +143,16 @@ LiveHandle::~LiveHandle() {
 std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n) {
     require(n >= 0, "a negative element count");
     require(n == 0 || data != nullptr, "a NULL array of " + std::to_string(n) + " elements");
+    require_host_reachable(data, n);
     return std::vector<index_t>(data, data + n);
+}
+
+void require_host_reachable(const void* data, std::int64_t n) {
+    if (data != nullptr && n > 0)
+        require(host_can_access<GpuSpace>(data),
+                "an array of " + std::to_string(n) +
+                    " elements the host reads is GPU memory: a host handle's arrays, and every "
+                    "handle's *_host arrays, are host memory");
 }
 
 void require(bool condition, const std::string& what) {

@@ -70,6 +70,24 @@ static int devices(void) {
         strstr(kvpool_last_error(), "the other side of the same unified buffer") == NULL ||
         (gpu && strstr(kvpool_last_error(), "on another device") == NULL))
         return fail("sides of two pools were bound");
+    /* Host memory a GPU side's kernels would write is refused before any work
+     * (a kernel writing there would poison the whole context). */
+    if (gpu) {
+        kvpool_side_state before, after;
+        int64_t host_out[4];
+        int allocated = -1;
+        CHECK(kvpool_allocator_state(down, &before));
+        if (kvpool_allocator_alloc(down, NULL, 4, host_out, &allocated) !=
+                KVPOOL_ERROR_INVALID_ARGUMENT ||
+            allocated != -1 ||
+            strstr(kvpool_last_error(), "host memory the GPU cannot reach") == NULL)
+            return fail("host memory given to a GPU side was not refused");
+        CHECK(kvpool_allocator_state(down, &after));
+        CHECK(kvpool_allocator_check_invariants(down, NULL));
+        if (after.allocated_count != before.allocated_count ||
+            after.available_size != before.available_size)
+            return fail("a refused host array changed the GPU side");
+    }
 
     CHECK(kvpool_req_pool_create_on(KVPOOL_DEVICE_HOST, 4, 8, NULL, &table));
     int64_t slot = -1;
@@ -171,7 +189,7 @@ static int swa_pair(void) {
     kvpool_allocator* down = NULL;
     kvpool_allocator* other = NULL;
     kvpool_pool* pool2 = NULL;
-    CHECK(kvpool_pool_create(1 << 16, specs, 2, NULL, NULL, &pool2));
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &pool2));
     CHECK(kvpool_allocator_create(pool2, "full", NULL, NULL, &up));
     CHECK(kvpool_allocator_create(pool2, "swa", NULL, NULL, &down));
     CHECK(kvpool_allocator_create(pool2, "swa", NULL, NULL, &other));

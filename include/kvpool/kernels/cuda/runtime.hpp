@@ -60,6 +60,29 @@ struct Runtime {
         check(cudaStreamWaitEvent(stream, event, 0), "cudaStreamWaitEvent");
     }
 
+    // Whether caller memory can be handed to the device's kernels: device or
+    // managed memory, page-locked host memory, or any host memory where the
+    // device reads pageable memory itself (HMM, ATS). A kernel that writes to
+    // memory it cannot reach poisons the whole context, so the C API asks first.
+    static bool device_can_access(const void* data) {
+        cudaPointerAttributes attributes{};
+        check(cudaPointerGetAttributes(&attributes, data), "cudaPointerGetAttributes");
+        if (attributes.type != cudaMemoryTypeUnregistered)
+            return true;
+        int device = 0;
+        int pageable = 0;
+        check(cudaGetDevice(&device), "cudaGetDevice");
+        check(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device),
+              "cudaDeviceGetAttribute");
+        return pageable != 0;
+    }
+    // Whether the host can read caller memory: all but device-only memory.
+    static bool host_can_access(const void* data) {
+        cudaPointerAttributes attributes{};
+        check(cudaPointerGetAttributes(&attributes, data), "cudaPointerGetAttributes");
+        return attributes.type != cudaMemoryTypeDevice;
+    }
+
     // Stream-ordered device memory: usable by work enqueued on stream after
     // the call, released after the work enqueued before the free.
     static void* malloc_async(std::size_t bytes, stream_type stream) {

@@ -55,6 +55,25 @@ struct Runtime {
         check(hipStreamWaitEvent(stream, event, 0), "hipStreamWaitEvent");
     }
 
+    // Whether caller memory can be handed to the device's kernels: device or
+    // managed memory, page-locked host memory, or any host memory where the
+    // device reads pageable memory itself. A kernel that writes to memory it
+    // cannot reach poisons the whole context, so the C API asks first.
+    static bool device_can_access(const void* data) {
+        if (registered_type(data) != unregistered)
+            return true;
+        int device = 0;
+        int pageable = 0;
+        check(hipGetDevice(&device), "hipGetDevice");
+        check(hipDeviceGetAttribute(&pageable, hipDeviceAttributePageableMemoryAccess, device),
+              "hipDeviceGetAttribute");
+        return pageable != 0;
+    }
+    // Whether the host can read caller memory: all but device-only memory.
+    static bool host_can_access(const void* data) {
+        return registered_type(data) != static_cast<int>(hipMemoryTypeDevice);
+    }
+
     // Stream-ordered device memory: usable by work enqueued on stream after
     // the call, released after the work enqueued before the free.
     static void* malloc_async(std::size_t bytes, stream_type stream) {
@@ -76,6 +95,27 @@ struct Runtime {
                   ? hipErrorInvalidValue
                   : hipMemcpyAsync(device_dst, host_src, bytes, hipMemcpyHostToDevice, stream),
               "hipMemcpyAsync (host to device)");
+    }
+
+private:
+    static constexpr int unregistered = -1;
+    // The hipMemoryType of memory HIP knows, else unregistered: ROCm 5 refuses
+    // plain host memory with hipErrorInvalidValue, ROCm 6 reports it by type.
+    static int registered_type(const void* data) {
+        hipPointerAttribute_t attributes{};
+        const hipError_t status = hipPointerGetAttributes(&attributes, data);
+        if (status == hipErrorInvalidValue) {
+            (void)hipGetLastError();
+            return unregistered;
+        }
+        check(status, "hipPointerGetAttributes");
+#if HIP_VERSION_MAJOR >= 6
+        if (attributes.type == hipMemoryTypeUnregistered)
+            return unregistered;
+        return static_cast<int>(attributes.type);
+#else
+        return static_cast<int>(attributes.memoryType);
+#endif
     }
 };
 
