@@ -20,12 +20,11 @@ namespace kvpool::detail {
 // so that the internal checks can be forced.
 struct AllocatorCoreTestAccess {
     static void set_live(const AllocatorCore& core, index_t page, bool live) {
-        mutable_core(core).page_state_.set(static_cast<std::size_t>(page),
-                                           live ? AllocatorCore::PageState::live
-                                                : AllocatorCore::PageState::outside);
+        mutable_core(core).tables_.page_state.set(static_cast<std::size_t>(page),
+                                                  live ? PageState::live : PageState::outside);
     }
     static void move_watermark(const AllocatorCore& core, index_t by) {
-        mutable_core(core).watermark_ += by;
+        mutable_core(core).tables_.watermark += by;
     }
 
 private:

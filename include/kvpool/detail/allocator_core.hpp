@@ -2,20 +2,24 @@
 // virtual ids, watermark, holes, pages awaiting reuse, a mirror of v2p/p2v) and
 // every policy decision. It never touches device memory: each call appends the
 // device work it decided on to plan(), which a backend applies in one batch.
+// The core orchestrates; the band's tables and the parts it owns live under
+// detail/core/: the move gate, compaction, the backup window and the
+// transaction log, each over the tables, none over the core.
 #pragma once
 
 #include <kvpool/allocator_options.hpp>
 #include <kvpool/allocator_snapshot.hpp>
 #include <kvpool/completion_token.hpp>
 #include <kvpool/counters.hpp>
+#include <kvpool/detail/core/backup_window.hpp>
+#include <kvpool/detail/core/band_tables.hpp>
+#include <kvpool/detail/core/compaction.hpp>
+#include <kvpool/detail/core/move_gate.hpp>
+#include <kvpool/detail/core/transaction_log.hpp>
 #include <kvpool/detail/device_plan.hpp>
-#include <kvpool/detail/journal.hpp>
 #include <kvpool/pool_layout.hpp>
 
-#include <cstdint>
 #include <deque>
-#include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +27,7 @@ namespace kvpool {
 
 namespace detail {
 
-class AllocatorCore {
+class AllocatorCore final : private BandReport {
 public:
     AllocatorCore(const SideGeometry& geometry, index_t total_bytes, AllocatorOptions options);
 
@@ -52,25 +56,27 @@ public:
     // beyond it may still succeed.
     index_t schedulable_available_size() const;
     // Live tokens (holes and pages awaiting reuse excluded).
-    index_t allocated_count() const { return live_pages_ * page_size(); }
-    index_t live_pages() const { return live_pages_; }
-    index_t hole_pages() const { return static_cast<index_t>(holes_.size()); }
+    index_t allocated_count() const { return tables_.live_pages * page_size(); }
+    index_t live_pages() const { return tables_.live_pages; }
+    index_t hole_pages() const { return static_cast<index_t>(tables_.holes.size()); }
     // Holes an allocation may reuse: those under no transfer.
     index_t usable_hole_pages() const;
-    index_t pending_reuse_pages() const { return pending_pages_; }
+    index_t pending_reuse_pages() const { return compaction_.pending_pages(); }
     index_t free_virtual_page_count() const;
     // Pages the band may still grow by, by index space alone (bytes aside).
     index_t index_headroom_pages() const;
-    index_t watermark() const { return watermark_; }
+    index_t watermark() const { return tables_.watermark; }
     // The band's first page on an up or floating side (it moves on a floating
     // one); one past its last page on a down side.
-    index_t anchor() const { return anchor_; }
+    index_t anchor() const { return tables_.anchor; }
     // Holes in the order allocations reuse them (front first).
-    const std::deque<index_t>& hole_list() const { return holes_.items(); }
+    const std::deque<index_t>& hole_list() const { return tables_.holes.items(); }
     // Free virtual pages in the order allocations take them (front first).
-    const std::deque<index_t>& free_virtual_pages() const { return free_virtual_pages_.items(); }
+    const std::deque<index_t>& free_virtual_pages() const {
+        return tables_.free_virtual_pages.items();
+    }
     // Rows of the v2p table: the id owner's virtual page space.
-    index_t virtual_table_pages() const { return static_cast<index_t>(v2p_.size()); }
+    index_t virtual_table_pages() const { return static_cast<index_t>(tables_.v2p.size()); }
     index_t band_pages() const;
     index_t byte_low_frontier() const;
     index_t byte_high_frontier() const;
@@ -177,8 +183,8 @@ public:
     // Whether a token can order the device work of this side's plans without
     // blocking the host (an event token of the instance's GPU runtime); unset,
     // none can.
-    using stream_wait_check = bool (*)(const CompletionToken&);
-    void set_stream_wait_check(stream_wait_check check) { stream_wait_check_ = check; }
+    using stream_wait_check = MoveGate::stream_wait_check;
+    void set_stream_wait_check(stream_wait_check check) { gate_.set_stream_wait_check(check); }
     // Throws the invalid_state error an eager free of these tokens raises for
     // pages under a transfer no stream wait can order (the queued tokens of an
     // open free group with it), so a composite can check both sides before
@@ -186,7 +192,7 @@ public:
     void check_free_gates(const index_t* virtual_tokens, index_t count) const;
 
     // ---- speculative decoding ----
-    bool backup_window_open() const { return open_window_id_ != 0; }
+    bool backup_window_open() const { return backup_.is_open(); }
     AllocatorSnapshot backup_state();
     // Throws invalid_state unless snapshot marks a point of the open window
     // still in the undo log (call names the caller in the message): a
@@ -200,7 +206,7 @@ public:
 
     // Throws kvpool::Error(internal) naming the first broken invariant.
     void check_invariants() const;
-    std::string state_string() const;
+    std::string state_string() const override;
     const AllocatorCounters& counters() const { return counters_; }
 
     DevicePlan& plan() { return plan_; }
@@ -213,16 +219,17 @@ public:
     // go into holes and overwrite no page anyone holds, so a rollback after
     // them is still exact (an eager free's overwrite the freed pages). Unset,
     // moves wait for the whole plan.
-    using move_starter = std::function<void()>;
-    void set_move_starter(move_starter starter) { move_starter_ = std::move(starter); }
+    using move_starter = Compaction::move_starter;
+    void set_move_starter(move_starter starter) {
+        compaction_.set_move_starter(std::move(starter));
+    }
 
     // Moved-from pages waiting for their readers, one batch per token, in the
     // order they return to the hole list.
-    struct PendingBatch {
-        CompletionTokenPtr readers_done;
-        std::vector<index_t> pages;
-    };
-    const std::vector<PendingBatch>& pending_batches() const { return pending_.get(); }
+    using PendingBatch = detail::PendingBatch;
+    const std::vector<PendingBatch>& pending_batches() const {
+        return compaction_.pending_batches();
+    }
 
     // ---- transactions: undoing what the host decided when the device fails ----
     // While one is open every change is journaled. rollback_transaction()
@@ -233,44 +240,23 @@ public:
     void checkpoint_transaction();
     void close_transaction();
     void rollback_transaction();
-    bool transaction_open() const { return transaction_open_; }
-    struct ChangedRows {
-        bool all = false; // the tables were rebuilt (clear())
-        std::vector<index_t> v2p;
-        std::vector<index_t> p2v;
-    };
+    bool transaction_open() const { return transaction_.is_open(); }
+    using ChangedRows = detail::ChangedRows;
     // Rows of v2p and p2v changed since the opening or the last checkpoint.
-    ChangedRows changed_rows() const;
+    ChangedRows changed_rows() const { return transaction_.changed_rows(tables_); }
 
 private:
     // Tests corrupt and repair the state through it to force internal errors.
     friend struct AllocatorCoreTestAccess;
 
-    enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
     enum class ShortOfIds { flush_peer_first, fail_at_once };
 
-    struct UndoRecord {
-        PageBinding binding;
-        bool virtual_pages_from_free_list;
-        std::uint64_t serial;
-    };
+    // The views the parts work through.
+    Band band();
+    BandView view() const;
+    TransactionScope transaction_scope();
+    using Unjournaled = TransactionLog::Unjournaled;
 
-    void log_undo(const PageBinding& binding, bool from_free_list);
-    // Pages an in-flight transfer reads until done completes.
-    struct Gate {
-        CompletionTokenPtr done;
-        std::vector<index_t> pages;
-    };
-
-    void undo_binding(const PageBinding& binding, bool from_free_list);
-    // The pages of an eager free's compaction under a transfer not complete:
-    // the gates' tokens its plan must wait for; throws if one cannot be waited
-    // for on the stream.
-    std::vector<CompletionTokenPtr>
-    eager_free_gate_waits(const std::vector<index_t>& virtual_pages) const;
-    std::vector<index_t> gate_pages_of(const CompletionTokenPtr& token,
-                                       const index_t* virtual_tokens, index_t count,
-                                       bool skip_unbound) const;
     index_t available_pages(index_t extra_below_bytes, index_t extra_above_bytes) const;
     // Bytes a neighbour can give this side's gap toward it: a lazy anchored
     // one's drainable holes, a floating one's shift.
@@ -289,28 +275,7 @@ private:
     std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,
                                          bool skip_unbound) const;
     void free_pages(const std::vector<index_t>& virtual_pages);
-    void free_pages_eager(const std::vector<index_t>& virtual_pages);
-    void free_pages_lazy(const std::vector<index_t>& virtual_pages);
-    void drain_pending(bool urgent);
-    // The steps of flush(): retire the holes at the frontier (holes ordered
-    // anchor first), settle the forward in flight (the readers moved-from
-    // pages wait for, and the pages it writes), move survivors into holes,
-    // and return the moved-from pages.
-    index_t absorb_frontier_holes(std::vector<index_t>& holes, const std::vector<index_t>& gated);
-    CompletionTokenPtr settle_forward(bool pack, std::vector<index_t>& write_set);
-    std::vector<index_t> move_survivors(const std::vector<index_t>& holes, index_t cap,
-                                        const std::vector<index_t>& write_set);
-    void release_moved_from(const CompletionTokenPtr& readers,
-                            const std::vector<index_t>& moved_from);
-    void add_pending(const CompletionTokenPtr& readers_done, const std::vector<index_t>& pages);
-    // Page src[k] onto dst[k] for every k, host mirror and plan; src[k] is
-    // then in state src_after. Journaled in stretches where the pages lie close.
-    // early: the move starter, if set, launches the moves before the bookkeeping.
-    enum class MoveStart { with_plan, early };
-    void move_pages(const std::vector<index_t>& src, const index_t* dst, PageState src_after,
-                    MoveStart start = MoveStart::with_plan);
-    void note_holes_peak();
-    [[noreturn]] void fail(const std::string& what) const;
+    [[noreturn]] void fail(const std::string& what) const override;
 
     SideGeometry geometry_;
     index_t total_bytes_;
@@ -319,89 +284,17 @@ private:
     AllocatorCore* lower_ = nullptr;
     AllocatorCore* upper_ = nullptr;
 
-    index_t virtual_table_pages_ = 0; // the owner's virtual page space
-    index_t min_virtual_page_ = 0;    // below this, virtual pages are never minted
-    index_t watermark_ = 0;           // up: first page past the band; down: last page below it
-    index_t anchor_ = 0;              // see anchor()
-    JournaledDeque<index_t> free_virtual_pages_; // id owner only
-    JournaledTable<index_t> v2p_;
-    JournaledTable<index_t> p2v_;
-    JournaledTable<PageState> page_state_;
-    JournaledDeque<index_t> holes_;
-    JournaledValue<std::vector<PendingBatch>> pending_;
-    index_t pending_pages_ = 0;
-    index_t live_pages_ = 0;
-
-    CompletionTokenPtr latest_forward_done_;
-    CompletionTokenPtr inflight_forward_done_;
-    JournaledValue<std::vector<index_t>> inflight_virtual_pages_;
-    // Completed ones are dropped by the next flush, eager free or gate.
-    JournaledValue<std::vector<Gate>> gates_;
-    stream_wait_check stream_wait_check_ = nullptr;
+    BandTables tables_;
+    MoveGate gate_;
+    Compaction compaction_;
+    BackupWindow backup_;
+    TransactionLog transaction_;
 
     bool in_free_group_ = false;
     JournaledDeque<index_t> free_group_tokens_;
 
-    std::uint64_t open_window_id_ = 0; // 0: no backup window open
-    JournaledValue<std::vector<UndoRecord>> undo_log_;
-    std::uint64_t next_undo_serial_ = 1;
-
     AllocatorCounters counters_;
     DevicePlan plan_;
-    move_starter move_starter_;
-
-    // The scalars a transaction restores, as they were at its opening.
-    struct Scalars {
-        index_t watermark, anchor, pending_pages, live_pages;
-        CompletionTokenPtr latest_forward_done, inflight_forward_done;
-        bool in_free_group, relocations_held;
-        std::uint64_t open_window_id, next_undo_serial;
-        AllocatorCounters counters;
-    };
-    Scalars scalars() const;
-    template <class F> void for_each_journal(const F& f);
-    bool transaction_open_ = false;
-    Scalars saved_scalars_{};
-
-    // An allocation inside a transaction is not journaled entry by entry (a
-    // prefill binds thousands of pages): its binding undoes it, first thing in
-    // a rollback. One per transaction; a second one is journaled.
-    struct TransactionAllocation {
-        const PageBinding* binding = nullptr;
-        bool from_free_list = false;
-        bool logged_undo = false;
-    };
-    TransactionAllocation transaction_allocation_;
-    // A free inside a transaction, likewise: the pages it freed and where
-    // they were, and the survivors an eager free moved, undo it. Either kind
-    // goes unjournaled only as the first of its kind and the core's last
-    // change in the transaction (the calls end with it), so that rollback
-    // may undo it before the journal.
-    struct TransactionFree {
-        bool recording = false;
-        bool applied = false;
-        std::vector<index_t> virtual_pages, physical_pages;
-        std::vector<index_t> moved_virtual, move_src, move_dst;
-        std::optional<std::vector<Gate>> gates_before; // gates the free settled
-    };
-    TransactionFree transaction_free_;
-    void undo_free(const TransactionFree& f);
-    // Whether the allocation about to fill binding goes unjournaled (and is
-    // recorded as the transaction's allocation).
-    bool take_transaction_allocation(const PageBinding& binding, bool from_free_list);
-    // Journals suspended for its lifetime when active.
-    class Unjournaled {
-    public:
-        Unjournaled(AllocatorCore& core, bool active);
-        ~Unjournaled();
-        Unjournaled(const Unjournaled&) = delete;
-        Unjournaled& operator=(const Unjournaled&) = delete;
-
-    private:
-        AllocatorCore& core_;
-        bool active_;
-        unsigned was_open_ = 0; // a bit per journal
-    };
 };
 
 // Pages that alloc_extend needs: for each request, pages covering seq_len that

@@ -18,22 +18,22 @@ void AllocatorCore::fail(const std::string& what) const {
 }
 
 void AllocatorCore::check_invariants() const {
-    const index_t vpages = virtual_table_pages_;
+    const index_t vpages = tables_.virtual_table_pages;
     const index_t ppages = geometry_.num_physical_pages;
     const index_t min_page = geometry_.min_page_index;
-    const index_t min_virtual = min_virtual_page_;
-    const BandDirection band(geometry_, anchor_);
-    if (v2p_[0] != 0 || p2v_[0] != 0)
+    const index_t min_virtual = tables_.min_virtual_page;
+    const BandDirection band(geometry_, tables_.anchor);
+    if (tables_.v2p[0] != 0 || tables_.p2v[0] != 0)
         fail("the padding anchor 0 <-> 0 is gone");
-    const index_t band_lo = band.band_begin(watermark_);
-    const index_t band_hi = band.band_end(watermark_);
+    const index_t band_lo = band.band_begin(tables_.watermark);
+    const index_t band_hi = band.band_end(tables_.watermark);
     if (band_lo < min_page || band_hi > ppages || band_lo > band_hi)
         fail(fmt::format("band [{}, {}) outside [{}, {})", band_lo, band_hi, min_page, ppages));
 
     index_t live = 0, holes = 0, pending = 0;
     for (index_t p = min_page; p < ppages; ++p) {
         const bool in_band = p >= band_lo && p < band_hi;
-        const PageState s = page_state_[p];
+        const PageState s = tables_.page_state[p];
         if (!in_band && s != PageState::outside)
             fail(fmt::format("page {} outside the band is not free", p));
         if (in_band && s == PageState::outside)
@@ -42,27 +42,28 @@ void AllocatorCore::check_invariants() const {
             fail(fmt::format("page {} left in the moved-out state", p));
         if (s == PageState::live) {
             ++live;
-            const index_t v = p2v_[p];
-            if (v < min_virtual || v >= vpages || v2p_[v] != p)
+            const index_t v = tables_.p2v[p];
+            if (v < min_virtual || v >= vpages || tables_.v2p[v] != p)
                 fail(fmt::format("p2v[{}] = {} is not the inverse of v2p", p, v));
-        } else if (p2v_[p] != unbound) {
-            fail(fmt::format("page {} is not live but p2v = {}", p, p2v_[p]));
+        } else if (tables_.p2v[p] != unbound) {
+            fail(fmt::format("page {} is not live but p2v = {}", p, tables_.p2v[p]));
         }
         holes += s == PageState::hole;
         pending += s == PageState::pending;
     }
-    if (live != live_pages_)
-        fail(fmt::format("{} live pages counted, {} recorded", live, live_pages_));
+    if (live != tables_.live_pages)
+        fail(fmt::format("{} live pages counted, {} recorded", live, tables_.live_pages));
     if (holes != hole_pages())
         fail(fmt::format("{} holes counted, {} listed", holes, hole_pages()));
-    if (pending != pending_pages_)
-        fail(fmt::format("{} pending pages counted, {} recorded", pending, pending_pages_));
-    for (index_t p : holes_)
-        if (page_state_[p] != PageState::hole)
+    if (pending != compaction_.pending_pages())
+        fail(fmt::format("{} pending pages counted, {} recorded", pending,
+                         compaction_.pending_pages()));
+    for (index_t p : tables_.holes)
+        if (tables_.page_state[p] != PageState::hole)
             fail(fmt::format("listed hole {} is not a hole", p));
-    for (const auto& batch : pending_.get())
+    for (const auto& batch : compaction_.pending_batches())
         for (index_t p : batch.pages)
-            if (page_state_[p] != PageState::pending)
+            if (tables_.page_state[p] != PageState::pending)
                 fail(fmt::format("pending page {} is not pending", p));
     if (live + holes + pending != band_pages())
         fail(fmt::format("conservation: live {} + holes {} + pending {} != band {}", live, holes,
@@ -72,11 +73,12 @@ void AllocatorCore::check_invariants() const {
 
     index_t bound = 0;
     for (index_t v = min_virtual; v < vpages; ++v) {
-        if (v2p_[v] == unbound)
+        if (tables_.v2p[v] == unbound)
             continue;
         ++bound;
-        const index_t p = v2p_[v];
-        if (p < band_lo || p >= band_hi || page_state_[p] != PageState::live || p2v_[p] != v)
+        const index_t p = tables_.v2p[v];
+        if (p < band_lo || p >= band_hi || tables_.page_state[p] != PageState::live ||
+            tables_.p2v[p] != v)
             fail(fmt::format("v2p[{}] = {} is not a live page mapped back", v, p));
     }
     if (bound != live)
@@ -84,14 +86,15 @@ void AllocatorCore::check_invariants() const {
 
     if (options_.is_id_owner) {
         std::vector<char> seen(static_cast<std::size_t>(vpages), 0);
-        for (index_t v : free_virtual_pages_) {
-            if (v < min_virtual || v >= vpages || v2p_[v] != unbound || seen[v])
+        for (index_t v : tables_.free_virtual_pages) {
+            if (v < min_virtual || v >= vpages || tables_.v2p[v] != unbound || seen[v])
                 fail(fmt::format("free virtual id {} is bound, repeated or out of range", v));
             seen[v] = 1;
         }
-        if (static_cast<index_t>(free_virtual_pages_.size()) + live != geometry_.page_capacity())
+        if (static_cast<index_t>(tables_.free_virtual_pages.size()) + live !=
+            geometry_.page_capacity())
             fail(fmt::format("conservation: free ids {} + live {} != capacity {}",
-                             free_virtual_pages_.size(), live, geometry_.page_capacity()));
+                             tables_.free_virtual_pages.size(), live, geometry_.page_capacity()));
     }
     if (upper_ && byte_high_frontier() > upper_->byte_low_frontier())
         fail(fmt::format("the band overlaps the band of '{}' above it",
@@ -107,9 +110,10 @@ std::string AllocatorCore::state_string() const {
         "min_page={} anchor={} watermark={} band={} live={} holes={} pending={} free_ids={} "
         "gap_bytes={}",
         geometry_.spec.name, to_string(geometry_.grow()), to_string(options_.mode),
-        options_.is_id_owner, page_size(), geometry_.num_physical_pages, virtual_table_pages_,
-        geometry_.min_page_index, anchor_, watermark_, band_pages(), live_pages_, hole_pages(),
-        pending_pages_, free_virtual_page_count(), gap_bytes());
+        options_.is_id_owner, page_size(), geometry_.num_physical_pages,
+        tables_.virtual_table_pages, geometry_.min_page_index, tables_.anchor, tables_.watermark,
+        band_pages(), tables_.live_pages, hole_pages(), compaction_.pending_pages(),
+        free_virtual_page_count(), gap_bytes());
 }
 
 } // namespace kvpool::detail

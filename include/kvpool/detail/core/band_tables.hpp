@@ -1,0 +1,84 @@
+// The band's tables: what the allocator core and each of its parts (move gate,
+// compaction, backup window, transaction log) read and write. The parts keep
+// their own state and are handed these per call, so that a copy of the core
+// is a whole copy.
+#pragma once
+
+#include <kvpool/allocator_options.hpp>
+#include <kvpool/counters.hpp>
+#include <kvpool/detail/device_plan.hpp>
+#include <kvpool/detail/journal.hpp>
+#include <kvpool/pool_layout.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace kvpool::detail {
+
+enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
+
+// The host mirror of the device tables, each physical page's state, the free
+// ids, the hole list and the band's extent.
+struct BandTables {
+    index_t virtual_table_pages = 0; // the owner's virtual page space
+    index_t min_virtual_page = 0;    // below this, virtual pages are never minted
+    index_t watermark = 0;           // up: first page past the band; down: last page below it
+    index_t anchor = 0;              // see AllocatorCore::anchor()
+    JournaledDeque<index_t> free_virtual_pages; // id owner only
+    JournaledTable<index_t> v2p;
+    JournaledTable<index_t> p2v;
+    JournaledTable<PageState> page_state;
+    JournaledDeque<index_t> holes;
+    index_t live_pages = 0;
+
+    // Whether the virtual token's page is bound (false outside the id range).
+    bool is_bound(index_t virtual_token, index_t page_size) const {
+        const index_t page = virtual_token / page_size;
+        if (virtual_token < 0 || page >= virtual_table_pages)
+            return false;
+        return page >= min_virtual_page && v2p[page] != unbound;
+    }
+    // Takes back the pages binding bound (host tables and plan), holes and
+    // free ids back where they were, the extent as before it.
+    void undo_binding(const PageBinding& binding, bool from_free_list, DevicePlan& plan);
+};
+
+// How the parts word their errors: the core's state as every message carries
+// it, and the internal error a broken invariant raises.
+class BandReport {
+public:
+    virtual std::string state_string() const = 0;
+    [[noreturn]] virtual void fail(const std::string& what) const = 0;
+
+protected:
+    BandReport() = default;
+    BandReport(const BandReport&) = default;
+    BandReport& operator=(const BandReport&) = default;
+    ~BandReport() = default;
+};
+
+// One call's view of the band for a part that only reads it.
+struct BandView {
+    const SideGeometry& geometry;
+    const BandTables& tables;
+    const BandReport& report;
+
+    index_t page_size() const { return geometry.spec.page_size; }
+};
+
+// One call's view of the band for a part that changes it: what the band is,
+// its tables, and where the decisions go.
+struct Band {
+    const SideGeometry& geometry;
+    const AllocatorOptions& options;
+    BandTables& tables;
+    DevicePlan& plan;
+    AllocatorCounters& counters;
+    const BandReport& report;
+
+    index_t page_size() const { return geometry.spec.page_size; }
+    bool is_lazy() const { return options.mode == CompactionMode::lazy; }
+    BandView view() const { return {geometry, tables, report}; }
+};
+
+} // namespace kvpool::detail
