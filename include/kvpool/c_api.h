@@ -16,7 +16,11 @@
  * - Device memory: token ids, output buffers and last_loc are int64 arrays in
  *   the memory of the handle's device (GPU memory for a GPU pool, host memory
  *   for a host pool). Arrays named *_host are host memory and are read before
- *   the call returns.
+ *   the call returns. A GPU build asks its runtime where each array lives and
+ *   refuses (KVPOOL_ERROR_INVALID_ARGUMENT) one the call's code cannot reach:
+ *   pageable host memory for a GPU handle (managed and page-locked memory
+ *   serve; so does any host memory where the GPU reads pageable memory), GPU
+ *   memory for a host handle or a *_host array.
  * - stream: the cudaStream_t (hipStream_t) to run on (NULL: the default
  *   stream) for GPU handles; ignored by host handles, whose calls complete
  *   before they return. No call fences the stream, except
