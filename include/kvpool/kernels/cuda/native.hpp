@@ -10,6 +10,7 @@ namespace kvpool::kernels {
 template <> struct NativeBackend<Kokkos::Cuda> {
     static constexpr bool available = true;
     using runtime = cuda::Runtime;
+    using tuning = Tuning<runtime>;
     static cudaStream_t stream(const Kokkos::Cuda& space) { return space.cuda_stream(); }
 };
 

@@ -10,6 +10,7 @@ namespace kvpool::kernels {
 template <> struct NativeBackend<kk::HIP> {
     static constexpr bool available = true;
     using runtime = hip::Runtime;
+    using tuning = Tuning<runtime>;
     static hipStream_t stream(const kk::HIP& space) { return space.hip_stream(); }
 };
 
