@@ -1,6 +1,8 @@
 // Kokkos::Cuda launches the native CUDA kernels on the instance's stream.
+// CudaEventToken comes with it, for whoever makes tokens from engine events.
 #pragma once
 
+#include <kvpool/kernels/cuda/event_token.hpp>
 #include <kvpool/kernels/cuda/runtime.hpp>
 #include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kokkos_compat.hpp>

@@ -1,6 +1,8 @@
 // Kokkos' HIP space launches the native HIP kernels on the instance's stream.
+// HipEventToken comes with it, for whoever makes tokens from engine events.
 #pragma once
 
+#include <kvpool/kernels/hip/event_token.hpp>
 #include <kvpool/kernels/hip/runtime.hpp>
 #include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kokkos_compat.hpp>
