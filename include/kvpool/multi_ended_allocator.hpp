@@ -856,18 +856,11 @@ private:
         }
     }
 
-    // Fewest moves a flush launches ahead of its table writes: the second
-    // launch must cost less than the bookkeeping it overlaps. Measured on an
-    // H200 (perf/RESULTS.md): flushes of 512 and 8,192 pages finished sooner
-    // with their moves launched early, flushes of about 170 pages 3% later.
-    static constexpr std::size_t early_move_min_pages = 256;
-
-    // Where the move kernel reads its page lists: zero-copy from the staging
-    // slab, or from a device copy of them. Measured on an H200 (perf/RESULTS.md):
-    // with 512 KiB and 2 MiB pages the device copy halves an eager free and a
-    // flush; with 128 KiB pages the zero-copy lists made an eager free 3x and a
-    // serving step 4x faster. Pages of 256 KiB and up take the device copy.
-    static constexpr index_t device_move_list_min_page_bytes = index_t(256) << 10;
+    // Measured thresholds: kernels/tuning.hpp says where and why.
+    using tuning = typename kernels::NativeBackend<ExecutionSpace>::tuning;
+    static constexpr std::size_t early_move_min_pages = tuning::early_move_min_pages;
+    static constexpr index_t device_move_list_min_page_bytes =
+        tuning::device_move_list_min_page_bytes;
 
     pool_type* pool_;
     detail::AllocatorCore core_;

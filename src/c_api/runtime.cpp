@@ -3,18 +3,12 @@
 #include "handles.hpp"
 
 #include <kvpool/device_faults.hpp>
+#include <kvpool/kernels/event_token.hpp>
 
 #include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
-
-#if defined(KOKKOS_ENABLE_CUDA)
-#include <kvpool/kernels/cuda/event_token.hpp>
-#endif
-#if defined(KOKKOS_ENABLE_HIP)
-#include <kvpool/kernels/hip/event_token.hpp>
-#endif
 
 namespace kvpool::capi {
 
@@ -26,6 +20,24 @@ template <class Gpu> bool host_can_access([[maybe_unused]] const void* data) {
         return kernels::NativeBackend<Gpu>::runtime::host_can_access(data);
     else
         return true;
+}
+
+// The device Kokkos is to run on: the engine's current one where there is a
+// GPU runtime (Kokkos would otherwise take device 0, or one named by MPI
+// variables); -1 leaves the choice to Kokkos.
+template <class Gpu> int device_for_kokkos() {
+    if constexpr (kernels::NativeBackend<Gpu>::available)
+        return kernels::NativeBackend<Gpu>::runtime::current_device();
+    else
+        return -1;
+}
+
+// What kvpool_backend() reports: the GPU runtime's name, or "host".
+template <class Gpu> const char* backend_name() {
+    if constexpr (kernels::NativeBackend<Gpu>::available)
+        return kernels::NativeBackend<Gpu>::runtime::name;
+    else
+        return "host";
 }
 
 std::mutex runtime_mutex;
@@ -97,26 +109,18 @@ void initialize_locked() {
     if (finalized)
         throw Error(ErrorCode::invalid_state,
                     "kvpool finalised Kokkos, which cannot be initialised again in this process");
-#if defined(KOKKOS_ENABLE_CUDA)
-    // Kokkos would otherwise take device 0 (or one named by MPI variables), not
-    // the engine's current device.
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess)
-        device = 0;
-#endif
+    const int device = device_for_kokkos<GpuSpace>();
 #if KOKKOS_VERSION >= 30700
     Kokkos::InitializationSettings settings;
     settings.set_disable_warnings(true);
-#if defined(KOKKOS_ENABLE_CUDA)
-    settings.set_device_id(device);
-#endif
+    if (device >= 0)
+        settings.set_device_id(device);
     Kokkos::initialize(settings);
 #else
     Kokkos::InitArguments args;
     args.disable_warnings = true;
-#if defined(KOKKOS_ENABLE_CUDA)
-    args.device_id = device;
-#endif
+    if (device >= 0)
+        args.device_id = device;
     Kokkos::initialize(args);
 #endif
     initialized_here = true;
@@ -232,15 +236,14 @@ kvpool_token* make_token(CompletionToken* token, kvpool_release_fn release, void
 }
 
 // A token over an event of the runtime this library is built for.
-CompletionToken* new_event_token(void* event) {
-#if defined(KOKKOS_ENABLE_CUDA)
-    return new CudaEventToken(static_cast<cudaEvent_t>(event));
-#elif defined(KOKKOS_ENABLE_HIP)
-    return new HipEventToken(static_cast<hipEvent_t>(event));
-#else
-    (void)event;
-    throw Error(ErrorCode::internal, "a host build has no device event tokens");
-#endif
+template <class Gpu> CompletionToken* new_event_token([[maybe_unused]] void* event) {
+    using backend = kernels::NativeBackend<Gpu>;
+    if constexpr (backend::available) {
+        using runtime = typename backend::runtime;
+        return new kernels::EventToken<runtime>(static_cast<typename runtime::event_type>(event));
+    } else {
+        throw Error(ErrorCode::internal, "a host build has no device event tokens");
+    }
 }
 
 // A vendor's event makes a token only in a library built for that vendor.
@@ -253,7 +256,7 @@ kvpool_status token_from_event(const char* call, const std::string& vendor, void
                                                          kvpool_backend() + ", not " + vendor);
         require(event != nullptr, std::string(call) + ": event is NULL (never recorded?)");
         kvpool_token*& slot = deref(out, "out");
-        slot = make_token(new_event_token(event), release, user);
+        slot = make_token(new_event_token<GpuSpace>(event), release, user);
     });
 }
 
@@ -270,13 +273,7 @@ const char* kvpool_last_error(void) {
 }
 
 const char* kvpool_backend(void) {
-#if defined(KOKKOS_ENABLE_CUDA)
-    return "cuda";
-#elif defined(KOKKOS_ENABLE_HIP)
-    return "hip";
-#else
-    return "host";
-#endif
+    return backend_name<GpuSpace>();
 }
 
 int kvpool_is_initialized(void) {

@@ -16,8 +16,9 @@ namespace native_detail {
 // has them: static uint4 load(const uint4*) and void store(uint4*, uint4).
 template <class Runtime> struct StreamingAccess;
 
-constexpr int threads_per_block = 256;
-constexpr int vectors_per_thread = 4;
+// The runtime's measured block shape (tuning.hpp).
+template <class Runtime> constexpr int threads_per_block = Tuning<Runtime>::threads_per_block;
+template <class Runtime> constexpr int vectors_per_thread = Tuning<Runtime>::vectors_per_thread;
 
 // Block `block` copies one chunk of one page: page = block / blocks_per_page.
 // The unrolled loads are all issued before the stores so that every thread
@@ -29,7 +30,7 @@ __device__ __forceinline__ MoveRuns::Move move_at(const index_t* __restrict__ sr
     return runs.count > 0 ? runs.at(k) : MoveRuns::Move{src[k], dst[k]};
 }
 
-template <class Access>
+template <class Runtime>
 __device__ __forceinline__ void
 move_page_chunk(uint4* __restrict__ base, index_t vectors_per_page, index_t blocks_per_page,
                 const index_t* __restrict__ src, const index_t* __restrict__ dst,
@@ -39,27 +40,30 @@ move_page_chunk(uint4* __restrict__ base, index_t vectors_per_page, index_t bloc
     const MoveRuns::Move move = move_at(src, dst, runs, page);
     const uint4* from = base + move.src * vectors_per_page;
     uint4* to = base + move.dst * vectors_per_page;
-    const index_t first = chunk * threads_per_block * vectors_per_thread + threadIdx.x;
-    uint4 v[vectors_per_thread];
+    using Access = StreamingAccess<Runtime>;
+    constexpr int threads = threads_per_block<Runtime>;
+    constexpr int vectors = vectors_per_thread<Runtime>;
+    const index_t first = chunk * threads * vectors + threadIdx.x;
+    uint4 v[vectors];
 #pragma unroll
-    for (int k = 0; k < vectors_per_thread; ++k) {
-        const index_t i = first + k * threads_per_block;
+    for (int k = 0; k < vectors; ++k) {
+        const index_t i = first + k * threads;
         if (i < vectors_per_page)
             v[k] = Access::load(from + i);
     }
 #pragma unroll
-    for (int k = 0; k < vectors_per_thread; ++k) {
-        const index_t i = first + k * threads_per_block;
+    for (int k = 0; k < vectors; ++k) {
+        const index_t i = first + k * threads;
         if (i < vectors_per_page)
             Access::store(to + i, v[k]);
     }
 }
 
-template <class Access>
+template <class Runtime>
 __global__ void move_pages_vec16(uint4* __restrict__ base, index_t vectors_per_page,
                                  index_t blocks_per_page, const index_t* __restrict__ src,
                                  const index_t* __restrict__ dst, const MoveRuns runs) {
-    move_page_chunk<Access>(base, vectors_per_page, blocks_per_page, src, dst, runs, blockIdx.x);
+    move_page_chunk<Runtime>(base, vectors_per_page, blocks_per_page, src, dst, runs, blockIdx.x);
 }
 
 __global__ void move_pages_bytes(native::PageMoves op) {
@@ -85,14 +89,14 @@ __global__ void apply_table_writes_kernel(native::TableWrites op) {
 }
 
 // The first move_blocks blocks move pages, the rest write the tables.
-template <class Access>
+template <class Runtime>
 __global__ void apply_plan_kernel(uint4* __restrict__ base, index_t vectors_per_page,
                                   index_t blocks_per_page, const index_t* __restrict__ src,
                                   const index_t* __restrict__ dst, const MoveRuns runs,
                                   index_t move_blocks, native::TableWrites writes) {
     const index_t block = blockIdx.x;
     if (block < move_blocks)
-        move_page_chunk<Access>(base, vectors_per_page, blocks_per_page, src, dst, runs, block);
+        move_page_chunk<Runtime>(base, vectors_per_page, blocks_per_page, src, dst, runs, block);
     else
         table_write(writes, (block - move_blocks) * blockDim.x + threadIdx.x);
 }
@@ -243,20 +247,20 @@ inline bool vector_copies(const native::PageMoves& op) {
     return op.page_bytes % 16 == 0 && reinterpret_cast<std::uintptr_t>(op.bytes) % 16 == 0;
 }
 
-inline index_t blocks_per_page_of(index_t page_bytes) {
-    const index_t per_block = threads_per_block * vectors_per_thread;
+template <class Runtime> index_t blocks_per_page_of(index_t page_bytes) {
+    const index_t per_block = threads_per_block<Runtime> * vectors_per_thread<Runtime>;
     return (page_bytes / 16 + per_block - 1) / per_block;
 }
 
-inline unsigned blocks_for(index_t n) {
-    return static_cast<unsigned>((n + threads_per_block - 1) / threads_per_block);
+template <class Runtime> unsigned blocks_for(index_t n) {
+    return static_cast<unsigned>((n + threads_per_block<Runtime> - 1) / threads_per_block<Runtime>);
 }
 
 template <class Runtime, class Out>
 void translate(typename Runtime::stream_type stream, const native::Translation<Out>& op) {
     if (op.tokens == 0)
         return;
-    translate_kernel<<<blocks_for(op.tokens), threads_per_block, 0, stream>>>(
+    translate_kernel<<<blocks_for<Runtime>(op.tokens), threads_per_block<Runtime>, 0, stream>>>(
         op.v2p, op.virtual_pages, op.page_size, power_of_two_shift(op.page_size), op.page_stride,
         op.in, op.tokens, op.out);
     Runtime::check_launch("kvpool::translate_tokens");
@@ -270,16 +274,18 @@ void NativeKernels<Runtime>::move_pages(stream_type stream, const native::PageMo
     if (op.pages == 0 || op.page_bytes == 0)
         return;
     if (vector_copies(op)) {
-        const index_t blocks_per_page = blocks_per_page_of(op.page_bytes);
-        move_pages_vec16<StreamingAccess<Runtime>>
-            <<<static_cast<unsigned>(op.pages * blocks_per_page), threads_per_block, 0, stream>>>(
-                reinterpret_cast<uint4*>(op.bytes), op.page_bytes / 16, blocks_per_page, op.src,
-                op.dst, op.runs);
+        const index_t blocks_per_page = blocks_per_page_of<Runtime>(op.page_bytes);
+        move_pages_vec16<Runtime>
+            <<<static_cast<unsigned>(op.pages * blocks_per_page), threads_per_block<Runtime>, 0,
+               stream>>>(reinterpret_cast<uint4*>(op.bytes), op.page_bytes / 16, blocks_per_page,
+                         op.src, op.dst, op.runs);
     } else {
         const index_t total = op.pages * op.page_bytes;
         const index_t blocks =
-            std::min<index_t>((total + threads_per_block - 1) / threads_per_block, 65535);
-        move_pages_bytes<<<static_cast<unsigned>(blocks), threads_per_block, 0, stream>>>(op);
+            std::min<index_t>((total + threads_per_block<Runtime> - 1) / threads_per_block<Runtime>,
+                              Tuning<Runtime>::max_byte_move_blocks);
+        move_pages_bytes<<<static_cast<unsigned>(blocks), threads_per_block<Runtime>, 0, stream>>>(
+            op);
     }
     Runtime::check_launch("kvpool::move_pages");
 }
@@ -290,7 +296,8 @@ void NativeKernels<Runtime>::apply_table_writes(stream_type stream, const native
     const index_t n = std::max(op.v2p_writes, op.p2v_writes);
     if (n == 0)
         return;
-    apply_table_writes_kernel<<<blocks_for(n), threads_per_block, 0, stream>>>(op);
+    apply_table_writes_kernel<<<blocks_for<Runtime>(n), threads_per_block<Runtime>, 0, stream>>>(
+        op);
     Runtime::check_launch("kvpool::apply_table_writes");
 }
 
@@ -303,13 +310,14 @@ void NativeKernels<Runtime>::apply_plan(stream_type stream, const native::PageMo
         apply_table_writes(stream, writes);
         return;
     }
-    const index_t blocks_per_page = blocks_per_page_of(moves.page_bytes);
+    const index_t blocks_per_page = blocks_per_page_of<Runtime>(moves.page_bytes);
     const index_t move_blocks = moves.pages * blocks_per_page;
     const index_t writes_count = std::max(writes.v2p_writes, writes.p2v_writes);
-    apply_plan_kernel<StreamingAccess<Runtime>>
-        <<<static_cast<unsigned>(move_blocks + blocks_for(writes_count)), threads_per_block, 0,
-           stream>>>(reinterpret_cast<uint4*>(moves.bytes), moves.page_bytes / 16, blocks_per_page,
-                     moves.src, moves.dst, moves.runs, move_blocks, writes);
+    apply_plan_kernel<Runtime>
+        <<<static_cast<unsigned>(move_blocks + blocks_for<Runtime>(writes_count)),
+           threads_per_block<Runtime>, 0, stream>>>(
+            reinterpret_cast<uint4*>(moves.bytes), moves.page_bytes / 16, blocks_per_page,
+            moves.src, moves.dst, moves.runs, move_blocks, writes);
     Runtime::check_launch("kvpool::apply_plan");
 }
 
@@ -332,9 +340,9 @@ void NativeKernels<Runtime>::bind_pages_emit_tokens(stream_type stream,
     const index_t tokens = op.pages.pages * op.pages.page_size;
     if (tokens == 0)
         return;
-    const unsigned work_blocks = blocks_for(tokens);
+    const unsigned work_blocks = blocks_for<Runtime>(tokens);
     bind_pages_emit_tokens_kernel<<<static_cast<unsigned>(work_blocks + zero_chunks_of(op.pages)),
-                                    threads_per_block, 0, stream>>>(op, work_blocks);
+                                    threads_per_block<Runtime>, 0, stream>>>(op, work_blocks);
     Runtime::check_launch("kvpool::bind_pages_emit_tokens");
 }
 
@@ -344,7 +352,7 @@ void NativeKernels<Runtime>::alloc_extend_bind(stream_type stream, const native:
     if (op.batch == 0)
         return;
     alloc_extend_bind_kernel<<<static_cast<unsigned>(op.batch + zero_chunks_of(op.pages)),
-                               threads_per_block, 0, stream>>>(op);
+                               threads_per_block<Runtime>, 0, stream>>>(op);
     Runtime::check_launch("kvpool::alloc_extend_bind");
 }
 
@@ -353,9 +361,9 @@ void NativeKernels<Runtime>::alloc_decode_bind(stream_type stream, const native:
     using namespace native_detail;
     if (op.batch == 0)
         return;
-    const unsigned work_blocks = blocks_for(op.batch);
+    const unsigned work_blocks = blocks_for<Runtime>(op.batch);
     alloc_decode_bind_kernel<<<static_cast<unsigned>(work_blocks + zero_chunks_of(op.pages)),
-                               threads_per_block, 0, stream>>>(op, work_blocks);
+                               threads_per_block<Runtime>, 0, stream>>>(op, work_blocks);
     Runtime::check_launch("kvpool::alloc_decode_bind");
 }
 

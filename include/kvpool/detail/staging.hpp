@@ -12,6 +12,7 @@
 #pragma once
 
 #include <kvpool/kernels/device_ids.hpp>
+#include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kernels/stream_event.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
@@ -107,10 +108,9 @@ public:
 
 private:
     static constexpr std::size_t max_slabs = 256;
-    // Entries of a new slab (32 KiB): a few decode steps' arrays, in a ring
-    // small enough to stay in cache (on the H200, slabs of 32 Ki entries made
-    // the calls slower than these).
-    static constexpr std::size_t min_slab_entries = std::size_t(1) << 12;
+    // Entries of a new slab (tuning.hpp).
+    static constexpr std::size_t min_slab_entries =
+        kernels::NativeBackend<ExecutionSpace>::tuning::min_slab_entries;
 
     struct Slab {
         slab_view view;

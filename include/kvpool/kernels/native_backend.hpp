@@ -3,14 +3,16 @@
 // (kernels/cuda/native.hpp, kernels/hip/native.hpp). Other spaces have none.
 #pragma once
 
+#include <kvpool/kernels/tuning.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 namespace kvpool::kernels {
 
 // A vendor's specialisation has available = true, runtime (its traits,
-// e.g. cuda::Runtime) and stream(space).
+// e.g. cuda::Runtime), stream(space) and tuning (Tuning<runtime>).
 template <class ExecutionSpace> struct NativeBackend {
     static constexpr bool available = false;
+    using tuning = Tuning<void>;
 };
 
 } // namespace kvpool::kernels

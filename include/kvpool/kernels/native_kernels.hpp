@@ -6,6 +6,7 @@
 #pragma once
 
 #include <kvpool/kernels/page_runs.hpp>
+#include <kvpool/kernels/tuning.hpp>
 #include <kvpool/types.hpp>
 
 #include <cstdint>
@@ -70,7 +71,7 @@ struct PageZeroing {
 // The zeroing is cut into chunks of at most zero_chunk_bytes of one page: one
 // block's work natively, one work item's portably. Chunk i of an allocation
 // of `pages` new pages: the owner's pages' chunks first, then the follower's.
-constexpr index_t zero_chunk_bytes = 16384;
+constexpr index_t zero_chunk_bytes = LaunchShape::zero_chunk_bytes; // tuning.hpp
 
 KVPOOL_HOST_DEVICE inline index_t zero_chunks_per_page(index_t page_bytes) {
     return (page_bytes + zero_chunk_bytes - 1) / zero_chunk_bytes;

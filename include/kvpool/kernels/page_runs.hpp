@@ -5,6 +5,7 @@
 // so that the native kernels use it too.
 #pragma once
 
+#include <kvpool/kernels/tuning.hpp>
 #include <kvpool/types.hpp>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -25,9 +26,8 @@ KVPOOL_HOST_DEVICE inline int run_holding(const index_t* first, int count, index
 }
 
 struct PageRuns {
-    // More runs than this go as lists: the kernel's search stays a short
-    // scan, and the launch arguments small.
-    static constexpr int max_runs = 8;
+    // More runs than this go as lists (tuning.hpp).
+    static constexpr int max_runs = LaunchShape::max_runs;
 
     struct Page {
         index_t virtual_page;
@@ -96,7 +96,7 @@ inline PageRuns find_page_runs(const index_t* virtual_pages, const index_t* phys
 // flush walks survivors from the frontier down into the holes going up, and
 // an eager free fills a freed request's pages from the pages at the frontier.
 struct MoveRuns {
-    static constexpr int max_runs = 8;
+    static constexpr int max_runs = LaunchShape::max_runs;
 
     struct Move {
         index_t src;

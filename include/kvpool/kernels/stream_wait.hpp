@@ -31,11 +31,3 @@ bool orders_on_stream([[maybe_unused]] const CompletionToken& token) {
 }
 
 } // namespace kvpool::kernels
-
-// The vendors' token types, for whoever makes tokens from engine events.
-#if defined(KOKKOS_ENABLE_CUDA)
-#include <kvpool/kernels/cuda/event_token.hpp>
-#endif
-#if defined(KOKKOS_ENABLE_HIP)
-#include <kvpool/kernels/hip/event_token.hpp>
-#endif

@@ -30,6 +30,16 @@ inline void check(cudaError_t status, const char* call) {
 struct Runtime {
     using stream_type = cudaStream_t;
     using event_type = cudaEvent_t;
+    // What kvpool_backend() reports.
+    static constexpr const char* name = "cuda";
+
+    // The calling thread's current device; 0 where the runtime cannot tell.
+    static int current_device() noexcept {
+        int device = 0;
+        if (cudaGetDevice(&device) != cudaSuccess)
+            device = 0;
+        return device;
+    }
 
     // An injected launch fault (device_faults.hpp), as the runtime reports a refused launch.
     static void fail_launch(const char* kernel) { check(cudaErrorLaunchOutOfResources, kernel); }

@@ -25,6 +25,16 @@ inline void check(hipError_t status, const char* call) {
 struct Runtime {
     using stream_type = hipStream_t;
     using event_type = hipEvent_t;
+    // What kvpool_backend() reports.
+    static constexpr const char* name = "hip";
+
+    // The calling thread's current device; 0 where the runtime cannot tell.
+    static int current_device() noexcept {
+        int device = 0;
+        if (hipGetDevice(&device) != hipSuccess)
+            device = 0;
+        return device;
+    }
 
     // An injected launch fault (device_faults.hpp), as the runtime reports a refused launch.
     static void fail_launch(const char* kernel) { check(hipErrorLaunchOutOfResources, kernel); }
