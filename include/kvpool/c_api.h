@@ -358,24 +358,12 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_check_invariants(const kvpool_all
                                                                 void* stream);
 
 /* ------------------------------------------------------------------ eviction
- * An eviction callback on a composite (the SWA pair, the Mamba pair, the
- * tri-pool; kvpool/eviction.hpp): an allocation of the composite that falls
- * short (after its flushes and shifts) calls it with the shortfall before it
- * fails, then tries again; it stops at the first try that succeeds. The
- * callback frees what it chooses (an engine's prefix cache: finished
- * requests' KV or state slots, on any side) through the composite's own free
- * calls, and returns the bytes it freed (any positive number when unknown),
- * 0 when it can free nothing more (the allocation then sets *allocated = 0,
- * changing nothing; what the callback freed stays freed), or a negative
- * number on failure (the allocation stops: *allocated = 0 and
- * KVPOOL_ERROR_CALLBACK). It runs between two tries, outside the
- * allocation's own work: it may call the composite's and its side handles'
- * frees, flushes, free groups (closed before it returns) and size queries.
- * An allocation or a set_eviction_callback on the composite from inside it
- * fails with KVPOOL_ERROR_INVALID_STATE, and so does the allocation when the
- * callback returns bytes freed while no side holds fewer tokens. The
- * composite's allocation calls take the callback (kvpool_allocator_* calls on
- * a side handle do not). */
+ * A composite's eviction callback (kvpool/eviction.hpp; NULL removes it): its
+ * allocations short of room call it, then try again until one succeeds. It
+ * frees through the API (any side; free groups closed before it returns) and
+ * returns the bytes freed (> 0), 0 when it can free nothing more (*allocated =
+ * 0, nothing changed), < 0 on failure (KVPOOL_ERROR_CALLBACK). Allocating or
+ * setting a callback on the composite inside it: KVPOOL_ERROR_INVALID_STATE. */
 typedef struct {
     const char* side;        /* the short sub-pool's name (valid during the call) */
     int64_t pages;           /* pages of that side the allocation lacks, >= 1 */
@@ -383,6 +371,15 @@ typedef struct {
     int64_t requested_pages; /* pages the allocation asks of that side */
 } kvpool_shortfall;
 typedef int64_t (*kvpool_evict_fn)(void* user, const kvpool_shortfall* shortfall);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_set_eviction_callback(kvpool_swa_pair* pair,
+                                                                    kvpool_evict_fn evict,
+                                                                    void* user);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_set_eviction_callback(kvpool_mamba_pair* pair,
+                                                                      kvpool_evict_fn evict,
+                                                                      void* user);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_set_eviction_callback(kvpool_mamba_swa* tri,
+                                                                     kvpool_evict_fn evict,
+                                                                     void* user);
 
 /* ------------------------------------------------------------------ SWA pair
  * The full side mints virtual ids; the SWA side binds the same ids. Every
@@ -423,10 +420,6 @@ KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair
                                                            const int64_t* seq_lens_host,
                                                            int64_t batch, const int64_t* last_loc,
                                                            int64_t* out, int* allocated);
-/* The eviction callback (see "eviction" above); evict NULL removes it. */
-KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_set_eviction_callback(kvpool_swa_pair* pair,
-                                                                    kvpool_evict_fn evict,
-                                                                    void* user);
 /* Both sides (SWA pages already released by free_swa are skipped). */
 KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream,
                                                    const int64_t* virtual_tokens_host,
@@ -476,31 +469,24 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, in
                                                      kvpool_allocator** out);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair,
                                                       kvpool_mamba_sizes* out);
-/* The full side's allocations and state slots through the pair, which asks
- * its eviction callback when short (the side handles' calls do not): as
- * kvpool_allocator_alloc, _alloc_extend, _alloc_decode on side 0, and count
- * state slots into out (device) on side 1. Freed through the side handles. */
+/* As kvpool_allocator_alloc* on side 0 and state slots (device ids) on side 1,
+ * but asking the eviction callback when short. Freed through the side handles. */
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc(kvpool_mamba_pair* pair, void* stream,
                                                       int64_t need_size, int64_t* out,
                                                       int* allocated);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc_extend(kvpool_mamba_pair* pair, void* stream,
                                                              const int64_t* prefix_lens_host,
                                                              const int64_t* seq_lens_host,
-                                                             int64_t batch,
-                                                             const int64_t* last_loc, int64_t* out,
-                                                             int64_t out_length, int* allocated);
+                                                             int64_t batch, const int64_t* last_loc,
+                                                             int64_t* out, int64_t out_length,
+                                                             int* allocated);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc_decode(kvpool_mamba_pair* pair, void* stream,
                                                              const int64_t* seq_lens_host,
-                                                             int64_t batch,
-                                                             const int64_t* last_loc, int64_t* out,
-                                                             int* allocated);
+                                                             int64_t batch, const int64_t* last_loc,
+                                                             int64_t* out, int* allocated);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc_state_slots(kvpool_mamba_pair* pair,
                                                                   void* stream, int64_t count,
                                                                   int64_t* out, int* allocated);
-/* The eviction callback (see "eviction" above); evict NULL removes it. */
-KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_set_eviction_callback(kvpool_mamba_pair* pair,
-                                                                      kvpool_evict_fn evict,
-                                                                      void* user);
 /* The move gate (kvpool_allocator_gate_transfer) on full tokens and state
  * slots (host arrays; either count may be 0); checked on both sides first. */
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_gate_transfer(
@@ -562,11 +548,6 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_alloc_decode(kvpool_mamba_swa* tr
                                                             const int64_t* seq_lens_host,
                                                             int64_t batch, const int64_t* last_loc,
                                                             int64_t* out, int* allocated);
-/* The eviction callback (see "eviction" above), asked by the KV and the
- * state-slot allocations; evict NULL removes it. */
-KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_set_eviction_callback(kvpool_mamba_swa* tri,
-                                                                     kvpool_evict_fn evict,
-                                                                     void* user);
 /* Both KV sides (sliding-window pages already released by free_swa are skipped). */
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_free(kvpool_mamba_swa* tri, void* stream,
                                                     const int64_t* virtual_tokens_host,
