@@ -358,12 +358,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_check_invariants(const kvpool_all
                                                                 void* stream);
 
 /* ------------------------------------------------------------------ eviction
- * A composite's eviction callback (kvpool/eviction.hpp; NULL removes it): its
- * allocations short of room call it, then try again until one succeeds. It
- * frees through the API (any side; free groups closed before it returns) and
- * returns the bytes freed (> 0), 0 when it can free nothing more (*allocated =
- * 0, nothing changed), < 0 on failure (KVPOOL_ERROR_CALLBACK). Allocating or
- * setting a callback on the composite inside it: KVPOOL_ERROR_INVALID_STATE. */
+ * A composite's eviction callback (kvpool/eviction.hpp, README; NULL removes it)
+ * returns the bytes it freed (> 0), 0 when it can free nothing more (the
+ * allocation fails, changing nothing), or < 0 on failure (KVPOOL_ERROR_CALLBACK). */
 typedef struct {
     const char* side;        /* the short sub-pool's name (valid during the call) */
     int64_t pages;           /* pages of that side the allocation lacks, >= 1 */
@@ -469,8 +466,7 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, in
                                                      kvpool_allocator** out);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair,
                                                       kvpool_mamba_sizes* out);
-/* As kvpool_allocator_alloc* on side 0 and state slots (device ids) on side 1,
- * but asking the eviction callback when short. Freed through the side handles. */
+/* Side 0's allocations and side 1's state slots, asking the eviction callback. */
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc(kvpool_mamba_pair* pair, void* stream,
                                                       int64_t need_size, int64_t* out,
                                                       int* allocated);
