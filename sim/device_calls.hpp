@@ -19,8 +19,17 @@ public:
     const ExecutionSpace& space() const { return space_; }
 
     // Runs an allocator call and waits for its device work; counts the time.
+    // A call made inside another (a release from the eviction callback, inside
+    // an allocation) counts in the outer one's time only.
     template <class Call> auto timed(Call&& call) {
+        if (depth_ > 0)
+            return call();
         const auto start = std::chrono::steady_clock::now();
+        ++depth_;
+        struct Leave {
+            int& depth;
+            ~Leave() { --depth; }
+        } leave{depth_};
         auto result = call();
         space_.fence();
         seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -64,6 +73,7 @@ private:
     std::vector<index_t> input_host_;
     std::vector<index_t> output_host_;
     double seconds_ = 0.0;
+    int depth_ = 0;
 };
 
 } // namespace kvpool::sim

@@ -8,7 +8,11 @@
 #include "device_calls.hpp"
 #include "sim_pool.hpp"
 
+#include <kvpool/eviction.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
+
+#include <algorithm>
+#include <functional>
 
 #include <utility>
 #include <vector>
@@ -66,6 +70,17 @@ public:
     }
 
     void check_invariants() const override { pair_.check_invariants(calls_.space()); }
+
+    void set_eviction(std::function<bool()> evict) override {
+        if (!evict) {
+            pair_.set_eviction_callback(nullptr);
+            return;
+        }
+        pair_.set_eviction_callback(
+            [evict = std::move(evict)](const EvictionShortfall& s) -> std::size_t {
+                return evict() ? std::max<std::size_t>(s.bytes, 1) : 0;
+            });
+    }
 
 protected:
     // The new tokens of a request after its shared prefix (page-aligned) on the

@@ -22,6 +22,16 @@ Scheduler::Scheduler(SimPool& pool, const std::vector<RequestSpec>& requests,
             PrefixCacheConfig{config_.prefix_block_tokens, pool_.page_size(),
                               config_.sliding_window, config_.state_slot_per_request},
             pool_);
+    // The unified pool evicts through its own callback: whichever side is
+    // short, the least recently used block goes whole, and the allocation is
+    // tried again after each one.
+    if (cache_ && config_.evict_across_sides)
+        pool_.set_eviction([this] { return cache_->evict(EvictionKind::entry); });
+}
+
+Scheduler::~Scheduler() {
+    if (cache_ && config_.evict_across_sides)
+        pool_.set_eviction(nullptr);
 }
 
 double Scheduler::progress() const {

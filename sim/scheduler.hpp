@@ -57,6 +57,9 @@ class Scheduler {
 public:
     // requests must be in arrival order and outlive the scheduler.
     Scheduler(SimPool& pool, const std::vector<RequestSpec>& requests, SchedulerConfig config);
+    ~Scheduler();
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
 
     bool done() const { return finished_ == requests_.size(); }
     double progress() const;

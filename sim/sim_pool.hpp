@@ -8,6 +8,7 @@
 
 #include <kvpool/types.hpp>
 
+#include <functional>
 #include <vector>
 
 namespace kvpool::sim {
@@ -66,6 +67,10 @@ public:
     // short packs them).
     virtual void idle_point() = 0;
     virtual PoolStats stats() const = 0;
+    // The composite's eviction callback (kvpool/eviction.hpp): an allocation
+    // short of room calls evict() (true: something was freed) before it fails,
+    // and tries again. Empty: none.
+    virtual void set_eviction(std::function<bool()> evict) = 0;
     // Throws kvpool::Error when an allocator invariant is broken.
     virtual void check_invariants() const = 0;
 };

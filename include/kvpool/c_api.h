@@ -107,7 +107,7 @@ KVPOOL_C_EXPORT int64_t kvpool_live_handles(void);
  * What a problem report needs (`python -m kvpool` prints it). */
 
 /* The C API's version: raised when a declaration in this header changes or is added. */
-#define KVPOOL_C_API_VERSION 1
+#define KVPOOL_C_API_VERSION 2
 /* KVPOOL_C_API_VERSION of the header the library was built from. */
 KVPOOL_C_EXPORT int kvpool_c_api_version(void);
 /* kvpool's version, "MAJOR.MINOR.PATCH": the CMake project's, which the Python
@@ -357,6 +357,27 @@ KVPOOL_C_EXPORT kvpool_status kvpool_allocator_clear(kvpool_allocator* a, void* 
 KVPOOL_C_EXPORT kvpool_status kvpool_allocator_check_invariants(const kvpool_allocator* a,
                                                                 void* stream);
 
+/* ------------------------------------------------------------------ eviction
+ * A composite's eviction callback (kvpool/eviction.hpp, README; NULL removes it)
+ * returns the bytes it freed (> 0), 0 when it can free nothing more (the
+ * allocation fails, changing nothing), or < 0 on failure (KVPOOL_ERROR_CALLBACK). */
+typedef struct {
+    const char* side;        /* the short sub-pool's name (valid during the call) */
+    int64_t pages;           /* pages of that side the allocation lacks, >= 1 */
+    int64_t bytes;           /* bytes freeing them opens, at the allocation's cost per page */
+    int64_t requested_pages; /* pages the allocation asks of that side */
+} kvpool_shortfall;
+typedef int64_t (*kvpool_evict_fn)(void* user, const kvpool_shortfall* shortfall);
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_set_eviction_callback(kvpool_swa_pair* pair,
+                                                                    kvpool_evict_fn evict,
+                                                                    void* user);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_set_eviction_callback(kvpool_mamba_pair* pair,
+                                                                      kvpool_evict_fn evict,
+                                                                      void* user);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_set_eviction_callback(kvpool_mamba_swa* tri,
+                                                                     kvpool_evict_fn evict,
+                                                                     void* user);
+
 /* ------------------------------------------------------------------ SWA pair
  * The full side mints virtual ids; the SWA side binds the same ids. Every
  * allocation binds both sides or neither. Side handles (0: full, 1: swa) take
@@ -445,6 +466,23 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_side(kvpool_mamba_pair* pair, in
                                                      kvpool_allocator** out);
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair,
                                                       kvpool_mamba_sizes* out);
+/* Side 0's allocations and side 1's state slots, asking the eviction callback. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc(kvpool_mamba_pair* pair, void* stream,
+                                                      int64_t need_size, int64_t* out,
+                                                      int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc_extend(kvpool_mamba_pair* pair, void* stream,
+                                                             const int64_t* prefix_lens_host,
+                                                             const int64_t* seq_lens_host,
+                                                             int64_t batch, const int64_t* last_loc,
+                                                             int64_t* out, int64_t out_length,
+                                                             int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc_decode(kvpool_mamba_pair* pair, void* stream,
+                                                             const int64_t* seq_lens_host,
+                                                             int64_t batch, const int64_t* last_loc,
+                                                             int64_t* out, int* allocated);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc_state_slots(kvpool_mamba_pair* pair,
+                                                                  void* stream, int64_t count,
+                                                                  int64_t* out, int* allocated);
 /* The move gate (kvpool_allocator_gate_transfer) on full tokens and state
  * slots (host arrays; either count may be 0); checked on both sides first. */
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_gate_transfer(

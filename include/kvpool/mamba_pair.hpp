@@ -3,6 +3,7 @@
 #pragma once
 
 #include <kvpool/detail/pair_checks.hpp>
+#include <kvpool/eviction.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 #include <kvpool/pair_snapshot.hpp>
 
@@ -66,18 +67,32 @@ public:
                full_.available_size() > 0;
     }
 
-    // ---- full KV: forwarded to the full side
+    // ---- full KV: the full side's calls. Short, an installed eviction
+    // callback is asked to free and the allocation is tried again
+    // (kvpool/eviction.hpp); so are the state-slot allocations below.
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
-        return full_.alloc(space, need_size);
+        full_.check_alloc_size("alloc", need_size);
+        return evicting_full("alloc", need_size / full_.page_size(),
+                             [&] { return full_.alloc(space, need_size); });
+    }
+    bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
+        full_.check_alloc("alloc", need_size, out);
+        return evicting_full("alloc", need_size / full_.page_size(),
+                             [&] { return full_.alloc(space, need_size, out); });
     }
     bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
                       const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
                       const index_view& out) {
-        return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+        const index_t pages = full_.extend_pages(prefix_lens, seq_lens, last_loc, out);
+        return evicting_full("alloc_extend", pages, [&] {
+            return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+        });
     }
     bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
                       const const_index_view& last_loc, const index_view& out) {
-        return full_.alloc_decode(space, seq_lens, last_loc, out);
+        const index_t pages = full_.decode_pages(seq_lens, last_loc, out);
+        return evicting_full("alloc_decode", pages,
+                             [&] { return full_.alloc_decode(space, seq_lens, last_loc, out); });
     }
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
         full_.free(space, virtual_tokens);
@@ -89,7 +104,15 @@ public:
 
     // ---- state slots: one per running request
     std::optional<index_view> alloc_state_slots(const ExecutionSpace& space, index_t count) {
-        return state_.alloc(space, count);
+        state_.check_alloc_size("alloc_state_slots", count);
+        return evicting_state("alloc_state_slots", count,
+                              [&] { return state_.alloc(space, count); });
+    }
+    // As above into out (count entries), or false when there is no room.
+    bool alloc_state_slots(const ExecutionSpace& space, index_t count, const index_view& out) {
+        state_.check_alloc("alloc_state_slots", count, out);
+        return evicting_state("alloc_state_slots", count,
+                              [&] { return state_.alloc(space, count, out); });
     }
     void free_state_slots(const ExecutionSpace& space, const std::vector<index_t>& slots) {
         state_.free(space, slots);
@@ -146,6 +169,12 @@ public:
         detail::commit_pair(full_, state_, snapshot);
     }
 
+    // ---- eviction across the sides (kvpool/eviction.hpp): called when an
+    // allocation of either falls short, before it fails. An empty callback
+    // removes it.
+    void set_eviction_callback(EvictionCallback callback) { eviction_.set(std::move(callback)); }
+    bool has_eviction_callback() const { return eviction_.installed(); }
+
     void free_group_begin() { full_.free_group_begin(); }
     void free_group_end(const ExecutionSpace& space) { full_.free_group_end(space); }
     void clear(const ExecutionSpace& space) {
@@ -160,8 +189,28 @@ public:
     }
 
 private:
+    template <class Attempt>
+    auto evicting_full(const char* call, index_t pages, const Attempt& attempt) {
+        return eviction_.run(
+            call, attempt,
+            [&] {
+                return detail::side_shortfall(full_, pages,
+                                              full_.available_size() / full_.page_size());
+            },
+            [&] { return live(); });
+    }
+    template <class Attempt>
+    auto evicting_state(const char* call, index_t count, const Attempt& attempt) {
+        return eviction_.run(
+            call, attempt,
+            [&] { return detail::side_shortfall(state_, count, state_.available_size()); },
+            [&] { return live(); });
+    }
+    index_t live() const { return full_.allocated_count() + state_.allocated_count(); }
+
     side_type full_;
     side_type state_;
+    detail::EvictionLoop eviction_;
 };
 
 } // namespace kvpool

@@ -25,6 +25,7 @@
 #include <kvpool/allocator_snapshot.hpp>
 #include <kvpool/detail/pair_checks.hpp>
 #include <kvpool/detail/tri_pool_capacity.hpp>
+#include <kvpool/eviction.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 
 #include <cstdint>
@@ -107,38 +108,53 @@ public:
     }
     // Each band's own view (live tokens, holes, gaps): the sides' occupancy().
 
-    // ---- KV allocation: both KV sides or neither
+    // ---- KV allocation: both KV sides or neither. Short after the ladder,
+    // an installed eviction callback is asked to free and the allocation is
+    // tried again (kvpool/eviction.hpp); so are the state-slot allocations.
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
         full_.check_alloc("alloc", need_size, out);
-        return swa_.transaction(space, [&] {
-            make_room(space, need_size / page_size());
-            return full_.alloc(space, need_size, out);
+        return evicting_kv("alloc", need_size / page_size(), [&] {
+            return swa_.transaction(space, [&] {
+                make_room(space, need_size / page_size());
+                return full_.alloc(space, need_size, out);
+            });
         });
     }
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
         full_.check_alloc_size("alloc", need_size);
-        return swa_.transaction(space, [&]() -> std::optional<index_view> {
-            make_room(space, need_size / page_size());
-            return full_.alloc(space, need_size);
+        return evicting_kv("alloc", need_size / page_size(), [&] {
+            return swa_.transaction(space, [&]() -> std::optional<index_view> {
+                make_room(space, need_size / page_size());
+                return full_.alloc(space, need_size);
+            });
         });
     }
     bool alloc_extend(const ExecutionSpace& space, const std::vector<index_t>& prefix_lens,
                       const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
                       const index_view& out) {
         const index_t pages = full_.extend_pages(prefix_lens, seq_lens, last_loc, out);
-        return swa_.transaction(space, [&] {
-            make_room(space, pages);
-            return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+        return evicting_kv("alloc_extend", pages, [&] {
+            return swa_.transaction(space, [&] {
+                make_room(space, pages);
+                return full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+            });
         });
     }
     bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
                       const const_index_view& last_loc, const index_view& out) {
         const index_t pages = full_.decode_pages(seq_lens, last_loc, out);
-        return swa_.transaction(space, [&] {
-            make_room(space, pages);
-            return full_.alloc_decode(space, seq_lens, last_loc, out);
+        return evicting_kv("alloc_decode", pages, [&] {
+            return swa_.transaction(space, [&] {
+                make_room(space, pages);
+                return full_.alloc_decode(space, seq_lens, last_loc, out);
+            });
         });
     }
+
+    // ---- eviction across the sides (kvpool/eviction.hpp): called when an
+    // allocation falls short, before it fails. An empty callback removes it.
+    void set_eviction_callback(EvictionCallback callback) { eviction_.set(std::move(callback)); }
+    bool has_eviction_callback() const { return eviction_.installed(); }
 
     // ---- free: as the SWA pair's (the sliding-window side first, both
     // checked before either changes)
@@ -176,12 +192,15 @@ public:
     // ---- state slots: one per running request
     std::optional<index_view> alloc_state_slots(const ExecutionSpace& space, index_t count) {
         state_.check_alloc_size("alloc_state_slots", count);
-        return state_ladder(space, [&] { return state_.alloc(space, count); });
+        return evicting_state(
+            count, [&] { return state_ladder(space, [&] { return state_.alloc(space, count); }); });
     }
     // As above into out (count entries), or false when there is no room.
     bool alloc_state_slots(const ExecutionSpace& space, index_t count, const index_view& out) {
         state_.check_alloc("alloc_state_slots", count, out);
-        return state_ladder(space, [&] { return state_.alloc(space, count, out); });
+        return evicting_state(count, [&] {
+            return state_ladder(space, [&] { return state_.alloc(space, count, out); });
+        });
     }
     void free_state_slots(const ExecutionSpace& space, const std::vector<index_t>& slots) {
         state_.free(space, slots);
@@ -289,6 +308,26 @@ private:
         state_.core().check_snapshot(snapshot.state, call);
     }
 
+    template <class Attempt>
+    auto evicting_kv(const char* call, index_t pages, const Attempt& attempt) {
+        return eviction_.run(
+            call, attempt,
+            [&] {
+                return detail::kv_pair_shortfall(full_, swa_, pages,
+                                                 available_size() / page_size());
+            },
+            [&] { return live(); });
+    }
+    template <class Attempt> auto evicting_state(index_t count, const Attempt& attempt) {
+        return eviction_.run(
+            "alloc_state_slots", attempt,
+            [&] { return detail::side_shortfall(state_, count, state_slots_available()); },
+            [&] { return live(); });
+    }
+    index_t live() const {
+        return full_.allocated_count() + swa_.allocated_count() + state_.allocated_count();
+    }
+
     // A state-slot allocation: the state side's holes and gap, then the band's
     // shift; short, a lazy full side flushes (widening the gap the band shifts
     // into) and it is tried again.
@@ -315,6 +354,7 @@ private:
     side_type state_;
     side_type swa_;
     side_type full_;
+    detail::EvictionLoop eviction_;
 };
 
 } // namespace kvpool

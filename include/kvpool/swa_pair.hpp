@@ -5,6 +5,7 @@
 
 #include <kvpool/detail/pair_checks.hpp>
 #include <kvpool/detail/swa_pair_capacity.hpp>
+#include <kvpool/eviction.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 #include <kvpool/pair_snapshot.hpp>
 
@@ -73,18 +74,25 @@ public:
     // need_size virtual token ids into out (a caller-owned View), or false.
     // Each checks its arguments, then the joint room (a shortfall flushes both
     // sides urgently, as the reference does), then allocates on both sides.
+    // Still short, an installed eviction callback is asked to free and the
+    // allocation is tried again (kvpool/eviction.hpp).
     bool alloc(const ExecutionSpace& space, index_t need_size, const index_view& out) {
         full_.check_alloc("alloc", need_size, out);
-        return full_.transaction(space, [&] {
-            return make_room(space, need_size / page_size()) && full_.alloc(space, need_size, out);
+        return evicting("alloc", need_size / page_size(), [&] {
+            return full_.transaction(space, [&] {
+                return make_room(space, need_size / page_size()) &&
+                       full_.alloc(space, need_size, out);
+            });
         });
     }
     std::optional<index_view> alloc(const ExecutionSpace& space, index_t need_size) {
         full_.check_alloc_size("alloc", need_size);
-        return full_.transaction(space, [&]() -> std::optional<index_view> {
-            if (!make_room(space, need_size / page_size()))
-                return std::nullopt;
-            return full_.alloc(space, need_size);
+        return evicting("alloc", need_size / page_size(), [&] {
+            return full_.transaction(space, [&]() -> std::optional<index_view> {
+                if (!make_room(space, need_size / page_size()))
+                    return std::nullopt;
+                return full_.alloc(space, need_size);
+            });
         });
     }
 
@@ -92,19 +100,29 @@ public:
                       const std::vector<index_t>& seq_lens, const const_index_view& last_loc,
                       const index_view& out) {
         const index_t pages = full_.extend_pages(prefix_lens, seq_lens, last_loc, out);
-        return full_.transaction(space, [&] {
-            return make_room(space, pages) &&
-                   full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+        return evicting("alloc_extend", pages, [&] {
+            return full_.transaction(space, [&] {
+                return make_room(space, pages) &&
+                       full_.alloc_extend(space, prefix_lens, seq_lens, last_loc, out);
+            });
         });
     }
 
     bool alloc_decode(const ExecutionSpace& space, const std::vector<index_t>& seq_lens,
                       const const_index_view& last_loc, const index_view& out) {
         const index_t pages = full_.decode_pages(seq_lens, last_loc, out);
-        return full_.transaction(space, [&] {
-            return make_room(space, pages) && full_.alloc_decode(space, seq_lens, last_loc, out);
+        return evicting("alloc_decode", pages, [&] {
+            return full_.transaction(space, [&] {
+                return make_room(space, pages) &&
+                       full_.alloc_decode(space, seq_lens, last_loc, out);
+            });
         });
     }
+
+    // ---- eviction across the sides (kvpool/eviction.hpp): called when an
+    // allocation falls short, before it fails. An empty callback removes it.
+    void set_eviction_callback(EvictionCallback callback) { eviction_.set(std::move(callback)); }
+    bool has_eviction_callback() const { return eviction_.installed(); }
 
     // ---- free
     // Releases both sides; SWA pages already released by free_swa are skipped.
@@ -206,6 +224,17 @@ public:
     }
 
 private:
+    template <class Attempt>
+    auto evicting(const char* call, index_t pages, const Attempt& attempt) {
+        return eviction_.run(
+            call, attempt,
+            [&] {
+                return detail::kv_pair_shortfall(full_, swa_, pages,
+                                                 available_size() / page_size());
+            },
+            [&] { return full_.allocated_count() + swa_.allocated_count(); });
+    }
+
     // Either side's compaction opens gap for the other: flush both when short.
     bool make_room(const ExecutionSpace& space, index_t pages) {
         if (pages * page_size() <= available_size())
@@ -217,6 +246,7 @@ private:
 
     side_type full_;
     side_type swa_;
+    detail::EvictionLoop eviction_;
 };
 
 } // namespace kvpool

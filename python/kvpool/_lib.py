@@ -121,6 +121,20 @@ class SwaSizes(ctypes.Structure):
     ]
 
 
+class Shortfall(ctypes.Structure):
+    """kvpool_shortfall: what an allocation lacks when it calls the eviction callback."""
+
+    _fields_ = [
+        ("side", ctypes.c_char_p),
+        ("pages", c_int64),
+        ("bytes", c_int64),
+        ("requested_pages", c_int64),
+    ]
+
+
+EVICT_FN = ctypes.CFUNCTYPE(c_int64, c_void_p, POINTER(Shortfall))
+
+
 class MambaSizes(ctypes.Structure):
     _fields_ = [
         ("available_size", c_int64),
@@ -215,6 +229,7 @@ _SIGNATURES = {
     "kvpool_swa_pair_alloc": (_P, _P, _I64, _P, _PI),
     "kvpool_swa_pair_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
     "kvpool_swa_pair_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_swa_pair_set_eviction_callback": (_P, EVICT_FN, _P),
     "kvpool_swa_pair_free": (_P, _P, _P, _I64),
     "kvpool_swa_pair_free_swa": (_P, _P, _P, _I64),
     "kvpool_swa_pair_gate_transfer": (_P, _P, _P, _I64),
@@ -233,6 +248,11 @@ _SIGNATURES = {
     "kvpool_mamba_pair_destroy": (_P,),
     "kvpool_mamba_pair_side": (_P, c_int, _PP),
     "kvpool_mamba_pair_sizes": (_P, POINTER(MambaSizes)),
+    "kvpool_mamba_pair_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_mamba_pair_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_mamba_pair_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_mamba_pair_alloc_state_slots": (_P, _P, _I64, _P, _PI),
+    "kvpool_mamba_pair_set_eviction_callback": (_P, EVICT_FN, _P),
     "kvpool_mamba_pair_gate_transfer": (_P, _P, _P, _I64, _P, _I64),
     "kvpool_mamba_pair_backup_state": (_P, _PP),
     "kvpool_mamba_pair_restore_state": (_P, _P, _P),
@@ -258,6 +278,7 @@ _SIGNATURES = {
     "kvpool_mamba_swa_free_group_begin": (_P,),
     "kvpool_mamba_swa_free_group_end": (_P, _P),
     "kvpool_mamba_swa_alloc_state_slots": (_P, _P, _I64, _P, _PI),
+    "kvpool_mamba_swa_set_eviction_callback": (_P, EVICT_FN, _P),
     "kvpool_mamba_swa_gate_transfer": (_P, _P, _P, _I64, _P, _I64),
     "kvpool_mamba_swa_flush_opportunistic": (_P, _P, _PI64),
     "kvpool_mamba_swa_set_latest_forward_done": (_P, _P),

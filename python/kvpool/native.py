@@ -6,6 +6,7 @@ classes on these.
 """
 
 import weakref
+from collections import namedtuple
 from ctypes import byref, c_char_p, c_int, c_int64, c_void_p
 
 import torch
@@ -430,6 +431,12 @@ class _TriPoolSnapshot(_Handle):
     _destroy = lib.kvpool_mamba_swa_snapshot_destroy
 
 
+EvictionShortfall = namedtuple("EvictionShortfall", "side pages bytes requested_pages")
+EvictionShortfall.__doc__ = """What an allocation lacks when it calls the eviction callback: side (the short
+sub-pool's name), pages (of that side, at least 1), bytes (what freeing them opens, at the
+allocation's cost per page: an estimate), requested_pages (what it asks of that side)."""
+
+
 class _Pair(_Handle):
     """Sides of one buffer made and kept together by kvpool (a pair, or the tri-pool's
     three): ``sides``, in the order of ``names``."""
@@ -453,6 +460,37 @@ class _Pair(_Handle):
         self.sides = tuple(
             Side(_new(cls._side, self._h, which), buffer) for which in range(len(names))
         )
+
+    # ---------------------------------------------------------------- eviction
+    _c_set_eviction_callback = None
+
+    def set_eviction_callback(self, evict):
+        """evict(shortfall) -> the bytes it freed (any positive number when unknown; 0,
+        False or None: it can free nothing more), called with an EvictionShortfall when an
+        allocation of this composite falls short, before it fails; the allocation is then
+        tried again, until it succeeds or evict frees nothing. evict frees through this
+        object's free calls (any side); allocating or installing a callback from inside it
+        raises InvalidStateError, and an exception it raises is re-raised by the
+        allocation. None removes it."""
+        if evict is None:
+            check(type(self)._c_set_eviction_callback(self._h, _lib.EVICT_FN(), None))
+            self._evict = None
+            return
+
+        def on_shortfall(_user, shortfall):
+            s = shortfall.contents
+            try:
+                freed = evict(
+                    EvictionShortfall(s.side.decode(), s.pages, s.bytes, s.requested_pages)
+                )
+                return max(int(freed or 0), 0)
+            except BaseException as e:  # re-raised when the C call returns
+                _lib.note_callback_exception(e)
+                return -1
+
+        fn = _lib.EVICT_FN(on_shortfall)
+        check(type(self)._c_set_eviction_callback(self._h, fn, None))
+        self._evict = fn  # kept alive while installed
 
     # ---------------------------------------------------------------- state windows
     # Over every side at once: a restore or commit changes all or (on error) none.
@@ -518,6 +556,7 @@ class SwaPair(_FreesKV, _Allocates, _Pair):
     _c_alloc_decode = lib.kvpool_swa_pair_alloc_decode
     _c_free = lib.kvpool_swa_pair_free
     _c_free_swa = lib.kvpool_swa_pair_free_swa
+    _c_set_eviction_callback = lib.kvpool_swa_pair_set_eviction_callback
     _c_backup_state = lib.kvpool_swa_pair_backup_state
     _c_restore_state = lib.kvpool_swa_pair_restore_state
     _c_commit_state = lib.kvpool_swa_pair_commit_state
@@ -542,12 +581,18 @@ class SwaPair(_FreesKV, _Allocates, _Pair):
         check(lib.kvpool_swa_pair_gate_transfer(self._h, handle, ids.ptr, ids.n))
 
 
-class MambaPair(_GatesStateSlots, _Pair):
-    """The Mamba pair: ``full`` KV (paged) and ``state`` slots (page size 1), own ids each."""
+class MambaPair(_GatesStateSlots, _Allocates, _Pair):
+    """The Mamba pair: ``full`` KV (paged) and ``state`` slots (page size 1), own ids each.
+    Its alloc, alloc_extend, alloc_decode (the full side's) and alloc_state_slots ask the
+    eviction callback when short; the sides' own calls do not."""
 
     _destroy = lib.kvpool_mamba_pair_destroy
     _create = lib.kvpool_mamba_pair_create
     _side = lib.kvpool_mamba_pair_side
+    _c_alloc = lib.kvpool_mamba_pair_alloc
+    _c_alloc_extend = lib.kvpool_mamba_pair_alloc_extend
+    _c_alloc_decode = lib.kvpool_mamba_pair_alloc_decode
+    _c_set_eviction_callback = lib.kvpool_mamba_pair_set_eviction_callback
     _c_gate_transfer = lib.kvpool_mamba_pair_gate_transfer
     _c_backup_state = lib.kvpool_mamba_pair_backup_state
     _c_restore_state = lib.kvpool_mamba_pair_restore_state
@@ -557,10 +602,21 @@ class MambaPair(_GatesStateSlots, _Pair):
         super().__init__(buffer, (full_options, state_options), (full_name, state_name))
         self.full, self.state = self.sides
         self._sizes = _lib.MambaSizes()
+        self._ok = c_int()
 
     def sizes(self):
         check(lib.kvpool_mamba_pair_sizes(self._h, byref(self._sizes)))
         return self._sizes
+
+    def alloc_state_slots(self, count):
+        """count state slot ids (device int64), or None when there is no room."""
+        out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
+        check(
+            lib.kvpool_mamba_pair_alloc_state_slots(
+                self._h, stream_of(self.device), int(count), out.data_ptr(), byref(self._ok)
+            )
+        )
+        return out if self._ok.value else None
 
 
 class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
@@ -578,6 +634,7 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
     _c_alloc_decode = lib.kvpool_mamba_swa_alloc_decode
     _c_free = lib.kvpool_mamba_swa_free
     _c_free_swa = lib.kvpool_mamba_swa_free_swa
+    _c_set_eviction_callback = lib.kvpool_mamba_swa_set_eviction_callback
     _c_gate_transfer = lib.kvpool_mamba_swa_gate_transfer
     _c_backup_state = lib.kvpool_mamba_swa_backup_state
     _c_restore_state = lib.kvpool_mamba_swa_restore_state

@@ -165,6 +165,21 @@ template <class T> T& deref(T* handle, const char* name) {
 // A callback (KV move, completion query) failed during the current call.
 void note_callback_failure(const std::string& what);
 
+// Around a callback that may call back into the API (the eviction callback):
+// the calls it makes start and end their own record of failed callbacks; the
+// enclosing call's record is put back afterwards.
+class NestedCalls {
+public:
+    NestedCalls();
+    ~NestedCalls();
+    NestedCalls(const NestedCalls&) = delete;
+    NestedCalls& operator=(const NestedCalls&) = delete;
+
+private:
+    bool failed_;
+    std::string error_;
+};
+
 // Runs f, translating what it throws into a status and the thread's last error.
 kvpool_status status_of_current_exception();
 void begin_call();

@@ -1,6 +1,8 @@
 // C API: the Mamba pair (UnifiedMambaAllocator). Its per-side calls go through
-// the side handles; the pair adds the state slot's cost and starvation.
+// the side handles; the pair adds the state slot's cost and starvation, and
+// allocations that ask its eviction callback when short.
 #include "pairs.hpp"
+#include "side_calls.hpp"
 
 using namespace kvpool::capi;
 
@@ -34,6 +36,45 @@ kvpool_status kvpool_mamba_pair_sizes(const kvpool_mamba_pair* pair, kvpool_mamb
         s.state_slot_full_token_cost = p.state_slot_full_token_cost();
         s.state_slot_starved = p.state_slot_starved() ? 1 : 0;
     });
+}
+
+kvpool_status kvpool_mamba_pair_alloc(kvpool_mamba_pair* pair, void* stream, int64_t need_size,
+                                      int64_t* out, int* allocated) {
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        run_alloc(AllocCall(need_size, out), p, ref.space(stream), allocated);
+    });
+}
+
+kvpool_status kvpool_mamba_pair_alloc_extend(kvpool_mamba_pair* pair, void* stream,
+                                             const int64_t* prefix_lens_host,
+                                             const int64_t* seq_lens_host, int64_t batch,
+                                             const int64_t* last_loc, int64_t* out,
+                                             int64_t out_length, int* allocated) {
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length), p,
+                  ref.space(stream), allocated);
+    });
+}
+
+kvpool_status kvpool_mamba_pair_alloc_decode(kvpool_mamba_pair* pair, void* stream,
+                                             const int64_t* seq_lens_host, int64_t batch,
+                                             const int64_t* last_loc, int64_t* out,
+                                             int* allocated) {
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), p, ref.space(stream), allocated);
+    });
+}
+
+kvpool_status kvpool_mamba_pair_alloc_state_slots(kvpool_mamba_pair* pair, void* stream,
+                                                  int64_t count, int64_t* out, int* allocated) {
+    return on_pair(pair, [&](auto& p, auto& ref) {
+        run_alloc(StateSlotsCall(count, out), p, ref.space(stream), allocated);
+    });
+}
+
+kvpool_status kvpool_mamba_pair_set_eviction_callback(kvpool_mamba_pair* pair,
+                                                      kvpool_evict_fn evict, void* user) {
+    return set_pair_eviction_callback(pair, evict, user);
 }
 
 kvpool_status kvpool_mamba_pair_gate_transfer(kvpool_mamba_pair* pair, const kvpool_token* token,

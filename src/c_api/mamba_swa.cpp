@@ -7,18 +7,6 @@
 
 using namespace kvpool::capi;
 
-namespace {
-
-// count state slots into out, through the tri-pool's state-slot ladder.
-struct StateSlotsCall : AllocCall {
-    using AllocCall::AllocCall;
-    template <class Tri, class Space> bool run(Tri& tri, const Space& space) const {
-        return tri.alloc_state_slots(space, need_size, out_view<Space>());
-    }
-};
-
-} // namespace
-
 extern "C" {
 
 kvpool_status kvpool_mamba_swa_create(kvpool_pool* pool, const char* full_name,
@@ -76,6 +64,11 @@ kvpool_status kvpool_mamba_swa_alloc_decode(kvpool_mamba_swa* tri, void* stream,
     return on_pair(tri, [&](auto& t, auto& ref) {
         run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), t, ref.space(stream), allocated);
     });
+}
+
+kvpool_status kvpool_mamba_swa_set_eviction_callback(kvpool_mamba_swa* tri, kvpool_evict_fn evict,
+                                                     void* user) {
+    return set_pair_eviction_callback(tri, evict, user);
 }
 
 kvpool_status kvpool_mamba_swa_free(kvpool_mamba_swa* tri, void* stream,

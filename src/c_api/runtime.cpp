@@ -170,6 +170,12 @@ void note_callback_failure(const std::string& what) {
     callback_failed = true;
 }
 
+NestedCalls::NestedCalls() : failed_(callback_failed), error_(callback_error) {}
+NestedCalls::~NestedCalls() {
+    callback_failed = failed_;
+    callback_error = std::move(error_);
+}
+
 void begin_call() {
     callback_failed = false;
     callback_error.clear();

@@ -60,6 +60,14 @@ struct DecodeCall {
     std::int64_t* out;
 };
 
+// count state slots into out, through the composite (the Mamba pair, the tri-pool).
+struct StateSlotsCall : AllocCall {
+    using AllocCall::AllocCall;
+    template <class Composite, class Space> bool run(Composite& c, const Space& space) const {
+        return c.alloc_state_slots(space, need_size, out_view<Space>());
+    }
+};
+
 // Runs call on target on the space's instance: *allocated = 1, or 0 when
 // there is no room (checked before anything runs).
 template <class Call, class Target, class Space>

@@ -64,6 +64,11 @@ kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
     });
 }
 
+kvpool_status kvpool_swa_pair_set_eviction_callback(kvpool_swa_pair* pair, kvpool_evict_fn evict,
+                                                    void* user) {
+    return set_pair_eviction_callback(pair, evict, user);
+}
+
 kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream,
                                    const int64_t* virtual_tokens_host, int64_t count) {
     return on_pair(pair, [&](auto& p, auto& ref) {

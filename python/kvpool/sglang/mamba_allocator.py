@@ -31,6 +31,7 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         full_kernel_page_multiplier: int = 1,
         full_zero_on_alloc: bool = False,
         mamba_zero_on_alloc: bool = False,
+        eviction_callback=None,
     ):
         _check_multiplier(full_kernel_page_multiplier)
         super().__init__(
@@ -58,6 +59,11 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
             forward_stream,
         )
         self.full_attn_allocator.kernel_page_multiplier = full_kernel_page_multiplier
+        # Allocations through the pair, which asks its eviction callback when short.
+        self.full_attn_allocator._allocates = self._pair
+        self.mamba_allocator._allocates = _PairStateSlots(self._pair)
+        if eviction_callback is not None:
+            self.set_eviction_callback(eviction_callback)
 
     # -- sizes (tokens) --
     @property
@@ -188,6 +194,16 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
         if self._grouped(free_index):
             return
         self.full_attn_allocator.free(free_index)
+
+
+class _PairStateSlots:
+    """The Mamba pair's state-slot allocation where a side's alloc is expected."""
+
+    def __init__(self, pair):
+        self._pair = pair
+
+    def alloc(self, need_size: int):
+        return self._pair.alloc_state_slots(need_size)
 
 
 class UnifiedMambaSlotAllocator:

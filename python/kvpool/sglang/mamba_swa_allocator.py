@@ -49,6 +49,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         full_zero_on_alloc: bool = False,
         swa_zero_on_alloc: bool = False,
         mamba_zero_on_alloc: bool = False,
+        eviction_callback=None,
     ):
         """kvcache: None, or an object with ``full_kv_pool``, ``swa_kv_pool`` and
         ``mamba_pool`` (kvpool's page-major pools over the same sub-pools, or an engine's
@@ -89,6 +90,8 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             allocator_classes=(MultiEndedAllocator, MultiEndedAllocator, _StateSlotAllocator),
         )
         self.mamba_allocator._tri_pool = tri_pool
+        if eviction_callback is not None:
+            self.set_eviction_callback(eviction_callback)
 
     # -- sizes (tokens; state slots) --
     @property

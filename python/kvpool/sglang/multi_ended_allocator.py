@@ -107,6 +107,9 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
             max_slots, info.page_size, spec.get_dtype(), side.device, kvcache, need_sort
         )
         self._side = side
+        # Where alloc, alloc_extend and alloc_decode go: the side, or the Mamba pair
+        # (whose calls ask its eviction callback).
+        self._allocates = side
         self._inflight = inflight
         self.unified_buffer = unified_buffer
         self.sub_pool_name = sub_pool_name
@@ -217,7 +220,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
             )
         if need_size <= 0:
             return torch.empty(0, dtype=torch.int64, device=self.device)
-        return self._side.alloc(need_size)
+        return self._allocates.alloc(need_size)
 
     def alloc_with_virtual(self, virtual_pages: torch.Tensor) -> None:
         """Binds peer-minted virtual PAGE ids on this (non-owner) side."""
@@ -241,11 +244,13 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         num_new_pages: Optional[int] = None,
     ) -> Optional[torch.Tensor]:
         self._inflight.settle()
-        return self._side.alloc_extend(prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens)
+        return self._allocates.alloc_extend(
+            prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens
+        )
 
     def alloc_decode(self, seq_lens, seq_lens_cpu, last_loc) -> Optional[torch.Tensor]:
         self._inflight.settle()
-        return self._side.alloc_decode(seq_lens_cpu, last_loc)
+        return self._allocates.alloc_decode(seq_lens_cpu, last_loc)
 
     # -- translate --
     def translate_kv_loc(

@@ -57,6 +57,15 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
         self.release_pages = torch.empty(0, dtype=torch.int64, device=self.device)
         return self._sides
 
+    # -- eviction across the sides --
+    def set_eviction_callback(self, evict) -> None:
+        """evict(shortfall) -> bytes freed (0, False or None: nothing more to free), called
+        when an allocation falls short, before it fails; the allocation is tried again
+        after each call (kvpool.native's set_eviction_callback; shortfall: an
+        EvictionShortfall with side, pages, bytes, requested_pages). evict frees finished
+        requests through this allocator's free calls, on any side. None removes it."""
+        self._pair.set_eviction_callback(evict)
+
     # -- state --
     def backup_state(self):
         """A backup window over every side (the reference returns one state per side)."""

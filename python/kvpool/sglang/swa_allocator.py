@@ -96,6 +96,7 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         swa_max_moves_per_call: Optional[int] = None,
         full_zero_on_alloc: bool = False,
         swa_zero_on_alloc: bool = False,
+        eviction_callback=None,
     ):
         self._size_full = full_max_total_num_tokens
         self._size_swa = swa_max_total_num_tokens
@@ -127,6 +128,8 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             kvcache.attach_allocators(
                 full_allocator=self.full_attn_allocator, swa_allocator=self.swa_attn_allocator
             )
+        if eviction_callback is not None:
+            self.set_eviction_callback(eviction_callback)
 
     # -- sizes (tokens) --
     @property
