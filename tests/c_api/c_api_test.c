@@ -4,21 +4,10 @@
  * roles), allocated, translated, freed twice (the second is refused and
  * changes nothing), rolled back by a pair-level backup window, checked. Exits
  * 0 on success, 1 with a message otherwise. */
-#include <kvpool/c_api.h>
+#include "c_test_check.h"
 
 #include <stdio.h>
 #include <string.h>
-
-static int fail(const char* what) {
-    fprintf(stderr, "c_api_test: %s: %s\n", what, kvpool_last_error());
-    return 1;
-}
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        if ((call) != KVPOOL_OK)                                                                   \
-            return fail(#call);                                                                    \
-    } while (0)
 
 /* Which devices the build serves; a device it does not serve, or no device,
  * is a clear error that makes nothing. The calls without _on make GPU pools in

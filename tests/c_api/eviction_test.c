@@ -5,28 +5,12 @@
  * fails, and one that tries to allocate; a Mamba pair whose state slot is
  * short and whose callback frees full KV through a side handle. Exits 0 on
  * success, 1 with a message otherwise. */
-#include <kvpool/c_api.h>
+#include "c_test_check.h"
 
 #include <stdio.h>
 #include <string.h>
 
 enum { FULL_BYTES = 24, SWA_BYTES = 40, STATE_BYTES = 300, PAGE = 4, REQ = 8, MAX_CACHED = 64 };
-
-static int fail(const char* what) {
-    fprintf(stderr, "eviction_test: %s (last error: %s)\n", what, kvpool_last_error());
-    return 1;
-}
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        if ((call) != KVPOOL_OK)                                                                   \
-            return fail(#call);                                                                    \
-    } while (0)
-#define EXPECT(condition)                                                                          \
-    do {                                                                                           \
-        if (!(condition))                                                                          \
-            return fail(#condition);                                                               \
-    } while (0)
 
 /* The engine's prefix cache: finished requests of REQ tokens, oldest first. */
 typedef struct {

@@ -5,28 +5,12 @@
  * with KV and state slots allocated, translated, released from the window,
  * rolled back by a backup window, freed in a group, and the sizes following
  * each step. Exits 0 on success, 1 with a message otherwise. */
-#include <kvpool/c_api.h>
+#include "c_test_check.h"
 
 #include <stdio.h>
 #include <string.h>
 
 enum { STATE_BYTES = 256, SWA_BYTES = 96, FULL_BYTES = 64, PAGE = 4 };
-
-static int fail(const char* what) {
-    fprintf(stderr, "mamba_swa_test: %s (last error: %s)\n", what, kvpool_last_error());
-    return 1;
-}
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        if ((call) != KVPOOL_OK)                                                                   \
-            return fail(#call);                                                                    \
-    } while (0)
-#define EXPECT(condition)                                                                          \
-    do {                                                                                           \
-        if (!(condition))                                                                          \
-            return fail(#condition);                                                               \
-    } while (0)
 
 /* state, swa, full: the tri-pool's order from the low end up. */
 static void tri_specs(kvpool_sub_pool_spec specs[3]) {
