@@ -5,7 +5,7 @@
 
 #include "test_config.hpp"
 
-#include <catch2/catch_test_macros.hpp>
+#include "catch_macros.hpp"
 
 #include <random>
 #include <set>

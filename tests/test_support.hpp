@@ -4,7 +4,7 @@
 
 #include <kvpool/multi_ended_allocator.hpp>
 
-#include <catch2/catch_test_macros.hpp>
+#include "catch_macros.hpp"
 
 #include <algorithm>
 #include <cstdint>
