@@ -42,8 +42,12 @@ def _install_sglang_modules():
 
 _install_sglang_modules()
 
-_PRIVATE_STATE = "reads the reference's private host state (hole list, pending-reuse batches, frontiers)"
-_TRITON_STUB = "replaces the reference's Triton alloc kernels, module attributes kvpool does not have"
+_PRIVATE_STATE = (
+    "reads the reference's private host state (hole list, pending-reuse batches, frontiers)"
+)
+_TRITON_STUB = (
+    "replaces the reference's Triton alloc kernels, module attributes kvpool does not have"
+)
 
 # test id (class::method, or class for all its tests) -> (reason, the error it fails with)
 INTERNALS = {
