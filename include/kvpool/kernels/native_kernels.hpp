@@ -1,7 +1,7 @@
 // The native GPU kernels as the dispatch layer calls them: plain launch
 // functions on a vendor stream, taking each op's raw pointers (op_args.hpp
 // yields them). One declaration for both vendors: Runtime is cuda::Runtime or
-// hip::Runtime, and src/native/ defines the members once for both. No Kokkos
+// hip::Runtime, and backends/native/ defines the members once for both. No Kokkos
 // here, so that the native sources compile without it.
 #pragma once
 

@@ -1,6 +1,7 @@
 // The native kernels of both GPU vendors, written once: the vendor's source
-// (cuda_kernels.cu, hip_kernels.hip) specialises StreamingAccess for its
-// Runtime, then instantiates NativeKernels<Runtime> from these definitions.
+// (backends/cuda/src/cuda_kernels.cu, backends/hip/src/hip_kernels.hip)
+// specialises StreamingAccess for its Runtime, then instantiates
+// NativeKernels<Runtime> from these definitions.
 #pragma once
 
 #include <kvpool/kernels/native_kernels.hpp>

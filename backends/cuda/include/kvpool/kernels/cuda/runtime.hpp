@@ -121,6 +121,6 @@ struct Runtime {
 } // namespace kvpool::kernels::cuda
 
 namespace kvpool::kernels {
-// Defined in src/native/cuda_kernels.cu.
+// Defined in backends/cuda/src/cuda_kernels.cu.
 extern template struct NativeKernels<cuda::Runtime>;
 } // namespace kvpool::kernels

@@ -1,4 +1,4 @@
-// Compiled only by the HIP check build (CMakeLists.txt: Debian's hipcc, no
+// Compiled only by the HIP check build (backends/CMakeLists.txt: Debian's hipcc, no
 // Kokkos with HIP): the Kokkos-free pieces the HIP backend runs on, each
 // instantiated in full so that hipcc checks every member. The Kokkos-facing
 // wrappers over them (stream_wait.hpp, device_ids.hpp) are thin and shared

@@ -132,6 +132,6 @@ private:
 } // namespace kvpool::kernels::hip
 
 namespace kvpool::kernels {
-// Defined in src/native/hip_kernels.hip.
+// Defined in backends/hip/src/hip_kernels.hip.
 extern template struct NativeKernels<hip::Runtime>;
 } // namespace kvpool::kernels
