@@ -1,25 +1,22 @@
 // One sub-allocator over a UnifiedKVPool: stable virtual page ids for the
 // engine, physical pages compacted underneath. The host control plane
-// (detail::AllocatorCore) decides; this class applies each decision to the
-// device tables and the KV bytes in batched launches on the caller's
-// execution-space instance. No call here fences or copies device data to the
-// host, except check_invariants().
+// (detail::AllocatorCore) decides; this class checks the arguments, keeps the
+// sides of the buffer together (peers, neighbours, the follower, one
+// transaction over them all) and has its device-table executor
+// (detail::TableExecutor) apply each decision to the device tables and the KV
+// bytes in batched launches on the caller's execution-space instance. No call
+// here fences or copies device data to the host, except check_invariants().
 #pragma once
 
 #include <kvpool/detail/allocator_core.hpp>
-#include <kvpool/detail/staging.hpp>
+#include <kvpool/detail/table_executor.hpp>
 #include <kvpool/error.hpp>
-#include <kvpool/kernels/dispatch.hpp>
-#include <kvpool/kernels/page_runs.hpp>
-#include <kvpool/kernels/stream_wait.hpp>
 #include <kvpool/kokkos_compat.hpp>
 #include <kvpool/side_occupancy.hpp>
 #include <kvpool/unified_kv_pool.hpp>
 
 #include <algorithm>
 #include <deque>
-#include <functional>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -32,18 +29,17 @@ template <class ExecutionSpace> class MultiEndedAllocator {
 public:
     using execution_space = ExecutionSpace;
     using memory_space = typename ExecutionSpace::memory_space;
-    using pool_type = UnifiedKVPool<memory_space>;
-    using index_view = kk::View<index_t*, memory_space>;
-    using const_index_view = kk::View<const index_t*, memory_space>;
+    using executor_type = detail::TableExecutor<ExecutionSpace>;
+    using pool_type = typename executor_type::pool_type;
+    using index_view = typename executor_type::index_view;
+    using const_index_view = typename executor_type::const_index_view;
     // Page lists handed to a move callback: host-pinned memory the kernels of
     // ExecutionSpace read directly (see detail::Staging).
-    using page_list_view =
-        kk::View<const index_t*, typename detail::Staging<ExecutionSpace>::memory_space>;
+    using page_list_view = typename executor_type::page_list_view;
     // Moves KV data of whole pages, src[i] -> dst[i] (physical page ids), as one
     // batch on the instance. The default moves the pages' bytes inside the
     // unified buffer; per-layer pools install their own.
-    using move_callback = std::function<void(const ExecutionSpace&, const page_list_view& src_pages,
-                                             const page_list_view& dst_pages)>;
+    using move_callback = typename executor_type::move_callback;
 
     MultiEndedAllocator(pool_type& pool, const std::string& side_name,
                         AllocatorOptions options = {})
@@ -52,11 +48,7 @@ public:
     MultiEndedAllocator(const ExecutionSpace& space, pool_type& pool, const std::string& side_name,
                         AllocatorOptions options = {})
         : pool_(&pool), core_(pool.layout().side(side_name), pool.total_bytes(), options),
-          p2v_table_(new_table(space, "kvpool::p2v", core_.geometry().num_physical_pages)),
-          p2v_(rows_of(p2v_table_)) {
-        core_.set_stream_wait_check(&kernels::orders_on_stream<ExecutionSpace>);
-        resize_virtual_table(space);
-    }
+          tables_(space, pool, core_) {}
 
     MultiEndedAllocator(const MultiEndedAllocator&) = delete;
     MultiEndedAllocator& operator=(const MultiEndedAllocator&) = delete;
@@ -82,8 +74,8 @@ public:
         peer_ = &peer;
         peer.peer_ = this;
         link_neighbour(peer);
-        resize_virtual_table();
-        peer.resize_virtual_table();
+        tables_.resize_virtual_table();
+        peer.tables_.resize_virtual_table();
     }
 
     // Bands next to each other in a buffer of more than two (the layout's
@@ -118,6 +110,7 @@ public:
                 "bind_follower: the follower must be the bound peer, and must not own its ids "
                 "while this side does");
         follower_ = &follower;
+        tables_.set_follower(follower.tables_);
     }
 
     // Refused on a side that zeroes its handouts: the zeroing reaches the
@@ -128,7 +121,7 @@ public:
                         "set_move_callback: side '" + geometry().spec.name +
                             "' zeroes the pages it hands out (zero_on_alloc), in the unified "
                             "buffer; KV kept elsewhere would not be zeroed");
-        move_ = std::move(callback);
+        tables_.set_move_callback(std::move(callback));
     }
 
     // ---------------------------------------------------------------- sizes
@@ -157,14 +150,14 @@ public:
     // Virtual pages the last successful allocation bound (the ids a non-owner
     // peer binds next).
     const std::vector<index_t>& last_allocated_virtual_pages() const {
-        return binding_.virtual_pages;
+        return tables_.binding().virtual_pages;
     }
 
     // Device tables, one row per virtual (resp. physical) page; -1 is unbound.
     // A trailing row stays -1, as in the reference, so an engine indexing with
     // a -1 padding id (Python's last row) reads unbound.
-    const index_view& virtual_to_physical() const { return v2p_table_; }
-    const index_view& physical_to_virtual() const { return p2v_table_; }
+    const index_view& virtual_to_physical() const { return tables_.virtual_to_physical(); }
+    const index_view& physical_to_virtual() const { return tables_.physical_to_virtual(); }
 
     // ---------------------------------------------------------------- alloc
     // need_size virtual token ids (a multiple of the page size) into out, or
@@ -208,7 +201,8 @@ public:
                             const std::vector<index_t>& virtual_pages) {
         return transaction(space, [&] {
             if (!core_.bind_virtual_pages(virtual_pages.data(),
-                                          static_cast<index_t>(virtual_pages.size()), binding_))
+                                          static_cast<index_t>(virtual_pages.size()),
+                                          tables_.binding()))
                 return fail_alloc(space);
             if (core_.options().zero_on_alloc) {
                 // The alloc-bind launch binds and zeroes; it emits no token ids here.
@@ -216,7 +210,7 @@ public:
                 return true;
             }
             submit_peer(space);
-            apply_binding(space);
+            tables_.apply_binding(space);
             return true;
         });
     }
@@ -236,17 +230,8 @@ public:
             if (!allocate_pages(space, pages, Request::per_request))
                 return fail_alloc(space);
             submit_peer(space);
-            const StagedBinding staged = stage_binding();
-            const std::size_t pre = staging_.add(prefix_lens);
-            const std::size_t seq = staging_.add(seq_lens);
-            const std::size_t os = staging_.add(out_start);
-            const std::size_t ps = staging_.add(page_start);
-            staging_.upload(space);
-            const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
-            kernels::alloc_extend_bind(
-                space, kernels::AllocExtend{new_pages(staged, n), staging_.slice(pre, b),
-                                            staging_.slice(seq, b), staging_.slice(os, b),
-                                            staging_.slice(ps, b), last_loc, out});
+            tables_.bind_extend(space, prefix_lens, seq_lens, out_start, page_start, last_loc, out,
+                                pages);
             return true;
         });
     }
@@ -261,14 +246,7 @@ public:
             if (!allocate_pages(space, pages, Request::per_request))
                 return fail_alloc(space);
             submit_peer(space);
-            const StagedBinding staged = stage_binding();
-            const std::size_t seq = staging_.add(seq_lens);
-            const std::size_t ps = staging_.add(page_start);
-            staging_.upload(space);
-            const auto n = static_cast<std::size_t>(pages), b = static_cast<std::size_t>(batch);
-            kernels::alloc_decode_bind(
-                space, kernels::AllocDecode{new_pages(staged, n), staging_.slice(seq, b),
-                                            staging_.slice(ps, b), last_loc, out});
+            tables_.bind_decode(space, seq_lens, page_start, last_loc, out, pages);
             return true;
         });
     }
@@ -302,7 +280,7 @@ public:
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
         transaction(space, [&] {
             core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()));
-            submit(space);
+            tables_.submit(space);
         });
     }
     void free(const std::vector<index_t>& virtual_tokens) {
@@ -313,7 +291,7 @@ public:
         transaction(space, [&] {
             core_.free_tokens(virtual_tokens.data(), static_cast<index_t>(virtual_tokens.size()),
                               true);
-            submit(space);
+            tables_.submit(space);
         });
     }
     // Throws what free (or free_if_bound) of these ids would throw now, changing nothing.
@@ -325,7 +303,7 @@ public:
     void free_group_end(const ExecutionSpace& space) {
         transaction(space, [&] {
             core_.free_group_end();
-            submit(space);
+            tables_.submit(space);
         });
     }
     // Throws what free_group_end would throw now, changing nothing.
@@ -334,9 +312,9 @@ public:
     // ---------------------------------------------------------------- lazy compaction
     index_t flush(const ExecutionSpace& space, bool urgent) {
         return transaction(space, [&] {
-            const EarlyMoves early(*this, space);
+            const typename executor_type::EarlyMoves early(tables_, space);
             const index_t moved = core_.flush(urgent);
-            submit(space);
+            tables_.submit(space);
             return moved;
         });
     }
@@ -378,8 +356,7 @@ public:
     void translate(const ExecutionSpace& space, const const_index_view& virtual_tokens,
                    const OutView& out) const {
         require_length("translate: out", out, static_cast<index_t>(virtual_tokens.extent(0)));
-        kernels::translate_tokens(space,
-                                  kernels::Translation{v2p_, page_size(), virtual_tokens, out});
+        tables_.translate(space, virtual_tokens, out);
     }
     index_view translate(const ExecutionSpace& space,
                          const const_index_view& virtual_tokens) const {
@@ -401,8 +378,7 @@ public:
             throw Error(ErrorCode::invalid_argument,
                         "translate_dense: kernel_page_multiplier must be >= 1, got " +
                             std::to_string(kernel_page_multiplier));
-        kernels::translate_tokens(space, kernels::Translation{v2p_, page_size(), virtual_tokens,
-                                                              out, kernel_page_multiplier});
+        tables_.translate(space, virtual_tokens, out, kernel_page_multiplier);
     }
 
     // ---------------------------------------------------------------- state
@@ -412,7 +388,7 @@ public:
     void restore_state(const ExecutionSpace& space, const AllocatorSnapshot& snapshot) {
         transaction(space, [&] {
             core_.restore_state(snapshot);
-            submit(space);
+            tables_.submit(space);
         });
     }
     // Keeps the allocations since the snapshot and closes the window it opened.
@@ -420,7 +396,7 @@ public:
     void clear(const ExecutionSpace& space) {
         transaction(space, [&] {
             core_.clear();
-            submit(space);
+            tables_.submit(space);
         });
     }
 
@@ -455,23 +431,7 @@ public:
     // Host invariants, then the device tables against the host mirror. Fences.
     void check_invariants(const ExecutionSpace& space) const {
         core_.check_invariants();
-        space.fence();
-        auto v2p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v2p_table_);
-        auto p2v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p2v_table_);
-        if (v2p(v2p_.extent(0)) != unbound || p2v(p2v_.extent(0)) != unbound)
-            throw Error(ErrorCode::internal, "a table's sentinel row is bound. " + state_string());
-        for (index_t v = 0; v < static_cast<index_t>(v2p_.extent(0)); ++v)
-            if (v2p(v) != core_.physical_page_of(v))
-                throw Error(ErrorCode::internal,
-                            "device v2p[" + std::to_string(v) + "] = " + std::to_string(v2p(v)) +
-                                ", host mirror " + std::to_string(core_.physical_page_of(v)) +
-                                ". " + state_string());
-        for (index_t p = 0; p < static_cast<index_t>(p2v_.extent(0)); ++p)
-            if (p2v(p) != core_.virtual_page_of(p))
-                throw Error(ErrorCode::internal,
-                            "device p2v[" + std::to_string(p) + "] = " + std::to_string(p2v(p)) +
-                                ", host mirror " + std::to_string(core_.virtual_page_of(p)) + ". " +
-                                state_string());
+        tables_.check_tables(space);
     }
     void check_invariants() const { check_invariants(ExecutionSpace()); }
 
@@ -528,7 +488,7 @@ private:
         });
         try {
             for (const auto& [side, rows] : changed)
-                side->restore_device_rows(space, rows);
+                side->tables_.restore_rows(space, rows);
         } catch (const Error& e) {
             throw Error(ErrorCode::device,
                         std::string("kvpool: undoing a call after a failure: restoring the device "
@@ -537,40 +497,10 @@ private:
         }
     }
 
-    // Device v2p / p2v rows rewritten from the host mirror.
-    void restore_device_rows(const ExecutionSpace& space,
-                             const detail::AllocatorCore::ChangedRows& rows) {
-        std::vector<index_t> vi = rows.v2p, pi = rows.p2v;
-        if (rows.all) {
-            vi.resize(static_cast<std::size_t>(core_.virtual_table_pages()));
-            pi.resize(static_cast<std::size_t>(geometry().num_physical_pages));
-            std::iota(vi.begin(), vi.end(), index_t(0));
-            std::iota(pi.begin(), pi.end(), index_t(0));
-        }
-        if (vi.empty() && pi.empty())
-            return;
-        std::vector<index_t> vv(vi.size()), pv(pi.size());
-        for (std::size_t k = 0; k < vi.size(); ++k)
-            vv[k] = core_.physical_page_of(vi[k]);
-        for (std::size_t k = 0; k < pi.size(); ++k)
-            pv[k] = core_.virtual_page_of(pi[k]);
-        const std::size_t a = staging_.add(vi), b = staging_.add(vv);
-        const std::size_t c = staging_.add(pi), d = staging_.add(pv);
-        staging_.upload(space);
-        kernels::apply_table_writes(space, kernels::TableWrites{v2p_, staging_.slice(a, vi.size()),
-                                                                staging_.slice(b, vv.size()), p2v_,
-                                                                staging_.slice(c, pi.size()),
-                                                                staging_.slice(d, pv.size())});
-    }
-
     // out(t) = the t-th token of the pages just bound, binding them on the device.
     void emit_allocated_tokens(const ExecutionSpace& space, const index_view& out) {
         submit_peer(space);
-        const StagedBinding staged = stage_binding();
-        if (staged.runs.count == 0)
-            staging_.upload(space);
-        const auto n = binding_.virtual_pages.size();
-        kernels::bind_pages_emit_tokens(space, kernels::AllocTokens{new_pages(staged, n), out});
+        tables_.emit_allocated_tokens(space, out);
     }
 
     // Where request arrays start: out_start[r] in out, page_start[r] among the
@@ -623,16 +553,17 @@ private:
     // num_pages new pages on this side and, with a follower, the same virtual
     // pages bound there: both or neither (the follower may lack room).
     bool allocate_pages(const ExecutionSpace& space, index_t num_pages, Request request) {
+        detail::PageBinding& binding = tables_.binding();
         const bool allocated = request == Request::whole_pages
-                                   ? core_.alloc_pages(num_pages, binding_)
-                                   : core_.alloc_request_pages(num_pages, binding_);
+                                   ? core_.alloc_pages(num_pages, binding)
+                                   : core_.alloc_request_pages(num_pages, binding);
         if (!allocated)
             return false;
         if (!follower_)
             return true;
         const auto undo = [&] {
-            core_.undo_allocation(binding_);
-            submit(space);
+            core_.undo_allocation(binding);
+            tables_.submit(space);
         };
         // The follower's lack of room may flush this side; the pages just
         // taken must stay where they are until the follower has answered.
@@ -640,8 +571,8 @@ private:
         bool ok = false;
         try {
             ok = follower_->core_.bind_virtual_pages(
-                binding_.virtual_pages.data(), static_cast<index_t>(binding_.virtual_pages.size()),
-                follower_->binding_);
+                binding.virtual_pages.data(), static_cast<index_t>(binding.virtual_pages.size()),
+                follower_->tables_.binding());
         } catch (...) {
             core_.hold_relocations(false);
             undo();
@@ -653,229 +584,25 @@ private:
         return ok;
     }
 
-    // Where the allocation being applied is staged: its virtual and physical
-    // pages, and the follower's physical pages when there is a follower; or,
-    // when they form a few runs, the runs alone (handed to the kernel by value).
-    struct StagedBinding {
-        std::size_t virtual_pages, physical_pages, follower_pages;
-        kernels::PageRuns runs;
-    };
-    StagedBinding stage_binding() {
-        const auto& pages = binding_.virtual_pages;
-        const index_t* const follower_pages =
-            follower_ ? follower_->binding_.physical_pages.data() : nullptr;
-        const kernels::PageRuns runs =
-            kernels::find_page_runs(pages.data(), binding_.physical_pages.data(), follower_pages,
-                                    static_cast<index_t>(pages.size()));
-        if (runs.count > 0)
-            return {0, 0, 0, runs};
-        const std::size_t v = staging_.add(binding_.virtual_pages);
-        const std::size_t p = staging_.add(binding_.physical_pages);
-        return {v, p, follower_ ? staging_.add(follower_->binding_.physical_pages) : 0, runs};
-    }
-    using staged_view =
-        decltype(std::declval<const detail::Staging<ExecutionSpace>&>().slice(0, 0));
-    // The n pages of a staged binding, for the kernels (after the upload).
-    kernels::NewPages<index_view, staged_view> new_pages(const StagedBinding& staged,
-                                                         std::size_t n) const {
-        const std::size_t listed = staged.runs.count > 0 ? 0 : n;
-        kernels::NewPages<index_view, staged_view> pages{
-            v2p_,
-            p2v_,
-            staging_.slice(staged.virtual_pages, listed),
-            staging_.slice(staged.physical_pages, listed),
-            page_size(),
-            {},
-            staged.runs,
-            {},
-            0,
-            0};
-        if (follower_)
-            pages.follower = {follower_->v2p_, follower_->p2v_,
-                              staging_.slice(staged.follower_pages, listed)};
-        const bool zero_own = core_.options().zero_on_alloc;
-        const bool zero_follower = follower_ && follower_->core_.options().zero_on_alloc;
-        if (zero_own || zero_follower) {
-            pages.zero_bytes = pool_->bytes();
-            pages.zero_page_bytes = zero_own ? geometry().page_bytes : 0;
-            pages.zero_follower_page_bytes = zero_follower ? follower_->geometry().page_bytes : 0;
-        }
-        return pages;
-    }
-
-    // (Re)creates the device v2p table at the size of the id owner's space.
-    void resize_virtual_table(const ExecutionSpace& space = ExecutionSpace()) {
-        const auto rows = static_cast<std::size_t>(core_.virtual_table_pages());
-        if (v2p_table_.extent(0) == rows + 1)
-            return;
-        v2p_table_ = new_table(space, "kvpool::v2p", core_.virtual_table_pages());
-        v2p_ = rows_of(v2p_table_);
-    }
-
-    // rows entries and the trailing sentinel, all unbound but row 0 (page 0 <->
-    // page 0: the padding anchor).
-    static index_view new_table(const ExecutionSpace& space, const char* label, index_t rows) {
-        const auto table = kk::uninitialized<index_view>(label, static_cast<std::size_t>(rows) + 1);
-        kernels::launch_fault_point<ExecutionSpace>("kvpool::fill_table");
-        Kokkos::deep_copy(space, table, unbound);
-        Kokkos::deep_copy(space, Kokkos::subview(table, 0), index_t(0));
-        return table;
-    }
-    static index_view rows_of(const index_view& table) {
-        return Kokkos::subview(table, std::make_pair(std::size_t(0), table.extent(0) - 1));
-    }
-
     // A failed allocation may still have compacted the peer.
     bool fail_alloc(const ExecutionSpace& space) {
         submit_peer(space);
         return false;
     }
 
-    void apply_binding(const ExecutionSpace& space) {
-        const std::size_t v = staging_.add(binding_.virtual_pages);
-        const std::size_t p = staging_.add(binding_.physical_pages);
-        staging_.upload(space);
-        const auto n = binding_.virtual_pages.size();
-        kernels::apply_table_writes(
-            space, kernels::TableWrites{v2p_, staging_.slice(v, n), staging_.slice(p, n), p2v_,
-                                        staging_.slice(p, n), staging_.slice(v, n)});
-    }
-
     // The other bands' plans (a flush, a shift) before this side's own.
     void submit_peer(const ExecutionSpace& space) {
         for (std::size_t i = 1; i < sides_of_buffer_.size(); ++i)
-            sides_of_buffer_[i]->submit(space);
+            sides_of_buffer_[i]->tables_.submit(space);
     }
-
-    // Applies the core's pending plan: waits, KV moves, table writes.
-    void submit(const ExecutionSpace& space) {
-        detail::DevicePlan& plan = core_.plan();
-        if (plan.empty())
-            return;
-        enqueue_waits(space, plan);
-        const std::size_t moves = plan.move_src.size();
-        const kernels::MoveRuns runs = move_ ? kernels::MoveRuns{} : move_runs(plan);
-        const std::size_t src = runs.count > 0 ? 0 : staging_.add(plan.move_src);
-        const std::size_t dst = runs.count > 0 ? 0 : staging_.add(plan.move_dst);
-        const std::size_t vi = staging_.add(plan.v2p_index);
-        const std::size_t vv = staging_.add(plan.v2p_value);
-        const std::size_t pi = staging_.add(plan.p2v_index);
-        const std::size_t pv = staging_.add(plan.p2v_value);
-        staging_.upload(space);
-        const kernels::TableWrites writes{v2p_,
-                                          staging_.slice(vi, plan.v2p_index.size()),
-                                          staging_.slice(vv, plan.v2p_value.size()),
-                                          p2v_,
-                                          staging_.slice(pi, plan.p2v_index.size()),
-                                          staging_.slice(pv, plan.p2v_value.size())};
-        if (moves > 0 && !move_) {
-            with_move_lists(space, runs, src, dst, moves, [&](const auto& moved) {
-                kernels::apply_plan(space, kernels::CompactionPlan{moved, writes});
-            });
-        } else {
-            // The writes first: the moves are the one step an undo cannot take back.
-            kernels::apply_table_writes(space, writes);
-            if (moves > 0)
-                move_(space, staging_.slice(src, moves), staging_.slice(dst, moves));
-        }
-        const bool keep = plan.overwrites_freed_pages;
-        plan.clear();
-        // An eager compaction overwrote the freed pages: it stays, whatever fails next.
-        if (keep && core_.transaction_open())
-            core_.checkpoint_transaction();
-    }
-
-    // The core's move starter: launches the plan's waits and moves now and
-    // takes them out of the plan (its table writes follow with the rest).
-    // Fewer than early_move_min_pages moves stay in the plan and go with its
-    // table writes in one launch.
-    void start_moves(const ExecutionSpace& space) {
-        detail::DevicePlan& plan = core_.plan();
-        const std::size_t moves = plan.move_src.size();
-        if (moves < early_move_min_pages)
-            return;
-        enqueue_waits(space, plan);
-        const kernels::MoveRuns runs = move_runs(plan);
-        const std::size_t src = runs.count > 0 ? 0 : staging_.add(plan.move_src);
-        const std::size_t dst = runs.count > 0 ? 0 : staging_.add(plan.move_dst);
-        if (runs.count == 0)
-            staging_.upload(space);
-        with_move_lists(space, runs, src, dst, moves,
-                        [&](const auto& moved) { kernels::move_pages(space, moved); });
-        plan.move_src.clear();
-        plan.move_dst.clear();
-    }
-
-    // Installs start_moves as the core's move starter for one call (not with
-    // a move callback, which must follow the table writes).
-    class EarlyMoves {
-    public:
-        EarlyMoves(MultiEndedAllocator& side, const ExecutionSpace& space) : core_(side.core_) {
-            if (!side.move_)
-                core_.set_move_starter([&side, space] { side.start_moves(space); });
-        }
-        ~EarlyMoves() { core_.set_move_starter(nullptr); }
-        EarlyMoves(const EarlyMoves&) = delete;
-        EarlyMoves& operator=(const EarlyMoves&) = delete;
-
-    private:
-        detail::AllocatorCore& core_;
-    };
-
-    void enqueue_waits(const ExecutionSpace& space, detail::DevicePlan& plan) {
-        for (const auto& token : plan.waits)
-            kernels::enqueue_wait(space, *token);
-        plan.waits.clear();
-    }
-
-    // Moves in a few runs go to the kernel by value: no lists to stage or to read.
-    static kernels::MoveRuns move_runs(const detail::DevicePlan& plan) {
-        return kernels::find_move_runs(plan.move_src.data(), plan.move_dst.data(),
-                                       static_cast<index_t>(plan.move_src.size()));
-    }
-
-    // Calls apply with the PageMoves of a plan's moves, their lists (staged
-    // back to back at src and dst, after the last upload) read where the page
-    // size says; none when they form runs.
-    template <class Apply>
-    void with_move_lists(const ExecutionSpace& space, const kernels::MoveRuns& runs,
-                         std::size_t src, std::size_t dst, std::size_t moves, const Apply& apply) {
-        const auto moved = [&](const auto& src_pages, const auto& dst_pages) {
-            apply(kernels::PageMoves{pool_->bytes(), geometry().page_bytes, src_pages, dst_pages,
-                                     runs});
-        };
-        if (runs.count > 0) {
-            moved(staging_.slice(0, 0), staging_.slice(0, 0));
-        } else if (geometry().page_bytes < device_move_list_min_page_bytes) {
-            moved(staging_.slice(src, moves), staging_.slice(dst, moves));
-        } else {
-            // Sources and destinations staged back to back: one copy to the device.
-            const auto move_lists = staging_.device_slice(space, src, 2 * moves);
-            moved(Kokkos::subview(move_lists, std::make_pair(std::size_t(0), moves)),
-                  Kokkos::subview(move_lists, std::make_pair(moves, 2 * moves)));
-        }
-    }
-
-    // Measured thresholds: kernels/tuning.hpp says where and why.
-    using tuning = typename kernels::NativeBackend<ExecutionSpace>::tuning;
-    static constexpr std::size_t early_move_min_pages = tuning::early_move_min_pages;
-    static constexpr index_t device_move_list_min_page_bytes =
-        tuning::device_move_list_min_page_bytes;
 
     pool_type* pool_;
     detail::AllocatorCore core_;
+    executor_type tables_; // after core_, which it serves
     MultiEndedAllocator* peer_ = nullptr;
     std::vector<MultiEndedAllocator*> neighbours_;            // the peer, or up to two neighbours
     std::vector<MultiEndedAllocator*> sides_of_buffer_{this}; // this side first
     MultiEndedAllocator* follower_ = nullptr;
-    // The tables with their sentinel row, and the rows the kernels index.
-    index_view v2p_table_;
-    index_view p2v_table_;
-    index_view v2p_;
-    index_view p2v_;
-    detail::Staging<ExecutionSpace> staging_;
-    detail::PageBinding binding_;
-    move_callback move_;
 };
 
 } // namespace kvpool
