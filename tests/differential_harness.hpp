@@ -188,6 +188,7 @@ public:
                 one_step();
                 ++stats_.ops;
                 compare();
+                compare_buffer_bytes();
                 // A fuzzer's run is small: it checks the KV data after every step.
                 data_check_due_ = data_check_due_ || rng_.from_input();
                 after_step();
@@ -431,6 +432,49 @@ protected:
     void expect_eq(const A& real, const B& model, const std::string& what) const {
         if (!(real == model))
             fail(fmt::format("{}: real {} != model {}", what, real, model));
+    }
+
+    // The whole buffer's byte account (check_invariants() checks that it adds
+    // up): every side's account is the same, and each term is the model's.
+    void compare_buffer_bytes() const {
+        const detail::BufferBytes real = real_[0]->core().buffer_bytes();
+        for (const Allocator* side : real_) {
+            const detail::BufferBytes other = side->core().buffer_bytes();
+            expect_eq(other.accounted(), real.accounted(), "buffer bytes seen from every side");
+            expect_eq(other.gaps, real.gaps, "buffer gap bytes seen from every side");
+        }
+        std::vector<const ReferenceSide*> bands(model_.begin(), model_.end());
+        std::sort(bands.begin(), bands.end(), [](const ReferenceSide* a, const ReferenceSide* b) {
+            return a->geometry().position < b->geometry().position;
+        });
+        detail::BufferBytes model;
+        const SideGeometry& lowest = bands.front()->geometry();
+        const SideGeometry& highest = bands.back()->geometry();
+        model.sink = lowest.sink_bytes;
+        model.alignment = lowest.min_page_index * lowest.page_bytes - lowest.sink_bytes +
+                          real.buffer - highest.num_physical_pages * highest.page_bytes;
+        if (lowest.grow() != GrowDirection::up)
+            model.gaps +=
+                bands.front()->byte_low_frontier() - lowest.min_page_index * lowest.page_bytes;
+        if (highest.grow() != GrowDirection::down)
+            model.gaps += highest.num_physical_pages * highest.page_bytes -
+                          bands.back()->byte_high_frontier();
+        for (std::size_t i = 0; i < bands.size(); ++i) {
+            const ReferenceSide& band = *bands[i];
+            model.live += band.live_pages() * band.page_bytes();
+            model.holes += band.hole_count() * band.page_bytes();
+            model.pending += band.pending_pages() * band.page_bytes();
+            if (i + 1 < bands.size())
+                model.gaps += bands[i + 1]->byte_low_frontier() - band.byte_high_frontier();
+        }
+        expect_eq(real.live, model.live, "buffer bytes: live");
+        expect_eq(real.holes, model.holes, "buffer bytes: holes");
+        expect_eq(real.pending, model.pending, "buffer bytes: pending reuse");
+        expect_eq(real.gaps, model.gaps, "buffer bytes: gaps");
+        expect_eq(real.overlap, index_t(0), "buffer bytes: overlap");
+        expect_eq(real.sink + real.alignment, model.sink + model.alignment,
+                  "buffer bytes: sink and alignment");
+        expect_eq(model.accounted(), real.buffer, "buffer bytes: the model's account");
     }
 
     void compare_side(const std::string& n, const Allocator& real,
