@@ -74,7 +74,7 @@ TEST_CASE("byte conservation: a pair's account term by term, and a band off its 
             down.free(Space(), std::vector<index_t>(tokens.begin(), tokens.begin() + 3 * ps));
             const detail::BufferBytes b = up.core().buffer_bytes();
             CHECK(b.buffer == bytes);
-            CHECK(b.live == down.core().live_pages() * 32 * ps);
+            CHECK(b.live == down.core().live_pages() * 48 * ps);
             CHECK(b.live == 37 * 48 * ps);
             CHECK(b.holes + b.pending == (mode == CompactionMode::lazy ? 3 * 48 * ps : 0));
             CHECK(b.gaps == up.occupancy().gap_bytes);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <kvpool/detail/allocator_core.hpp>
+#include <kvpool/detail/follower_pages.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kernels/dispatch.hpp>
@@ -210,13 +211,8 @@ public:
             if (!core_.bind_virtual_pages(virtual_pages.data(),
                                           static_cast<index_t>(virtual_pages.size()), binding_))
                 return fail_alloc(space);
-            if (core_.options().zero_on_alloc) {
-                // The alloc-bind launch binds and zeroes; it emits no token ids here.
-                emit_allocated_tokens(space, index_view());
-                return true;
-            }
             submit_peer(space);
-            apply_binding(space);
+            apply_own_binding(space);
             return true;
         });
     }
@@ -639,9 +635,16 @@ private:
         core_.hold_relocations(true);
         bool ok = false;
         try {
+            const std::vector<index_t>& pages = detail::follower_pages(
+                binding_.virtual_pages, page_size() / follower_->page_size(), follower_scratch_);
             ok = follower_->core_.bind_virtual_pages(
-                binding_.virtual_pages.data(), static_cast<index_t>(binding_.virtual_pages.size()),
-                follower_->binding_);
+                pages.data(), static_cast<index_t>(pages.size()), follower_->binding_);
+            // A follower of smaller pages binds in a launch of its own, the
+            // other bands' plans first (as alloc_with_virtual).
+            if (ok && !fused_follower()) {
+                submit_peer(space);
+                follower_->apply_own_binding(space);
+            }
         } catch (...) {
             core_.hold_relocations(false);
             undo();
@@ -663,7 +666,7 @@ private:
     StagedBinding stage_binding() {
         const auto& pages = binding_.virtual_pages;
         const index_t* const follower_pages =
-            follower_ ? follower_->binding_.physical_pages.data() : nullptr;
+            fused_follower() ? follower_->binding_.physical_pages.data() : nullptr;
         const kernels::PageRuns runs =
             kernels::find_page_runs(pages.data(), binding_.physical_pages.data(), follower_pages,
                                     static_cast<index_t>(pages.size()));
@@ -671,7 +674,8 @@ private:
             return {0, 0, 0, runs};
         const std::size_t v = staging_.add(binding_.virtual_pages);
         const std::size_t p = staging_.add(binding_.physical_pages);
-        return {v, p, follower_ ? staging_.add(follower_->binding_.physical_pages) : 0, runs};
+        return {v, p, fused_follower() ? staging_.add(follower_->binding_.physical_pages) : 0,
+                runs};
     }
     using staged_view =
         decltype(std::declval<const detail::Staging<ExecutionSpace>&>().slice(0, 0));
@@ -690,11 +694,11 @@ private:
             {},
             0,
             0};
-        if (follower_)
+        if (fused_follower())
             pages.follower = {follower_->v2p_, follower_->p2v_,
                               staging_.slice(staged.follower_pages, listed)};
         const bool zero_own = core_.options().zero_on_alloc;
-        const bool zero_follower = follower_ && follower_->core_.options().zero_on_alloc;
+        const bool zero_follower = fused_follower() && follower_->core_.options().zero_on_alloc;
         if (zero_own || zero_follower) {
             pages.zero_bytes = pool_->bytes();
             pages.zero_page_bytes = zero_own ? geometry().page_bytes : 0;
@@ -724,6 +728,18 @@ private:
     static index_view rows_of(const index_view& table) {
         return Kokkos::subview(table, std::make_pair(std::size_t(0), table.extent(0) - 1));
     }
+
+    // The pages this side's core just bound (no follower of its own), on the
+    // device; the other bands' plans are submitted already.
+    void apply_own_binding(const ExecutionSpace& space) {
+        if (core_.options().zero_on_alloc)
+            // The alloc-bind launch binds and zeroes; it emits no token ids here.
+            emit_allocated_tokens(space, index_view());
+        else
+            apply_binding(space);
+    }
+    // The follower's pages bind in the owner's launch when they are the owner's size.
+    bool fused_follower() const { return follower_ && follower_->page_size() == page_size(); }
 
     // A failed allocation may still have compacted the peer.
     bool fail_alloc(const ExecutionSpace& space) {
@@ -868,6 +884,7 @@ private:
     std::vector<MultiEndedAllocator*> neighbours_;            // the peer, or up to two neighbours
     std::vector<MultiEndedAllocator*> sides_of_buffer_{this}; // this side first
     MultiEndedAllocator* follower_ = nullptr;
+    std::vector<index_t> follower_scratch_;
     // The tables with their sentinel row, and the rows the kernels index.
     index_view v2p_table_;
     index_view p2v_table_;
