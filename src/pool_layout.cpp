@@ -105,6 +105,7 @@ PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
         g.page_bytes = s.entry_bytes * s.page_size;
         g.num_physical_pages = total_bytes / g.page_bytes;
         g.min_page_index = ceil_div(ceil_div(sink_bytes_, s.entry_bytes), s.page_size);
+        g.sink_bytes = sink_bytes_;
         if (g.num_physical_pages <= g.min_page_index)
             throw Error(ErrorCode::invalid_argument,
                         fmt::format("sub-pool '{}': a buffer of {} bytes holds no page of {} "

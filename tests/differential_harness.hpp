@@ -127,9 +127,13 @@ inline std::string schedulable_mismatch(const std::string& n, const Allocator& s
     if (mine.options().is_id_owner) {
         ok = mine.alloc_pages(pages, copies.first_pages);
     } else {
-        // A non-owner binds ids of its owner's space only: as many as are unbound here.
+        // A non-owner binds ids of its owner's space only (in its own pages,
+        // ratio per owner page): as many as are unbound here.
+        const index_t ratio = peer.page_size() % side.page_size() == 0
+                                  ? peer.page_size() / side.page_size()
+                                  : index_t(1);
         std::vector<index_t> ids;
-        for (index_t v = peer.geometry().min_page_index;
+        for (index_t v = peer.geometry().min_page_index * ratio;
              v < mine.virtual_table_pages() && static_cast<index_t>(ids.size()) < pages; ++v)
             if (mine.physical_page_of(v) == unbound)
                 ids.push_back(v);
@@ -188,6 +192,7 @@ public:
                 one_step();
                 ++stats_.ops;
                 compare();
+                compare_buffer_bytes();
                 // A fuzzer's run is small: it checks the KV data after every step.
                 data_check_due_ = data_check_due_ || rng_.from_input();
                 after_step();
@@ -433,6 +438,49 @@ protected:
             fail(fmt::format("{}: real {} != model {}", what, real, model));
     }
 
+    // The whole buffer's byte account (check_invariants() checks that it adds
+    // up): every side's account is the same, and each term is the model's.
+    void compare_buffer_bytes() const {
+        const detail::BufferBytes real = real_[0]->core().buffer_bytes();
+        for (const Allocator* side : real_) {
+            const detail::BufferBytes other = side->core().buffer_bytes();
+            expect_eq(other.accounted(), real.accounted(), "buffer bytes seen from every side");
+            expect_eq(other.gaps, real.gaps, "buffer gap bytes seen from every side");
+        }
+        std::vector<const ReferenceSide*> bands(model_.begin(), model_.end());
+        std::sort(bands.begin(), bands.end(), [](const ReferenceSide* a, const ReferenceSide* b) {
+            return a->geometry().position < b->geometry().position;
+        });
+        detail::BufferBytes model;
+        const SideGeometry& lowest = bands.front()->geometry();
+        const SideGeometry& highest = bands.back()->geometry();
+        model.sink = lowest.sink_bytes;
+        model.alignment = lowest.min_page_index * lowest.page_bytes - lowest.sink_bytes +
+                          real.buffer - highest.num_physical_pages * highest.page_bytes;
+        if (lowest.grow() != GrowDirection::up)
+            model.gaps +=
+                bands.front()->byte_low_frontier() - lowest.min_page_index * lowest.page_bytes;
+        if (highest.grow() != GrowDirection::down)
+            model.gaps += highest.num_physical_pages * highest.page_bytes -
+                          bands.back()->byte_high_frontier();
+        for (std::size_t i = 0; i < bands.size(); ++i) {
+            const ReferenceSide& band = *bands[i];
+            model.live += band.live_pages() * band.page_bytes();
+            model.holes += band.hole_count() * band.page_bytes();
+            model.pending += band.pending_pages() * band.page_bytes();
+            if (i + 1 < bands.size())
+                model.gaps += bands[i + 1]->byte_low_frontier() - band.byte_high_frontier();
+        }
+        expect_eq(real.live, model.live, "buffer bytes: live");
+        expect_eq(real.holes, model.holes, "buffer bytes: holes");
+        expect_eq(real.pending, model.pending, "buffer bytes: pending reuse");
+        expect_eq(real.gaps, model.gaps, "buffer bytes: gaps");
+        expect_eq(real.overlap, index_t(0), "buffer bytes: overlap");
+        expect_eq(real.sink + real.alignment, model.sink + model.alignment,
+                  "buffer bytes: sink and alignment");
+        expect_eq(model.accounted(), real.buffer, "buffer bytes: the model's account");
+    }
+
     void compare_side(const std::string& n, const Allocator& real,
                       const ReferenceSide& model) const {
         if (const std::string difference = side_mismatch(n, real, model); !difference.empty())
@@ -458,9 +506,12 @@ protected:
     }
 
     // The tokens the requests hold on a side cover exactly the model's live
-    // pages, and read back their stamps through translate().
+    // pages, and read back their stamps through translate(). unwritten: ids
+    // not yet written whose pages the requests hold too (the rest of a
+    // request's last full page, on a window side of smaller pages).
     void expect_live_data(const std::string& n, const Allocator& real, const ReferenceSide& model,
-                          int tag, const std::vector<index_t>& tokens) {
+                          int tag, const std::vector<index_t>& tokens,
+                          const std::vector<index_t>& unwritten = {}) {
         ++stats_.data_checks;
         // Sorted vectors, not sets, kept across calls: this runs after every step of a fuzzer's
         // run.
@@ -469,6 +520,8 @@ protected:
         pages.clear();
         live.clear();
         for (index_t t : tokens)
+            pages.push_back(t / real.page_size());
+        for (index_t t : unwritten)
             pages.push_back(t / real.page_size());
         std::sort(pages.begin(), pages.end());
         pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
@@ -543,19 +596,23 @@ protected:
         ++stats_.frees;
     }
 
-    // The tombstones (live on the full side, released on the window side) in
-    // the library's tables, in the model and as the requests' windows say.
+    // The tombstones (the window side's pages under pages live on the full
+    // side, released on the window side; in the window side's pages) in the
+    // library's tables, in the model and as the requests' windows say.
     template <class Request>
     void expect_tombstones(const detail::AllocatorCore& full, const detail::AllocatorCore& swa,
-                           const std::set<index_t>& model, const std::vector<Request>& requests,
-                           index_t ps) const {
+                           const std::set<index_t>& model,
+                           const std::vector<Request>& requests) const {
+        const index_t ratio = full.page_size() / swa.page_size();
         std::set<index_t> real, booked;
         for (index_t v = 1; v < full.virtual_table_pages(); ++v)
-            if (full.physical_page_of(v) != unbound && swa.physical_page_of(v) == unbound)
-                real.insert(v);
+            if (full.physical_page_of(v) != unbound)
+                for (index_t s = v * ratio; s < (v + 1) * ratio; ++s)
+                    if (swa.physical_page_of(s) == unbound)
+                        real.insert(s);
         for (const auto& req : requests)
             for (index_t i = 0; i < req.swa_from; ++i)
-                booked.insert(req.tokens[static_cast<std::size_t>(i)] / ps);
+                booked.insert(req.tokens[static_cast<std::size_t>(i)] / swa.page_size());
         expect_eq(real, model, "tombstones (live on full, released on swa)");
         expect_eq(booked, model, "tombstones the requests' windows account for");
     }
@@ -567,15 +624,19 @@ protected:
     void expect_window_data(const Composite& c, const ReferenceSide& full_model,
                             const ReferenceSide& swa_model, int full_tag, int swa_tag,
                             const std::vector<Request>& requests) {
-        std::vector<index_t> full_live, swa_live, tombstoned;
+        std::vector<index_t> full_live, swa_live, swa_unwritten, tombstoned;
+        const index_t full_page = c.full().page_size();
         for (const auto& req : requests) {
             const auto from = req.tokens.begin() + static_cast<std::ptrdiff_t>(req.swa_from);
             full_live.insert(full_live.end(), req.tokens.begin(), req.tokens.end());
             swa_live.insert(swa_live.end(), from, req.tokens.end());
             tombstoned.insert(tombstoned.end(), req.tokens.begin(), from);
+            // The window side binds a full page's pages together.
+            for (index_t t = req.tokens.back() + 1; t % full_page != 0; ++t)
+                swa_unwritten.push_back(t);
         }
         expect_live_data("full", c.full(), full_model, full_tag, full_live);
-        expect_live_data("swa", c.swa(), swa_model, swa_tag, swa_live);
+        expect_live_data("swa", c.swa(), swa_model, swa_tag, swa_live, swa_unwritten);
         if (tombstoned.empty())
             return;
         // Uninitialised: every element is written (a fill would be a parallel
@@ -619,14 +680,20 @@ private:
 struct PairConfig {
     CompactionMode full_mode, other_mode;
     index_t page_size;
+    // The other side's page size where it differs (the SWA pair's decoupled
+    // pages: a divisor of page_size); 0: page_size.
+    index_t other_page_size = 0;
     std::string name(const char* other) const {
-        return fmt::format("full {}/{} {}/page_size={}", to_string(full_mode), other,
-                           to_string(other_mode), page_size);
+        return fmt::format("full {}/{} {}/page_size={}{}", to_string(full_mode), other,
+                           to_string(other_mode), page_size,
+                           other_page_size ? fmt::format("/{}_page_size={}", other, other_page_size)
+                                           : std::string());
     }
     std::uint64_t salt() const {
         return (full_mode == CompactionMode::lazy ? 0x51ull : 0x17ull) * 0x100000001b3ull ^
                (other_mode == CompactionMode::lazy ? 0x2bull : 0x0dull) * 0x9e3779b97f4a7c15ull ^
-               static_cast<std::uint64_t>(page_size) * 0x9e37ull;
+               static_cast<std::uint64_t>(page_size) * 0x9e37ull ^
+               static_cast<std::uint64_t>(other_page_size) * 0x5bd1e995ull;
     }
     bool any_eager() const {
         return full_mode == CompactionMode::eager || other_mode == CompactionMode::eager;

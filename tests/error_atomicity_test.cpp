@@ -6,6 +6,7 @@
 // tables match the host (check_invariants()), and every live token's stamped
 // KV bytes are found through translate.
 #include "atomicity_harness.hpp"
+#include "core_test_access.hpp"
 
 #include <kvpool/swa_pair.hpp>
 
@@ -13,27 +14,6 @@
 #include <fmt/ranges.h>
 
 #include <functional>
-
-namespace kvpool::detail {
-
-// The test seam: breaks one piece of a core's bookkeeping and mends it again,
-// so that the internal checks can be forced.
-struct AllocatorCoreTestAccess {
-    static void set_live(const AllocatorCore& core, index_t page, bool live) {
-        mutable_core(core).tables_.page_state.set(static_cast<std::size_t>(page),
-                                                  live ? PageState::live : PageState::outside);
-    }
-    static void move_watermark(const AllocatorCore& core, index_t by) {
-        mutable_core(core).tables_.watermark += by;
-    }
-
-private:
-    static AllocatorCore& mutable_core(const AllocatorCore& core) {
-        return const_cast<AllocatorCore&>(core);
-    }
-};
-
-} // namespace kvpool::detail
 
 using namespace kvpool;
 using namespace kvpool::test;

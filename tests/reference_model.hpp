@@ -82,10 +82,13 @@ public:
     void hold_relocations(bool hold) { relocations_held_ = hold; }
     // A non-owner (the SWA side) binds the ids its owner mints; it keeps no
     // free id list.
+    // kvpool: a follower of smaller pages takes the owner's ids in its own
+    // pages (owner page v is its pages [v * ratio, (v + 1) * ratio)).
     void bind_ids_of(const ReferenceSide& owner) {
+        const index_t ratio = owner.page_size() / page_size();
         id_owner_ = false;
-        min_virtual_page_ = owner.g_.min_page_index;
-        virtual_pages_ = owner.g_.num_virtual_pages;
+        min_virtual_page_ = owner.g_.min_page_index * ratio;
+        virtual_pages_ = owner.g_.num_virtual_pages * ratio;
         free_ids_.clear();
     }
 
@@ -987,8 +990,14 @@ private:
 // The follower binds the virtual pages its owner just took; the owner's pages
 // stay where they are meanwhile (its flush is held).
 inline bool bind_follower(ReferenceSide& owner, ReferenceSide& follower) {
+    // kvpool: a follower of smaller pages binds each owner page's pages.
+    const index_t ratio = owner.page_size() / follower.page_size();
+    std::vector<index_t> pages;
+    for (index_t v : owner.last_allocated_virtual_pages())
+        for (index_t j = 0; j < ratio; ++j)
+            pages.push_back(v * ratio + j);
     owner.hold_relocations(true);
-    const bool bound = follower.bind_virtual(owner.last_allocated_virtual_pages());
+    const bool bound = follower.bind_virtual(pages);
     owner.hold_relocations(false);
     return bound;
 }
@@ -1020,8 +1029,18 @@ public:
         return self().both_or_neither(pages, [&] { return full().alloc_decode(seq, last_loc); });
     }
 
+    // kvpool: with smaller pages the sliding-window side frees every page
+    // under the full pages freed, in the tokens' order (a page's first token).
     void free(const std::vector<index_t>& tokens) {
-        swa().free_if_bound(tokens);
+        const index_t ps = page_size(), swa_ps = swa().page_size();
+        std::vector<index_t> swa_tokens;
+        for (std::size_t i = 0; i < tokens.size(); ++i)
+            if (ps == swa_ps)
+                swa_tokens.push_back(tokens[i]);
+            else if (i == 0 || tokens[i] / ps != tokens[i - 1] / ps)
+                for (index_t k = 0; k < ps; k += swa_ps)
+                    swa_tokens.push_back(tokens[i] / ps * ps + k);
+        swa().free_if_bound(swa_tokens);
         full().free(tokens);
     }
     void free_swa(const std::vector<index_t>& tokens) {
@@ -1032,12 +1051,15 @@ public:
         swa().free_if_bound(tokens);
     }
 
-    // Virtual pages live on the full side whose sliding-window pages were released.
+    // The sliding-window side's virtual pages (in its own pages) under pages
+    // live on the full side, released on the sliding-window side.
     std::set<index_t> tombstones() const {
+        const index_t ratio = self().full().page_size() / self().swa().page_size();
         std::set<index_t> out;
         for (const auto& [v, p] : self().full().live())
-            if (self().swa().live().count(v) == 0)
-                out.insert(v);
+            for (index_t s = v * ratio; s < (v + 1) * ratio; ++s)
+                if (self().swa().live().count(s) == 0)
+                    out.insert(s);
         return out;
     }
 
@@ -1078,10 +1100,22 @@ public:
     // fewer holes extends while the other drains; phase 3: both extend. Capped
     // by each side's holes plus index room (eager sides have no holes, which
     // leaves the eager formula). kvpool: also by each side's ids.
+    // kvpool: an SWA side of smaller pages (ratio of them per full page) takes
+    // the largest k whose max(0, k - h_f) full and max(0, ratio * k - h_s) SWA
+    // pages fit in the gap, the same phases with ratio 1.
     index_t available_pages() const {
         const index_t e_f = full_.page_bytes(), e_s = swa_.page_bytes();
         index_t gap = full_.gap_bytes();
         const index_t h_f = full_.hole_count(), h_s = swa_.hole_count();
+        if (ratio() > 1) {
+            index_t k = 0;
+            while ((std::max<index_t>(0, k + 1 - h_f) * e_f +
+                    std::max<index_t>(0, ratio() * (k + 1) - h_s) * e_s) <= gap)
+                ++k;
+            return std::min({k, h_f + full_.index_headroom(),
+                             (h_s + swa_.index_headroom()) / ratio(), full_.free_id_count(),
+                             swa_.free_id_count() / ratio()});
+        }
         const index_t k1 = std::min(h_f, h_s);
         const index_t e_phase2 = h_f <= h_s ? e_f : e_s;
         const index_t k2 = std::min((h_f <= h_s ? h_s : h_f) - k1, gap / e_phase2);
@@ -1102,16 +1136,18 @@ public:
                             (swa_.lazy() ? free_s * e_s : 0);
         const index_t room_f = full_.index_headroom() + (full_.lazy() ? free_f : 0);
         const index_t room_s = swa_.index_headroom() + (swa_.lazy() ? free_s : 0);
-        return std::min({gap / (e_f + e_s), room_f, room_s, full_.free_id_count(),
-                         swa_.free_id_count()}) *
+        return std::min({gap / (e_f + ratio() * e_s), room_f, room_s / ratio(),
+                         full_.free_id_count(), swa_.free_id_count() / ratio()}) *
                page_size();
     }
     index_t conserve_full_available_size() const {
         return full_.geometry().page_capacity() * page_size() - full_.allocated_count();
     }
     index_t conserve_swa_available_size() const {
-        return swa_.geometry().page_capacity() * page_size() - swa_.allocated_count();
+        return swa_.geometry().page_capacity() * swa_.page_size() - swa_.allocated_count();
     }
+    // SWA pages per full page.
+    index_t ratio() const { return full_.page_size() / swa_.page_size(); }
     index_t full_available_size() const {
         return std::min(conserve_full_available_size(), full_.schedulable_available_size());
     }

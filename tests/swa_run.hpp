@@ -36,18 +36,19 @@ public:
         const std::pair<index_t, index_t> entries(entry_bytes(picked.first),
                                                   entry_bytes(picked.second));
         const index_t ps = config.page_size;
-        const index_t page_bytes_max = std::max(entries.first, entries.second) * ps;
+        const index_t swa_ps = config.other_page_size ? config.other_page_size : ps;
+        const index_t page_bytes_max = std::max(entries.first * ps, entries.second * swa_ps);
         const index_t total =
             pool_pages(160, 320) * page_bytes_max + rng_.uniform(0, page_bytes_max - 1);
         const bool full_up = rng_.chance(0.7);
         SubPoolSpec full =
             spec("full", entries.first, ps, full_up ? GrowDirection::up : GrowDirection::down);
         SubPoolSpec swa =
-            spec("swa", entries.second, ps, full_up ? GrowDirection::down : GrowDirection::up);
+            spec("swa", entries.second, swa_ps, full_up ? GrowDirection::down : GrowDirection::up);
         if (rng_.chance(0.2))
             full.max_tokens = total / (entries.first * ps) * ps * 2 / 5;
         if (rng_.chance(0.2))
-            swa.max_tokens = total / (entries.second * ps) * ps * rng_.uniform(2, 5) / 10;
+            swa.max_tokens = total / (entries.second * swa_ps) * swa_ps * rng_.uniform(2, 5) / 10;
         // Each side its own options: its mode and, now and then, a small flush cap.
         const AllocatorOptions full_options = side_options(config.full_mode),
                                swa_options = side_options(config.other_mode);
@@ -63,11 +64,11 @@ public:
         geometry_ = fmt::format("total_bytes={} full(entry={}, grows {}, pages={}, "
                                 "virtual_pages={}, max_moves_per_flush={}) "
                                 "swa(entry={}, grows {}, pages={}, virtual_pages={}, "
-                                "max_moves_per_flush={}) page_size={}",
+                                "max_moves_per_flush={}) page_size={} swa_page_size={}",
                                 total, entries.first, to_string(f.grow()), f.num_physical_pages,
                                 f.num_virtual_pages, full_options.max_moves_per_flush,
                                 entries.second, to_string(s.grow()), s.num_physical_pages,
-                                s.num_virtual_pages, swa_options.max_moves_per_flush, ps);
+                                s.num_virtual_pages, swa_options.max_moves_per_flush, ps, swa_ps);
     }
 
 private:
@@ -90,8 +91,7 @@ private:
         probe_joint();
         // The tombstones: the library's tables, the model and the windows the
         // requests' bookkeeping says have passed.
-        expect_tombstones(pair_->full().core(), pair_->swa().core(), m.tombstones(), requests_,
-                          pair_->page_size());
+        expect_tombstones(pair_->full().core(), pair_->swa().core(), m.tombstones(), requests_);
     }
 
     // The joint available_size() is what one allocation takes now, with no
@@ -104,9 +104,14 @@ private:
         const index_t pages = pair_->available_size() / pair_->page_size();
         full.hold_relocations(true);
         swa.hold_relocations(true);
-        const bool ok = full.alloc_pages(pages, probe_cores_.first_pages) &&
-                        swa.bind_virtual_pages(probe_cores_.first_pages.virtual_pages.data(), pages,
-                                               probe_cores_.second_pages);
+        bool ok = full.alloc_pages(pages, probe_cores_.first_pages);
+        if (ok) {
+            const std::vector<index_t>& swa_pages =
+                detail::follower_pages(probe_cores_.first_pages.virtual_pages,
+                                       full.page_size() / swa.page_size(), probe_swa_pages_);
+            ok = swa.bind_virtual_pages(swa_pages.data(), static_cast<index_t>(swa_pages.size()),
+                                        probe_cores_.second_pages);
+        }
         if (!ok)
             fail(fmt::format("a joint allocation of available_size() = {} tokens failed",
                              pages * pair_->page_size()));
@@ -335,14 +340,16 @@ private:
     // page a decode appends to). Now and then the call names the pages that
     // left before again, which must be skipped.
     void op_free_swa() {
-        evict_from_window(requests_, pair_->page_size(), [&](const std::vector<index_t>& tokens) {
-            replay_void([&] { model_->free_swa(tokens); },
-                        [&] { pair_->free_swa(Space(), tokens); });
-        });
+        evict_from_window(requests_, pair_->swa().page_size(),
+                          [&](const std::vector<index_t>& tokens) {
+                              replay_void([&] { model_->free_swa(tokens); },
+                                          [&] { pair_->free_swa(Space(), tokens); });
+                          });
         data_check_due_ = data_check_due_ || eager_;
     }
 
     std::vector<Request> requests_;
+    mutable std::vector<index_t> probe_swa_pages_;
 };
 
 } // namespace kvpool::test::swa_run

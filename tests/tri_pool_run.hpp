@@ -160,8 +160,7 @@ private:
         probe_side("full");
         probe_side("swa");
         probe_side("state");
-        expect_tombstones(tri_->full().core(), tri_->swa().core(), m.tombstones(), requests_,
-                          tri_->page_size());
+        expect_tombstones(tri_->full().core(), tri_->swa().core(), m.tombstones(), requests_);
     }
 
     // available_size() is what one KV allocation takes now with no flush (a

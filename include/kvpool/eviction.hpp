@@ -123,17 +123,18 @@ EvictionShortfall kv_pair_shortfall(const Side& full, const Side& swa, index_t p
     const index_t missing = std::max<index_t>(1, pages - available);
     const auto& s = swa.core();
     const auto& f = full.core();
-    const bool swa_bound = s.hole_pages() + s.index_headroom_pages() < pages &&
+    // Each full page has ratio SWA pages (a smaller SWA page size).
+    const index_t ratio = f.page_size() / s.page_size();
+    const bool swa_bound = s.hole_pages() + s.index_headroom_pages() < pages * ratio &&
                            f.hole_pages() + f.index_headroom_pages() >= pages &&
                            f.free_virtual_page_count() >= pages;
+    const index_t swa_bytes = ratio * s.geometry().page_bytes;
     if (swa_bound)
         return {swa.geometry().spec.name, missing,
-                static_cast<std::size_t>(missing) *
-                    static_cast<std::size_t>(s.geometry().page_bytes),
-                pages};
+                static_cast<std::size_t>(missing) * static_cast<std::size_t>(swa_bytes), pages};
     return {full.geometry().spec.name, missing,
             static_cast<std::size_t>(missing) *
-                static_cast<std::size_t>(f.geometry().page_bytes + s.geometry().page_bytes),
+                static_cast<std::size_t>(f.geometry().page_bytes + swa_bytes),
             pages};
 }
 

@@ -159,7 +159,7 @@ public:
     // ---- free: as the SWA pair's (the sliding-window side first, both
     // checked before either changes)
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        detail::check_follower_free(full_, swa_, virtual_tokens);
+        detail::check_follower_free(full_, swa_, virtual_tokens, virtual_tokens);
         swa_.transaction(space, [&] {
             swa_.free_if_bound(space, virtual_tokens);
             full_.free(space, virtual_tokens);

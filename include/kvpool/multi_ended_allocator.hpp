@@ -9,6 +9,7 @@
 #pragma once
 
 #include <kvpool/detail/allocator_core.hpp>
+#include <kvpool/detail/follower_pages.hpp>
 #include <kvpool/detail/table_executor.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kokkos_compat.hpp>
@@ -204,13 +205,8 @@ public:
                                           static_cast<index_t>(virtual_pages.size()),
                                           tables_.binding()))
                 return fail_alloc(space);
-            if (core_.options().zero_on_alloc) {
-                // The alloc-bind launch binds and zeroes; it emits no token ids here.
-                emit_allocated_tokens(space, index_view());
-                return true;
-            }
             submit_peer(space);
-            tables_.apply_binding(space);
+            apply_own_binding(space);
             return true;
         });
     }
@@ -503,6 +499,16 @@ private:
         tables_.emit_allocated_tokens(space, out);
     }
 
+    // The pages this side's core just bound (no follower of its own), on the
+    // device; the other bands' plans are submitted already.
+    void apply_own_binding(const ExecutionSpace& space) {
+        if (core_.options().zero_on_alloc)
+            // The alloc-bind launch binds and zeroes; it emits no token ids here.
+            emit_allocated_tokens(space, index_view());
+        else
+            tables_.apply_binding(space);
+    }
+
     // Where request arrays start: out_start[r] in out, page_start[r] among the
     // new pages. Returns the pages needed; malformed input throws first.
     index_t extend_layout(const std::vector<index_t>& prefix_lens,
@@ -570,9 +576,16 @@ private:
         core_.hold_relocations(true);
         bool ok = false;
         try {
+            const std::vector<index_t>& pages = detail::follower_pages(
+                binding.virtual_pages, page_size() / follower_->page_size(), follower_scratch_);
             ok = follower_->core_.bind_virtual_pages(
-                binding.virtual_pages.data(), static_cast<index_t>(binding.virtual_pages.size()),
-                follower_->tables_.binding());
+                pages.data(), static_cast<index_t>(pages.size()), follower_->tables_.binding());
+            // A follower of smaller pages binds in a launch of its own, the
+            // other bands' plans first (as alloc_with_virtual).
+            if (ok && follower_->page_size() != page_size()) {
+                submit_peer(space);
+                follower_->apply_own_binding(space);
+            }
         } catch (...) {
             core_.hold_relocations(false);
             undo();
@@ -603,6 +616,7 @@ private:
     std::vector<MultiEndedAllocator*> neighbours_;            // the peer, or up to two neighbours
     std::vector<MultiEndedAllocator*> sides_of_buffer_{this}; // this side first
     MultiEndedAllocator* follower_ = nullptr;
+    std::vector<index_t> follower_scratch_; // the follower's pages of one allocation
 };
 
 } // namespace kvpool

@@ -34,6 +34,7 @@ struct SideGeometry {
     index_t num_physical_pages = 0; // pages of this size that fit in the buffer
     index_t num_virtual_pages = 0;  // size of the virtual page id space
     index_t min_page_index = 0;     // pages below this overlap the padding sink
+    index_t sink_bytes = 0;         // the buffer's padding sink (PoolLayout::sink_bytes())
     // Where the band sits among the buffer's bands, 0 at the low end.
     std::size_t position = 0;
     // The first page of an empty band (a floating band's anchor; an up band's

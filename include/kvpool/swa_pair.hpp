@@ -20,18 +20,22 @@ public:
     using index_view = typename side_type::index_view;
     using const_index_view = typename side_type::const_index_view;
 
-    // The pool's layout must hold sub-pools named full_name and swa_name with
-    // the same page size. Each side takes its own options; the pair sets their
-    // roles (the full side owns the ids).
+    // The pool's layout must hold sub-pools named full_name and swa_name; the
+    // SWA side's page size divides the full side's (a smaller one frees the
+    // window's pages at a finer grain: each full page has page-ratio SWA
+    // pages, bound with it and released by free_swa one by one). Each side
+    // takes its own options; the pair sets their roles (the full side owns
+    // the ids).
     UnifiedSWAAllocator(pool_type& pool, const AllocatorOptions& full_options,
                         const AllocatorOptions& swa_options, const std::string& full_name = "full",
                         const std::string& swa_name = "swa")
         : full_(pool, full_name, detail::with_role(full_options, true)),
           swa_(pool, swa_name, detail::with_role(swa_options, false)) {
-        if (full_.page_size() != swa_.page_size())
-            throw Error(ErrorCode::invalid_argument,
-                        "SWA pair: page sizes differ (full " + std::to_string(full_.page_size()) +
-                            ", swa " + std::to_string(swa_.page_size()) + ")");
+        if (full_.page_size() % swa_.page_size() != 0)
+            throw Error(ErrorCode::invalid_argument, "SWA pair: the SWA side's page size " +
+                                                         std::to_string(swa_.page_size()) +
+                                                         " does not divide the full side's " +
+                                                         std::to_string(full_.page_size()));
         full_.bind_peer(swa_);
         full_.bind_follower(swa_);
     }
@@ -45,6 +49,7 @@ public:
     side_type& swa() { return swa_; }
     const side_type& full() const { return full_; }
     const side_type& swa() const { return swa_; }
+    // The allocation granularity: the full side's page.
     index_t page_size() const { return full_.page_size(); }
 
     // ---- capacity views, in tokens
@@ -57,7 +62,7 @@ public:
         return full_.geometry().page_capacity() * page_size() - full_.allocated_count();
     }
     index_t conserve_swa_available_size() const {
-        return swa_.geometry().page_capacity() * page_size() - swa_.allocated_count();
+        return swa_.geometry().page_capacity() * swa_.page_size() - swa_.allocated_count();
     }
     // Realizable once the peer's holes are compacted (for admission).
     index_t schedulable_full_available_size() const { return full_.schedulable_available_size(); }
@@ -131,10 +136,13 @@ public:
     // the device, the pair is left as free_swa(ids) leaves it, which a
     // repeated free completes (the other order would leave SWA pages bound to
     // ids the full side has given back).
+    // With smaller SWA pages, every SWA page under the freed full pages goes.
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        detail::check_follower_free(full_, swa_, virtual_tokens);
+        const std::vector<index_t>& swa_tokens = detail::follower_tokens(
+            virtual_tokens, page_size(), swa_.page_size(), swa_tokens_scratch_);
+        detail::check_follower_free(full_, swa_, virtual_tokens, swa_tokens);
         full_.transaction(space, [&] {
-            swa_.free_if_bound(space, virtual_tokens);
+            swa_.free_if_bound(space, swa_tokens);
             full_.free(space, virtual_tokens);
         });
     }
@@ -247,6 +255,7 @@ private:
     side_type full_;
     side_type swa_;
     detail::EvictionLoop eviction_;
+    std::vector<index_t> swa_tokens_scratch_;
 };
 
 } // namespace kvpool

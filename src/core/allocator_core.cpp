@@ -56,17 +56,22 @@ TransactionScope AllocatorCore::transaction_scope() {
 }
 
 void AllocatorCore::bind_peer(AllocatorCore* peer) {
+    // A non-owner takes over its owner's ids in its own pages: with pages
+    // `ratio` times smaller than the owner's (an SWA side with a smaller page),
+    // owner page v covers its pages [v * ratio, (v + 1) * ratio).
+    const index_t ratio =
+        peer && peer->page_size() % page_size() == 0 ? peer->page_size() / page_size() : index_t(1);
     // The id range differs when the tables' lengths do, or only their first ids
     // (each side's padding sink in its own pages: the same length, shifted).
     if (!options_.is_id_owner && peer && peer->options_.is_id_owner &&
-        (tables_.virtual_table_pages != peer->tables_.virtual_table_pages ||
-         tables_.min_virtual_page != peer->tables_.min_virtual_page)) {
+        (tables_.virtual_table_pages != peer->tables_.virtual_table_pages * ratio ||
+         tables_.min_virtual_page != peer->tables_.min_virtual_page * ratio)) {
         if (tables_.live_pages != 0)
             throw Error(
                 ErrorCode::invalid_state,
                 fmt::format("{}: bind_peer on a non-owner that holds pages", geometry_.spec.name));
-        tables_.virtual_table_pages = peer->tables_.virtual_table_pages;
-        tables_.min_virtual_page = peer->tables_.min_virtual_page;
+        tables_.virtual_table_pages = peer->tables_.virtual_table_pages * ratio;
+        tables_.min_virtual_page = peer->tables_.min_virtual_page * ratio;
         clear();
         plan_.clear();
     }

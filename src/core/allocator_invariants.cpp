@@ -102,6 +102,48 @@ void AllocatorCore::check_invariants() const {
     if (lower_ && lower_->byte_high_frontier() > byte_low_frontier())
         fail(fmt::format("the band overlaps the band of '{}' below it",
                          lower_->geometry_.spec.name));
+    const BufferBytes b = buffer_bytes();
+    if (b.accounted() != b.buffer || b.overlap != 0)
+        fail(fmt::format("byte conservation over the buffer: live {} + holes {} + pending {} + "
+                         "gaps {} + sink {} + alignment {} - overlap {} = {} bytes, the buffer "
+                         "holds {}",
+                         b.live, b.holes, b.pending, b.gaps, b.sink, b.alignment, b.overlap,
+                         b.accounted(), b.buffer));
+}
+
+BufferBytes AllocatorCore::buffer_bytes() const {
+    const AllocatorCore* band = this;
+    while (band->lower_)
+        band = band->lower_;
+    BufferBytes b;
+    b.buffer = total_bytes_;
+    const SideGeometry& lowest = band->geometry_;
+    const index_t first_byte = lowest.min_page_index * lowest.page_bytes;
+    b.sink = lowest.sink_bytes;
+    b.alignment = first_byte - lowest.sink_bytes;
+    // An up band starts at its first page: no gap can lie below it, so bytes
+    // there (a band off its anchor) are in no term and the account falls short.
+    if (lowest.grow() != GrowDirection::up)
+        b.gaps += band->byte_low_frontier() - first_byte;
+    for (; band; band = band->upper_) {
+        const index_t page_bytes = band->geometry_.page_bytes;
+        b.live += band->tables_.live_pages * page_bytes;
+        b.holes += band->hole_pages() * page_bytes;
+        b.pending += band->compaction_.pending_pages() * page_bytes;
+        if (band->upper_) {
+            const index_t gap = band->upper_->byte_low_frontier() - band->byte_high_frontier();
+            if (gap >= 0)
+                b.gaps += gap;
+            else
+                b.overlap -= gap;
+            continue;
+        }
+        const index_t last_byte = band->geometry_.num_physical_pages * page_bytes;
+        b.alignment += total_bytes_ - last_byte;
+        if (band->geometry_.grow() != GrowDirection::down)
+            b.gaps += last_byte - band->byte_high_frontier();
+    }
+    return b;
 }
 
 std::string AllocatorCore::state_string() const {

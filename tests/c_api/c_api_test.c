@@ -211,8 +211,58 @@ static int swa_pair(void) {
     return 0;
 }
 
+/* The SWA side's page a quarter of the full side's: a full page's four SWA
+ * pages bind with it, free_swa releases them one by one, free the rest; an
+ * SWA page that does not divide the full page is refused. */
+static int swa_pair_decoupled_pages(void) {
+    kvpool_sub_pool_spec specs[2] = {{"full", 64, 16, KVPOOL_GROW_UP, 0, 0.0},
+                                     {"swa", 96, 4, KVPOOL_GROW_DOWN, 0, 0.0}};
+    kvpool_pool* pool = NULL;
+    kvpool_swa_pair* pair = NULL;
+    kvpool_allocator* swa = NULL;
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &pool));
+    CHECK(kvpool_swa_pair_create(pool, "full", "swa", NULL, NULL, &pair));
+    CHECK(kvpool_swa_pair_side(pair, 1, &swa));
+    kvpool_swa_sizes before, after;
+    CHECK(kvpool_swa_pair_sizes(pair, &before));
+    int64_t ids[32], physical[2];
+    int allocated = 0;
+    CHECK(kvpool_swa_pair_alloc(pair, NULL, 32, ids, &allocated));
+    if (!allocated)
+        return fail("decoupled: alloc of 32 tokens found no room");
+    CHECK(kvpool_swa_pair_free_swa(pair, NULL, ids, 12));
+    CHECK(kvpool_swa_pair_sizes(pair, &after));
+    if (before.conserve_swa_available_size - after.conserve_swa_available_size != 20)
+        return fail("decoupled: free_swa of 3 of 8 SWA pages");
+    const int64_t probe[2] = {ids[11], ids[12]};
+    CHECK(kvpool_allocator_translate(swa, NULL, probe, 2, physical, 0));
+    if (physical[0] != 0 || physical[1] <= 0)
+        return fail("decoupled: translate on the SWA side");
+    CHECK(kvpool_allocator_check_invariants(swa, NULL));
+    CHECK(kvpool_swa_pair_free(pair, NULL, ids, 32));
+    CHECK(kvpool_swa_pair_sizes(pair, &after));
+    if (after.available_size != before.available_size ||
+        after.conserve_swa_available_size != before.conserve_swa_available_size)
+        return fail("decoupled: sizes after freeing all");
+    CHECK(kvpool_allocator_check_invariants(swa, NULL));
+    kvpool_allocator_destroy(swa);
+    kvpool_swa_pair_destroy(pair);
+    kvpool_pool_destroy(pool);
+
+    specs[1].page_size = 6;
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &pool));
+    if (kvpool_swa_pair_create(pool, "full", "swa", NULL, NULL, &pair) !=
+            KVPOOL_ERROR_INVALID_ARGUMENT ||
+        strstr(kvpool_last_error(), "does not divide") == NULL)
+        return fail("decoupled: an SWA page of 6 under a full page of 16 was not refused");
+    kvpool_pool_destroy(pool);
+    if (kvpool_live_handles() != 0)
+        return fail("decoupled: handles left");
+    return 0;
+}
+
 int main(void) {
-    if (devices() || swa_pair())
+    if (devices() || swa_pair() || swa_pair_decoupled_pages())
         return 1;
     CHECK(kvpool_finalize_when_unused());
     if (kvpool_is_initialized())

@@ -27,6 +27,24 @@ namespace kvpool {
 
 namespace detail {
 
+// Where every byte of a unified buffer is, over the chain of bands bound to one
+// another: each byte in exactly one term. Gaps lie between two bands, or
+// between an end of the buffer's pages and a band not anchored there;
+// alignment is what no page of the end bands covers (the sink rounded up to
+// the lowest band's pages, the tail short of a page of the highest band's).
+// Overlap counts bytes two bands both claim (always 0 in a sound state).
+struct BufferBytes {
+    index_t live = 0;
+    index_t holes = 0;
+    index_t pending = 0;
+    index_t gaps = 0;
+    index_t overlap = 0;
+    index_t sink = 0;
+    index_t alignment = 0;
+    index_t buffer = 0; // the buffer's size
+    index_t accounted() const { return live + holes + pending + gaps + sink + alignment - overlap; }
+};
+
 class AllocatorCore final : private BandReport {
 public:
     AllocatorCore(const SideGeometry& geometry, index_t total_bytes, AllocatorOptions options);
@@ -204,7 +222,10 @@ public:
 
     void clear();
 
-    // Throws kvpool::Error(internal) naming the first broken invariant.
+    // The byte account of the whole buffer, over this band's chain of neighbours.
+    BufferBytes buffer_bytes() const;
+    // Throws kvpool::Error(internal) naming the first broken invariant. Each
+    // band checks the whole buffer's byte account too (one side alone may be checked).
     void check_invariants() const;
     std::string state_string() const override;
     const AllocatorCounters& counters() const { return counters_; }

@@ -17,15 +17,17 @@ inline AllocatorOptions with_role(AllocatorOptions options, bool id_owner) {
 }
 
 // Throws what freeing these tokens on the owner and, where still bound, on its
-// follower would throw now (an open free group defers the follower's and the
-// owner's refusals to its end).
+// follower (follower_tokens: see follower_tokens()) would throw now (an open
+// free group defers the follower's and the owner's refusals to its end).
 template <class Side>
 void check_follower_free(const Side& owner, const Side& follower,
-                         const std::vector<index_t>& virtual_tokens) {
+                         const std::vector<index_t>& virtual_tokens,
+                         const std::vector<index_t>& follower_tokens) {
     const auto count = static_cast<index_t>(virtual_tokens.size());
     if (!follower.core().in_free_group()) {
         follower.core().check_free_allowed();
-        follower.core().check_free_gates(virtual_tokens.data(), count);
+        follower.core().check_free_gates(follower_tokens.data(),
+                                         static_cast<index_t>(follower_tokens.size()));
     }
     owner.check_free(virtual_tokens); // the owner holds the ids
     if (!owner.core().in_free_group())

@@ -148,7 +148,7 @@ public:
     }
 
     // ---------------------------------------------------------------- allocations
-    // Each binds the pages of binding() (and the follower's) on the device.
+    // Each binds the pages of binding() (and a fused follower's) on the device.
 
     // out(t) = the t-th token of the pages just bound.
     void emit_allocated_tokens(const ExecutionSpace& space, const index_view& out) {
@@ -303,7 +303,7 @@ private:
     StagedBinding stage_binding() {
         const auto& pages = binding_.virtual_pages;
         const index_t* const follower_pages =
-            follower_ ? follower_->binding_.physical_pages.data() : nullptr;
+            fused_follower() ? follower_->binding_.physical_pages.data() : nullptr;
         const kernels::PageRuns runs =
             kernels::find_page_runs(pages.data(), binding_.physical_pages.data(), follower_pages,
                                     static_cast<index_t>(pages.size()));
@@ -311,7 +311,8 @@ private:
             return {0, 0, 0, runs};
         const std::size_t v = staging_.add(binding_.virtual_pages);
         const std::size_t p = staging_.add(binding_.physical_pages);
-        return {v, p, follower_ ? staging_.add(follower_->binding_.physical_pages) : 0, runs};
+        return {v, p, fused_follower() ? staging_.add(follower_->binding_.physical_pages) : 0,
+                runs};
     }
     using staged_view = decltype(std::declval<const Staging<ExecutionSpace>&>().slice(0, 0));
     // The n pages of a staged binding, for the kernels (after the upload).
@@ -329,11 +330,11 @@ private:
             {},
             0,
             0};
-        if (follower_)
+        if (fused_follower())
             pages.follower = {follower_->v2p_, follower_->p2v_,
                               staging_.slice(staged.follower_pages, listed)};
         const bool zero_own = core_.options().zero_on_alloc;
-        const bool zero_follower = follower_ && follower_->core_.options().zero_on_alloc;
+        const bool zero_follower = fused_follower() && follower_->core_.options().zero_on_alloc;
         if (zero_own || zero_follower) {
             pages.zero_bytes = pool_->bytes();
             pages.zero_page_bytes = zero_own ? core_.geometry().page_bytes : 0;
@@ -351,6 +352,11 @@ private:
         Kokkos::deep_copy(space, table, unbound);
         Kokkos::deep_copy(space, Kokkos::subview(table, 0), index_t(0));
         return table;
+    }
+    // The follower's pages bind in this side's launch when they are this side's
+    // size; smaller ones bind in a launch of their own.
+    bool fused_follower() const {
+        return follower_ && follower_->core_.page_size() == core_.page_size();
     }
     static index_view rows_of(const index_view& table) {
         return Kokkos::subview(table, std::make_pair(std::size_t(0), table.extent(0) - 1));
