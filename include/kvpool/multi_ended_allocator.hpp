@@ -582,7 +582,7 @@ private:
                 pages.data(), static_cast<index_t>(pages.size()), follower_->tables_.binding());
             // A follower of smaller pages binds in a launch of its own, the
             // other bands' plans first (as alloc_with_virtual).
-            if (ok && follower_->page_size() != page_size()) {
+            if (ok && !tables_.fused_follower()) {
                 submit_peer(space);
                 follower_->apply_own_binding(space);
             }

@@ -48,6 +48,11 @@ public:
 
     // The follower's tables are written by this side's allocation launches.
     void set_follower(TableExecutor& follower) { follower_ = &follower; }
+    // The follower's pages bind in this side's launch when they are this side's
+    // size; smaller ones bind in a launch of their own.
+    bool fused_follower() const {
+        return follower_ && follower_->core_.page_size() == core_.page_size();
+    }
     void set_move_callback(move_callback callback) { move_ = std::move(callback); }
 
     // The pages the core's last allocation bound (it fills them), which the
@@ -352,11 +357,6 @@ private:
         Kokkos::deep_copy(space, table, unbound);
         Kokkos::deep_copy(space, Kokkos::subview(table, 0), index_t(0));
         return table;
-    }
-    // The follower's pages bind in this side's launch when they are this side's
-    // size; smaller ones bind in a launch of their own.
-    bool fused_follower() const {
-        return follower_ && follower_->core_.page_size() == core_.page_size();
     }
     static index_view rows_of(const index_view& table) {
         return Kokkos::subview(table, std::make_pair(std::size_t(0), table.extent(0) - 1));
