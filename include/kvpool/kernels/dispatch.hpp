@@ -13,6 +13,7 @@
 #include <kvpool/kernels/portable/alloc_bind.hpp>
 #include <kvpool/kernels/portable/page_moves.hpp>
 #include <kvpool/kernels/portable/table_kernels.hpp>
+#include <kvpool/kernels/tools_region.hpp>
 #include <kvpool/kokkos_compat.hpp>
 
 #include <cstdint>
@@ -40,14 +41,15 @@ template <class Op> bool contiguous(const Op& op) {
         op.views());
 }
 
-// One launch fault point, then launch_native(kernels, stream) where ExecutionSpace has native
-// kernels that take op (Supported: the native kernel takes its types) and its Views are contiguous;
-// launch_portable() otherwise.
+// Inside a Kokkos Tools region named name: one launch fault point, then launch_native(kernels,
+// stream) where ExecutionSpace has native kernels that take op (Supported: the native kernel takes
+// its types) and its Views are contiguous; launch_portable() otherwise.
 template <bool Supported = true, class ExecutionSpace, class Op, class Native, class Portable>
 void launch(const ExecutionSpace& space, const char* name, const Op& op,
             const Native& launch_native, const Portable& launch_portable) {
     static_assert(accessible<ExecutionSpace, decltype(op.views())>::value,
                   "kvpool: every View of a device op must be accessible from its execution space");
+    const ToolsRegion region(name);
     launch_fault_point<ExecutionSpace>(name);
     using backend = NativeBackend<ExecutionSpace>;
     if constexpr (backend::available && Supported) {
