@@ -48,6 +48,7 @@ def test_native_pair_refuses_an_swa_page_that_does_not_divide(device):
     buffer = native.UnifiedBuffer(
         1 << 16, [("full", 64, FULL_PAGE, "up"), ("swa", 32, 6, "down")], device
     )
+    gc.collect()
     baseline = native.live_handles()
     with pytest.raises(InvalidArgumentError, match="size 6 does not divide the full side's 16"):
         native.SwaPair(buffer, native.side_options(), native.side_options())
