@@ -123,6 +123,8 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
             o.memory = value();
         } else if (option == "--page-size") {
             o.page_size = static_cast<index_t>(parse_whole(option, value(), 1, 4096));
+        } else if (option == "--swa-page-size") {
+            o.swa_page_size = static_cast<index_t>(parse_whole(option, value(), 1, 4096));
         } else if (option == "--workload") {
             o.workload = value();
         } else if (option == "--phases") {
@@ -215,6 +217,12 @@ Model and memory:
                           or a model file (format below)
   --memory SIZE           KV memory, e.g. 64GiB or 80GB (default: the model's kv_memory)
   --page-size N           tokens per KV page (default 16)
+  --swa-page-size N       tokens per page of the sliding-window side, a divisor of the page
+                          size (default: the page size): each full page then binds page/N
+                          window pages and the window is released N tokens at a time. The
+                          unified pool and the fixed splits get the same N (an engine with a
+                          fixed split could page its window finer too). Not yet for a model
+                          with Mamba and sliding-window layers (the tri-pool)
 
 Workload:
   --workload default|long-context|shift|multi-turn|FILE

@@ -15,6 +15,7 @@ struct CliOptions {
     std::string model = "gemma3-27b";
     std::optional<std::string> memory; // as given; the model's kv_memory otherwise
     index_t page_size = 16;
+    std::optional<index_t> swa_page_size; // the sliding-window side's; page_size otherwise
     std::string workload = "default"; // default, long-context, shift, multi-turn, or a trace file
     std::optional<std::vector<PhaseSpec>> phases; // of the shift workload
     std::optional<std::size_t> requests;

@@ -111,9 +111,10 @@ int run(int argc, char* argv[]) {
 
     // Every input is checked before the first run, so bad input writes nothing.
     const ModelConfig model = load_model(options.model);
-    const PoolGeometry geometry{options.memory ? parse_byte_size(*options.memory, "--memory")
-                                               : model.kv_memory_bytes,
-                                options.page_size, options.full_size_buffer};
+    const PoolGeometry geometry{
+        options.memory ? parse_byte_size(*options.memory, "--memory") : model.kv_memory_bytes,
+        options.page_size, options.full_size_buffer, options.swa_page_size.value_or(0)};
+    check_window_page_size(model, geometry);
     const Workload workload = make_workload(options);
     if (workload.block_tokens % geometry.page_size != 0)
         throw InputError(fmt::format("--page-size {}: the prefix cache shares blocks of {} tokens, "

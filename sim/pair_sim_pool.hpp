@@ -98,6 +98,7 @@ protected:
             }))
             return false;
         take_prefill_ids(kv, prefix_pages, calls_.download(out), tokens, page_size());
+        kv.window_released_window_pages = kv.window_released_pages * window_ratio();
         return true;
     }
 
@@ -115,28 +116,33 @@ protected:
         });
     }
 
-    // The sliding-window copies of these pages (those still held).
+    // The sliding-window copies of these pages (those still held): every
+    // sliding-window page under each.
     void free_window_page_ids(const std::vector<index_t>& pages) {
-        if (pages.empty())
-            return;
-        const auto tokens = first_tokens(pages);
-        calls_.timed([&] {
-            pair_.free_swa(calls_.space(), tokens);
-            return 0;
-        });
+        std::vector<index_t> tokens;
+        for (index_t page : pages)
+            for (index_t i = 0; i < window_ratio(); ++i)
+                tokens.push_back(page * page_size() + i * this->window_page_size());
+        free_window_tokens(tokens);
     }
 
-    // The sliding-window copies of the request's pages [window_released_pages,
-    // pages) but the kept ones.
-    void free_window_pages(RequestKv& kv, index_t pages) {
-        if (pages <= kv.window_released_pages)
+    // The request's sliding-window pages [window_released_window_pages,
+    // window_pages) but those of the kept pages. A page whose window copy is
+    // released in part counts as released (window_released_pages).
+    void free_window_pages(RequestKv& kv, index_t window_pages) {
+        if (window_pages <= kv.window_released_window_pages)
             return;
+        const index_t ratio = window_ratio();
         std::vector<index_t> leaving;
-        for (index_t i = kv.window_released_pages; i < pages; ++i)
-            if (i < kv.window_keep_begin || i >= kv.window_keep_end)
-                leaving.push_back(kv.pages[static_cast<std::size_t>(i)]);
-        free_window_page_ids(leaving);
-        kv.window_released_pages = pages;
+        for (index_t i = kv.window_released_window_pages; i < window_pages; ++i) {
+            const index_t page = i / ratio;
+            if (page < kv.window_keep_begin || page >= kv.window_keep_end)
+                leaving.push_back(kv.pages[static_cast<std::size_t>(page)] * page_size() +
+                                  i % ratio * this->window_page_size());
+        }
+        free_window_tokens(leaving);
+        kv.window_released_window_pages = window_pages;
+        kv.window_released_pages = (window_pages + ratio - 1) / ratio;
     }
 
     // A state slot, then the request's KV: both or neither.
@@ -176,6 +182,18 @@ protected:
     }
 
 private:
+    index_t window_ratio() const { return page_size() / this->window_page_size(); }
+
+    // One token per sliding-window page: freeing a token frees its page.
+    void free_window_tokens(const std::vector<index_t>& tokens) {
+        if (tokens.empty())
+            return;
+        calls_.timed([&] {
+            pair_.free_swa(calls_.space(), tokens);
+            return 0;
+        });
+    }
+
     static std::vector<index_t> page_ids(const RequestKv& kv, index_t from) {
         return {kv.pages.begin() + from, kv.pages.end()};
     }

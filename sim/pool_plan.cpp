@@ -21,7 +21,8 @@ std::vector<SubPoolSpec> side_specs(const ModelConfig& model, const PoolGeometry
     switch (model.kind) {
     case HybridKind::sliding_window:
         return {{"full", full, ps, GrowDirection::up, 0},
-                {"swa", model.window_token_bytes() / scale, ps, GrowDirection::down, 0}};
+                {"swa", model.window_token_bytes() / scale, geometry.window_page_size(),
+                 GrowDirection::down, 0}};
     case HybridKind::mamba:
         return {{"full", full, ps, GrowDirection::up, 0},
                 {"mamba", model.state_slot_bytes() / scale, 1, GrowDirection::down, 0}};
@@ -148,6 +149,25 @@ void check_memory_holds(const ModelConfig& model, const PoolGeometry& geometry,
                         largest - requests.begin() + 1, largest->arrival_s, largest->prompt_tokens,
                         largest->output_tokens, format_bytes(static_cast<double>(needs(*largest))),
                         model.name));
+}
+
+void check_window_page_size(const ModelConfig& model, const PoolGeometry& geometry) {
+    const index_t window_page = geometry.window_page_size();
+    if (window_page == geometry.page_size)
+        return;
+    if (!model.has_sliding_window())
+        throw InputError(fmt::format("--swa-page-size {}: {} has no sliding-window layers",
+                                     window_page, model.name));
+    if (geometry.page_size % window_page != 0)
+        throw InputError(fmt::format(
+            "--swa-page-size {} does not divide the page size {} (--page-size): each full page "
+            "must hold a whole number of sliding-window pages",
+            window_page, geometry.page_size));
+    if (model.kind == HybridKind::mamba_sliding_window)
+        throw InputError(fmt::format(
+            "--swa-page-size {}: a sliding-window page size other than the page size ({}) is not "
+            "supported yet by the simulator on the tri-pool ({}: Mamba and sliding-window layers)",
+            window_page, geometry.page_size, model.name));
 }
 
 std::optional<std::string> split_floor_problem(const ModelConfig& model,

@@ -19,10 +19,19 @@ namespace kvpool::sim {
 
 struct PoolGeometry {
     index_t memory_bytes = 0; // the model's real KV bytes
-    index_t page_size = 16;   // tokens per page of the full (and sliding-window) side
+    index_t page_size = 16;   // tokens per page of the full side
     // Allocate the real bytes instead of the exactly equivalent scaled buffer.
     bool full_size_buffer = false;
+    // Tokens per page of the sliding-window side, a divisor of page_size; 0: page_size.
+    index_t swa_page_size = 0;
+
+    index_t window_page_size() const { return swa_page_size > 0 ? swa_page_size : page_size; }
 };
+
+// Throws InputError when the sliding-window page size does not divide the page
+// size, or differs from it on a model without a sliding window or on the
+// tri-pool (which the simulator does not run with two page sizes yet).
+void check_window_page_size(const ModelConfig& model, const PoolGeometry& geometry);
 
 // Every entry size and the memory are divided by the greatest common divisor
 // of the entry sizes: the same number of pages of each side fit, so every

@@ -213,9 +213,10 @@ std::string json_report(const ReportContext& context, const ExperimentResult& re
             ? fmt::format("\"state_slot_bytes\": {}, ", m.state_slot_bytes())
             : std::string(),
         m.has_sliding_window() ? m.sliding_window : 0);
-    out += fmt::format("  \"memory_bytes\": {},\n  \"page_size\": {},\n  \"byte_scale\": {},\n  "
-                       "\"backend\": {},\n",
-                       context.geometry.memory_bytes, context.geometry.page_size, result.byte_scale,
+    out += fmt::format("  \"memory_bytes\": {},\n  \"page_size\": {},\n  \"swa_page_size\": {},\n  "
+                       "\"byte_scale\": {},\n  \"backend\": {},\n",
+                       context.geometry.memory_bytes, context.geometry.page_size,
+                       context.geometry.window_page_size(), result.byte_scale,
                        json_string(context.backend));
     out += fmt::format("  \"workload\": {},\n", json_workload(context.workload));
     out += fmt::format("  \"scheduler\": {{\"decode_reserve\": {}, \"max_prefill_tokens\": {}, "

@@ -22,8 +22,11 @@ std::string model_line(const ModelConfig& model, const PoolGeometry& geometry) {
             fmt::format(", {} on the sliding-window layers", bytes(model.window_token_bytes()));
     if (model.has_state_slots())
         second += fmt::format("; Mamba state: {} per request", bytes(model.state_slot_bytes()));
-    return fmt::format("  KV per token: {} on the full-attention layers{}; pages of {} tokens\n",
-                       bytes(model.full_token_bytes()), second, geometry.page_size);
+    std::string window_pages;
+    if (geometry.window_page_size() != geometry.page_size)
+        window_pages = fmt::format(" ({} on the sliding-window side)", geometry.window_page_size());
+    return fmt::format("  KV per token: {} on the full-attention layers{}; pages of {} tokens{}\n",
+                       bytes(model.full_token_bytes()), second, geometry.page_size, window_pages);
 }
 
 // What the split column says; on the tri-pool, how SGLang's two knobs give

@@ -13,8 +13,11 @@ struct RequestKv {
     index_t tokens = 0;         // KV tokens held
     // Leading pages shared from the prefix cache: the cache's, never released by the request.
     index_t shared_pages = 0;
-    // Pages below this one have had their sliding-window copy released (or are shared).
+    // Pages below this one have had their sliding-window copy released, wholly or in part
+    // (or are shared).
     index_t window_released_pages = 0;
+    // The same in pages of the sliding-window side, which may be smaller (a divisor).
+    index_t window_released_window_pages = 0;
     // Pages [begin, end) keep their sliding-window copy until the request ends:
     // the window before the prefix it will leave in the cache.
     index_t window_keep_begin = 0;

@@ -215,11 +215,13 @@ PoolDemand Scheduler::demand_of(std::size_t request, index_t prefill_tokens, ind
 }
 
 // Tokens the sliding-window copy of a request holding `tokens` will still grow
-// by: it holds at most the window plus the partly used pages at its two ends.
+// by: it holds at most the window, the partly used sliding-window page behind
+// it and the rest of the full page in front of it (a full page binds all its
+// sliding-window pages).
 index_t Scheduler::window_growth(std::size_t request, index_t tokens) const {
     if (config_.sliding_window == 0)
         return 0;
-    const index_t cap = config_.sliding_window + 2 * pool_.page_size();
+    const index_t cap = config_.sliding_window + pool_.window_page_size() + pool_.page_size();
     const index_t final_tokens =
         requests_[request].prompt_tokens + requests_[request].output_tokens;
     return std::max<index_t>(0, std::min(final_tokens, cap) - std::min(tokens, cap));
@@ -397,7 +399,7 @@ void Scheduler::release_finished_and_old_window_pages() {
         }
         if (config_.sliding_window > 0) {
             const index_t old_tokens = std::max<index_t>(0, run.kv.tokens - config_.sliding_window);
-            pool_.release_window(run.kv, old_tokens / pool_.page_size());
+            pool_.release_window(run.kv, old_tokens / pool_.window_page_size());
         }
         still_running.push_back(std::move(run));
     }

@@ -44,6 +44,8 @@ struct RealPageBytes {
 class SimPool : public CacheStore {
 public:
     virtual index_t page_size() const = 0;
+    // Tokens per page of the sliding-window side: a divisor of page_size().
+    virtual index_t window_page_size() const { return page_size(); }
     // Could all of this be allocated now, on top of what is live?
     virtual bool fits(const PoolDemand& demand) const = 0;
     // A new request's KV: the shared prefix's pages (page-aligned, the prefix
@@ -56,9 +58,10 @@ public:
     virtual bool decode(const std::vector<RequestKv*>& batch) = 0;
     // Everything the request holds but its shared prefix; kv is empty afterwards.
     virtual void release(RequestKv& kv) = 0;
-    // Sliding-window copies of the request's pages [window_released_pages, pages)
-    // but those it keeps ([window_keep_begin, window_keep_end)).
-    virtual void release_window(RequestKv& kv, index_t pages) = 0;
+    // Sliding-window copies of the request's sliding-window pages (of
+    // window_page_size() tokens) [window_released_window_pages, window_pages) but
+    // those of the pages it keeps ([window_keep_begin, window_keep_end)).
+    virtual void release_window(RequestKv& kv, index_t window_pages) = 0;
     // Releases between these two calls are applied together (one compaction).
     virtual void begin_releases() = 0;
     virtual void end_releases() = 0;

@@ -23,10 +23,14 @@ public:
 
     const MultiEndedAllocator<ExecutionSpace>& second_side() const { return pair_.swa(); }
 
+    index_t window_page_size() const override { return pair_.swa().page_size(); }
+
+    // A full page binds all its sliding-window pages: window tokens count in full pages.
     bool fits(const PoolDemand& demand) const override {
         const auto pages = [&](index_t tokens) { return (tokens + page_size() - 1) / page_size(); };
         return two_sided_fits(pair_.full().occupancy(), pages(demand.full_tokens),
-                              pair_.swa().occupancy(), pages(demand.window_tokens));
+                              pair_.swa().occupancy(),
+                              pages(demand.window_tokens) * (page_size() / window_page_size()));
     }
 
     bool prefill(RequestKv& kv, const std::vector<index_t>& prefix_pages, index_t tokens) override {
@@ -38,8 +42,8 @@ public:
         kv = RequestKv{};
     }
 
-    void release_window(RequestKv& kv, index_t pages) override {
-        this->free_window_pages(kv, pages);
+    void release_window(RequestKv& kv, index_t window_pages) override {
+        this->free_window_pages(kv, window_pages);
     }
 
     void release_pages(const std::vector<index_t>& pages) override { this->free_page_ids(pages); }

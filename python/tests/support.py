@@ -137,7 +137,7 @@ class PageMajorStore:
 
     def __init__(self, kv_pool):
         self.pool = kv_pool
-        self.ps = kv_pool.page_size
+        self.ps = int(kv_pool.k_buffer[0].shape[1])  # the views' page size
         self.layers = len(kv_pool.k_buffer)
 
     def write(self, physical, stamps):
@@ -259,19 +259,23 @@ def check_all(allocator, live_tokens, stamped, what=""):
     stamped.check(what)
 
 
-def swa_stores(kind, pool, allocator_full_pages, allocator_swa_pages, page_size, device):
+def swa_stores(
+    kind, pool, allocator_full_pages, allocator_swa_pages, page_size, device, swa_page_size=None
+):
     """(kvcache for the SWA composite, full store, swa store) of one kind:
-    "unified" (kvpool's page-major views: the fast path), "engine" (the kvcache protocol)."""
+    "unified" (kvpool's page-major views: the fast path), "engine" (the kvcache protocol).
+    swa_page_size: the SWA side's own page size (None: page_size)."""
     if kind == "unified":
         kv = UnifiedSWAKVPool(
             unified_buffer=pool,
             swa_attention_layer_ids=[1, 2, 3],
             full_attention_layer_ids=[0, 4],
             page_size=page_size,
+            swa_page_size=swa_page_size,
         )
         return kv, PageMajorStore(kv.full_kv_pool), PageMajorStore(kv.swa_kv_pool)
     full = EngineKV(allocator_full_pages * page_size, device)
-    swa = EngineKV(allocator_swa_pages * page_size, device)
+    swa = EngineKV(allocator_swa_pages * (swa_page_size or page_size), device)
 
     class EngineSWA:
         full_kv_pool, swa_kv_pool = full, swa

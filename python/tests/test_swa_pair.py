@@ -12,13 +12,18 @@ from support import FakeEvent, Stamped, check_all, rng_for, swa_pool, swa_stores
 
 
 class SwaWorld:
-    def __init__(self, device, page_size, lazy, store_kind, total_bytes=1 << 17):
+    """swa_page_size: the SWA side's own page size (None: page_size), the grain of free_swa."""
+
+    def __init__(
+        self, device, page_size, lazy, store_kind, total_bytes=1 << 17, swa_page_size=None
+    ):
         self.ps = page_size
+        self.swa_ps = swa_page_size or page_size
         self.pool = swa_pool(device, page_size, total_bytes)
         full_pages = self.pool.max_slots("full") // page_size
-        swa_pages = self.pool.max_slots("swa") // page_size
+        swa_pages = self.pool.max_slots("swa") // self.swa_ps
         kv, full_store, swa_store = swa_stores(
-            store_kind, self.pool, full_pages, swa_pages, page_size, device
+            store_kind, self.pool, full_pages, swa_pages, page_size, device, swa_page_size
         )
         self.kv = kv
         self.alloc = UnifiedSWATokenToKVPoolAllocator(
@@ -26,9 +31,10 @@ class SwaWorld:
             kvcache=kv,
             device=device,
             full_max_total_num_tokens=full_pages * page_size,
-            swa_max_total_num_tokens=swa_pages * page_size,
+            swa_max_total_num_tokens=swa_pages * self.swa_ps,
             page_size=page_size,
             lazy_compaction=lazy,
+            swa_page_size=swa_page_size,
         )
         self.device = self.alloc.device
         self.full = Stamped(self.alloc.full_attn_allocator, full_store)
@@ -45,7 +51,14 @@ class SwaWorld:
         return [t for toks in self.requests.values() for t in toks]
 
     def swa_live(self):
-        return [t for r, toks in self.requests.items() for t in toks[self.swa_freed[r] :]]
+        """Tokens bound on the SWA side: past the released window, to the end of the last full
+        page (a full page binds all its SWA pages, with smaller SWA pages too)."""
+        live = []
+        for r, toks in self.requests.items():
+            live += toks[self.swa_freed[r] :]
+            if toks:
+                live += range(toks[-1] + 1, (toks[-1] // self.ps + 1) * self.ps)
+        return live
 
     def check(self, what):
         check_all(self.alloc.full_attn_allocator, self.live(), self.full, what)
@@ -165,12 +178,12 @@ def step(w, rng, lazy, step_no):
         if lazy:
             assert w.moves() == moves_before, f"{what}: a lazy free moved KV"
     elif op == "free_swa":
-        candidates = [r for r, t in w.requests.items() if len(t) - w.swa_freed[r] > w.ps]
+        candidates = [r for r, t in w.requests.items() if len(t) - w.swa_freed[r] > w.swa_ps]
         if not candidates:
             return
         r = rng.choice(candidates)
         start = w.swa_freed[r]
-        k = rng.randint(1, (len(w.requests[r]) - start) // w.ps) * w.ps
+        k = rng.randint(1, (len(w.requests[r]) - start) // w.swa_ps) * w.swa_ps
         gone = w.requests[r][start : start + k]
         a.free_swa(torch.tensor(gone, device=w.device))
         w.swa_freed[r] = start + k

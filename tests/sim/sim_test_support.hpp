@@ -16,12 +16,14 @@ namespace kvpool::sim::test {
 
 using HostSpace = Kokkos::DefaultHostExecutionSpace;
 
-// Sides of entry_bytes per token (full, sliding-window), page size page_size.
+// Sides of entry_bytes per token (full, sliding-window), page size page_size;
+// the sliding-window side's page window_page_size (0: page_size).
 inline std::unique_ptr<SimPool> swa_pool(index_t total_bytes, index_t full_entry,
                                          index_t window_entry, index_t page_size,
-                                         CompactionMode mode) {
+                                         CompactionMode mode, index_t window_page_size = 0) {
+    const index_t window_page = window_page_size > 0 ? window_page_size : page_size;
     PoolLayout layout(total_bytes, {{"full", full_entry, page_size, GrowDirection::up, 0},
-                                    {"swa", window_entry, page_size, GrowDirection::down, 0}});
+                                    {"swa", window_entry, window_page, GrowDirection::down, 0}});
     return std::make_unique<SwaSimPool<HostSpace>>(layout, mode, RealPageBytes{1.0, 1.0});
 }
 

@@ -6,12 +6,14 @@ page, no Python on the way. Their ``move_kv_cache`` is there for engine code
 that moves tokens itself.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import torch
 
 from ..errors import InvalidArgumentError, KVPoolAssertionError
+from .swa_pages import swa_page_size_of
 
 
 @dataclass
@@ -62,8 +64,10 @@ def move_kv_cache_native(k_buffer, v_buffer, tgt_loc, src_loc, page_size: int = 
 
 class UnifiedMHATokenToKVPool:
     """MHA K/V of one sub-pool: per layer, views ``(num_pages, page_size, head_num, head_dim)``
-    shaped by the UnifiedKVPool's page_size. Locations are physical token ids, addressed
-    through the views' page size (an allocator page is whole view pages)."""
+    shaped by the UnifiedKVPool's page_size, or by ``view_page_size`` (kvpool's addition: a
+    divisor of it, for a side that pages finer, the SWA side's own page size). Locations are
+    physical token ids, addressed through the views' page size (an allocator page is whole
+    view pages)."""
 
     def __init__(
         self,
@@ -73,6 +77,7 @@ class UnifiedMHATokenToKVPool:
         page_size: int = 1,
         start_layer: Optional[int] = None,
         end_layer: Optional[int] = None,
+        view_page_size: Optional[int] = None,
         **_ignored,
     ):
         spec = unified_buffer.mha_spec(sub_pool_name)
@@ -92,8 +97,8 @@ class UnifiedMHATokenToKVPool:
         )
         self.size = unified_buffer.max_slots(sub_pool_name) - 1
         self.device = unified_buffer.device
-        self.k_buffer, self.v_buffer = unified_buffer.mha_views_for(sub_pool_name)
-        self._view_page_size = unified_buffer._page_size
+        self.k_buffer, self.v_buffer = unified_buffer.mha_views_for(sub_pool_name, view_page_size)
+        self._view_page_size = int(self.k_buffer[0].shape[1])
 
     def kvpool_page_major_side(self):
         """(unified buffer, sub-pool) this pool's bytes are the pages of."""
@@ -139,7 +144,9 @@ class UnifiedMHATokenToKVPool:
 
 class UnifiedSWAKVPool:
     """The SWA pair's KV cache: ``full_kv_pool`` and ``swa_kv_pool`` over the sub-pools
-    "full" and "swa" of one unified buffer; layers map to their pool by global id."""
+    "full" and "swa" of one unified buffer; layers map to their pool by global id.
+    ``swa_page_size`` (kvpool's addition; None: page_size): the SWA side's own page size, a
+    divisor of page_size, which lays out the SWA pool's views; give the allocator the same."""
 
     def __init__(
         self,
@@ -150,15 +157,22 @@ class UnifiedSWAKVPool:
         page_size: int = 1,
         start_layer: Optional[int] = None,
         end_layer: Optional[int] = None,
+        swa_page_size: Optional[int] = None,
         **_ignored,
     ):
+        swa_ps = swa_page_size_of(page_size, swa_page_size)
         self.unified_buffer = unified_buffer
         self.page_size = page_size
+        self.swa_page_size = swa_ps
         self.full_kv_pool = UnifiedMHATokenToKVPool(
             unified_buffer=unified_buffer, sub_pool_name="full", page_size=page_size
         )
         self.swa_kv_pool = UnifiedMHATokenToKVPool(
-            unified_buffer=unified_buffer, sub_pool_name="swa", page_size=page_size
+            unified_buffer=unified_buffer,
+            sub_pool_name="swa",
+            page_size=swa_ps,
+            # Views at a page dividing both the pool's and the SWA side's.
+            view_page_size=math.gcd(swa_ps, unified_buffer._page_size),
         )
         self.layers_mapping: Dict[int, Tuple[int, bool]] = {}
         for idx, gid in enumerate(full_attention_layer_ids):

@@ -12,6 +12,7 @@ from .. import native
 from .._tensors import pool_device
 from .multi_ended_allocator import _translate, side_options
 from .pair_allocator import PairAllocator
+from .swa_pages import swa_page_size_of
 
 
 class FullAndSWAKVAllocator(PairAllocator):
@@ -97,7 +98,14 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         full_zero_on_alloc: bool = False,
         swa_zero_on_alloc: bool = False,
         eviction_callback=None,
+        swa_page_size: Optional[int] = None,
     ):
+        """swa_page_size (kvpool's addition; None: page_size): the SWA side's own page size,
+        a divisor of page_size (each full page binds page_size // swa_page_size SWA pages,
+        free_swa releases at that grain); a kvcache's SWA views must be laid out with it
+        (UnifiedSWAKVPool's swa_page_size). Anything else raises ValueError, building
+        nothing."""
+        swa_ps = swa_page_size_of(page_size, swa_page_size)
         self._size_full = full_max_total_num_tokens
         self._size_swa = swa_max_total_num_tokens
         self._full_max_total_num_tokens = full_max_total_num_tokens
@@ -112,12 +120,12 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         )
         self.full_attn_allocator, self.swa_attn_allocator = self._init_pair(
             native.SwaPair(
-                unified_buffer._native_for({"full": page_size, "swa": page_size}),
+                unified_buffer._native_for({"full": page_size, "swa": swa_ps}),
                 side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
                 side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
             ),
             lazy_compaction,
-            (("full", "full_kv_pool", page_size), ("swa", "swa_kv_pool", page_size)),
+            (("full", "full_kv_pool", page_size), ("swa", "swa_kv_pool", swa_ps)),
             kvcache,
             unified_buffer,
             device,

@@ -19,9 +19,16 @@ so a page move carries every view token in it; an allocator page size that
 is not a multiple of the views' is refused, and so is, once the layout is
 fixed, one that differs from it. An MLA sub-pool's allocator page size is
 the views' (its dense ids count view pages).
+
+A sub-pool's MHA views may be laid out at a divisor of ``page_size``
+(``mha_views_for(name, page_size)``; the SWA side's own page size, issue
+#30): its allocator's page size must be a multiple of every view page size
+handed out for it (before any, a multiple or a divisor of ``page_size``),
+views are refused at a page size its fixed allocator page is not a multiple
+of, and the KV sub-pools' page sizes need only divide the largest of them.
 """
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -111,14 +118,17 @@ class UnifiedKVPool:
         self._layout_fixed = False
 
         self._max_slots = {}
-        self._mha_views: Dict[str, Tuple[List[torch.Tensor], List[torch.Tensor]]] = {}
+        # Views by (sub-pool, view page size); the page sizes handed out per sub-pool,
+        # which its allocator's page size must be a multiple of.
+        self._mha_views: Dict[Tuple[str, int], Tuple[List[torch.Tensor], List[torch.Tensor]]] = {}
+        self._view_page_sizes: Dict[str, set] = {s.name: set() for s in sub_pool_specs}
         self._mla_views: Dict[str, List[torch.Tensor]] = {}
         self._mamba_views: Dict[str, Tuple[List[torch.Tensor], torch.Tensor]] = {}
         for spec in sub_pool_specs:
             entry = spec.entry_bytes()
             self._max_slots[spec.name] = self.total_bytes // entry
             if isinstance(spec, MHASubPoolSpec):
-                self._mha_views[spec.name] = self._build_mha_views(spec)
+                self._mha_views[spec.name, page_size] = self._build_mha_views(spec, page_size)
             elif isinstance(spec, MLASubPoolSpec):
                 self._mla_views[spec.name] = build_dense_mla_views(
                     self._raw,
@@ -170,9 +180,29 @@ class UnifiedKVPool:
         _require(name in self._specs_by_name, f"no sub-pool named {name!r}")
         return 0
 
-    def mha_views_for(self, name: str) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
-        """Per layer, K and V views ``(num_pages, page_size, head_num, head_dim)``."""
-        return self._mha_views[name]
+    def mha_views_for(
+        self, name: str, page_size: Optional[int] = None
+    ) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """Per layer, K and V views ``(num_pages, page_size, head_num, head_dim)``; page_size
+        (None: the pool's) must divide the pool's and, once an allocator fixed the layout, the
+        sub-pool's allocator page size, else ValueError. Its allocator's page size must then be
+        a multiple of it."""
+        spec = self.mha_spec(name)
+        ps = self._page_size if page_size is None else page_size
+        if ps < 1 or self._page_size % ps != 0:
+            raise ValueError(
+                f"sub-pool {name!r}: a view page size of {ps} does not divide the "
+                f"UnifiedKVPool's page_size {self._page_size}"
+            )
+        if self._layout_fixed and self._side_page_size[name] % ps != 0:
+            raise ValueError(
+                f"sub-pool {name!r}: its allocator's page size {self._side_page_size[name]} "
+                f"is not a multiple of the view page size {ps}"
+            )
+        if (name, ps) not in self._mha_views:
+            self._mha_views[name, ps] = self._build_mha_views(spec, ps)
+        self._view_page_sizes[name].add(ps)
+        return self._mha_views[name, ps]
 
     def mla_views_for(self, name: str) -> List[torch.Tensor]:
         """Per layer, the dense view ``(num_pages * layer_num * page_size, 1, kv_cache_dim)``
@@ -203,10 +233,19 @@ class UnifiedKVPool:
                         f"size is 1, the allocator asks for {ps}"
                     )
                 continue
-            if ps < 1 or ps % self._page_size != 0:
+            view_sizes = self._view_page_sizes[name]
+            if view_sizes and (ps < 1 or any(ps % v != 0 for v in view_sizes)):
                 raise InvalidArgumentError(
                     f"sub-pool {name!r}: the allocator's page size {ps} is not a multiple of "
-                    f"the UnifiedKVPool's page_size {self._page_size}, which shapes its views"
+                    f"the page size of its views, {max(view_sizes)}"
+                )
+            # A divisor of the pool's page size too: views are then asked for at a divisor
+            # of that page (mha_views_for checks it against the fixed layout).
+            if ps < 1 or (ps % self._page_size != 0 and self._page_size % ps != 0):
+                raise InvalidArgumentError(
+                    f"sub-pool {name!r}: the allocator's page size {ps} is not a multiple "
+                    f"(nor a divisor) of the UnifiedKVPool's page_size {self._page_size}, which "
+                    f"shapes its views"
                 )
             if isinstance(self._specs_by_name[name], MLASubPoolSpec) and ps != self._page_size:
                 raise InvalidArgumentError(
@@ -221,14 +260,16 @@ class UnifiedKVPool:
                     f"asks for {ps}"
                 )
             kv_page_sizes.add(ps)
-        if len(kv_page_sizes) > 1:
+        largest = max(kv_page_sizes, default=0)
+        if any(largest % ps != 0 for ps in kv_page_sizes):
             raise InvalidArgumentError(
-                f"the KV sub-pools of one UnifiedKVPool share a page size; got {page_sizes}"
+                f"the KV sub-pools' page sizes must divide the largest of them; got {page_sizes}"
             )
         if self._layout_fixed or not kv_page_sizes:
             return self._native
-        ps = kv_page_sizes.pop()
-        if all(self._side_page_size[n] == ps for n in self._kv_names()):
+        # Sub-pools the allocators do not name take the largest page size.
+        wanted = {n: page_sizes.get(n, largest) for n in self._kv_names()}
+        if all(self._side_page_size[n] == ps for n, ps in wanted.items()):
             return self._native
         return native.UnifiedBuffer(
             self.total_bytes,
@@ -236,7 +277,7 @@ class UnifiedKVPool:
                 (
                     s.name,
                     s.entry_bytes(),
-                    1 if isinstance(s, MambaSubPoolSpec) else ps,
+                    1 if isinstance(s, MambaSubPoolSpec) else wanted[s.name],
                     s.grow_direction,
                     s.float_at,
                 )
@@ -263,8 +304,7 @@ class UnifiedKVPool:
         n = self.total_bytes // itemsize(dtype)
         return self._raw[: n * itemsize(dtype)].view(dtype)
 
-    def _build_mha_views(self, spec: MHASubPoolSpec):
-        ps = self._page_size
+    def _build_mha_views(self, spec: MHASubPoolSpec, ps: int):
         size = itemsize(spec.store_dtype)
         typed = self._typed(spec.store_dtype)
         num_pages = self._max_slots[spec.name] // ps

@@ -1,0 +1,164 @@
+// A sliding-window side with pages smaller than the full side's
+// (--swa-page-size, issue #30): the window leaves one sliding-window page at a
+// time, a whole run releases everything it allocated on every policy, and the
+// program refuses a page size it cannot run.
+#include "experiment.hpp"
+#include "model_config.hpp"
+#include "pool_plan.hpp"
+#include "scheduler.hpp"
+#include "sim_backend.hpp"
+#include "sim_test_support.hpp"
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace kvpool;
+using namespace kvpool::sim;
+using namespace kvpool::sim::test;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+class QuietObserver final : public RunObserver {
+public:
+    void run_started(const std::string&, std::size_t, std::size_t) override {}
+    void run_progress(double) override {}
+    void all_done() override {}
+};
+
+// The program's exit status and stderr; its stdout goes to out_path.
+std::pair<int, std::string> run_program(const std::string& args, const std::string& out_path) {
+    const std::string err_path = out_path + ".err";
+    const std::string command = std::string(KVPOOL_SIM_PROGRAM) + " --no-progress " + args + " >" +
+                                out_path + " 2>" + err_path;
+    const int status = std::system(command.c_str());
+    std::ifstream in(err_path);
+    std::ostringstream err;
+    err << in.rdbuf();
+    std::filesystem::remove(err_path);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err.str()};
+}
+
+} // namespace
+
+TEST_CASE("swa page size: the window leaves one sliding-window page at a time",
+          "[sim][swa-page-size]") {
+    // Full pages of 4 tokens, a window of 4, a prompt of 10: 3 full pages, bound
+    // with 12 sliding-window tokens. After each step the tokens wholly before
+    // the window leave, in sliding-window pages: of 2 tokens, or of 4.
+    struct Expected {
+        index_t window_page;
+        index_t live_window_tokens[3]; // after steps 1, 2, 3 (10, 11, 12 tokens)
+    };
+    // Step 1: 6 tokens before the window: 3 pages of 2 leave (12 - 6), 1 of 4 (12 - 4).
+    // Step 2: 7 before it: still 3 pages of 2, 1 of 4.
+    // Step 3: 8 before it: 4 pages of 2 (12 - 8), 2 of 4 (12 - 8).
+    for (const Expected& e : {Expected{2, {6, 6, 4}}, Expected{4, {8, 8, 4}}})
+        for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
+            INFO("window page " << e.window_page << ", " << to_string(mode));
+            auto pool = swa_pool(4096, 1, 1, 4, mode, e.window_page);
+            CHECK(pool->window_page_size() == e.window_page);
+            const std::vector<RequestSpec> requests{{0.0, 10, 8}};
+            Scheduler scheduler(*pool, requests, one_second_steps(4, false));
+            for (index_t live : e.live_window_tokens) {
+                scheduler.step();
+                CHECK(pool->stats().live_second_entries == live);
+            }
+            const RunResult r = run_all(scheduler);
+            CHECK(r.completed == 1);
+            CHECK(r.tokens_allocated() == r.tokens_released());
+            CHECK(pool->stats().live_full_tokens == 0);
+            CHECK(pool->stats().live_second_entries == 0);
+            CHECK(pool->stats().pages_allocated == pool->stats().pages_freed);
+            pool->check_invariants();
+        }
+}
+
+TEST_CASE("swa page size: every policy releases all it allocated, and the unified pool runs at "
+          "least as many requests with the smaller page",
+          "[sim][swa-page-size]") {
+    // GPT-OSS-like, window 128, full pages of 256: at most 128 + 255 + 256
+    // sliding-window tokens a request at pages of 256, 128 + 15 + 256 at 16.
+    const ModelConfig model = load_model("gpt-oss-120b");
+    SyntheticOptions options = default_synthetic_options(SyntheticKind::chat);
+    options.requests = 200;
+    const Workload workload = synthetic_workload(options);
+    double unified_running[2] = {};
+    for (index_t window_page : {index_t(256), index_t(16)}) {
+        INFO("window page " << window_page);
+        ExperimentConfig config;
+        config.model = model;
+        config.geometry = PoolGeometry{index_t(2) << 30, 256, false, window_page};
+        config.scheduler.step_time = *model.step_time;
+        config.sweep_points = 3;
+        QuietObserver quiet;
+        const ExperimentResult result =
+            run_experiment(config, workload, pool_factory(Backend::host), quiet);
+        std::vector<const PolicyRun*> runs = result.compared();
+        for (const PolicyRun& run : result.sweep)
+            runs.push_back(&run);
+        for (const PolicyRun* run : runs) {
+            const RunResult& r = run->result;
+            CHECK(r.tokens_allocated() == r.tokens_released());
+            CHECK(r.pool.live_full_tokens == 0);
+            CHECK(r.pool.live_second_entries == 0);
+            CHECK(r.pool.pages_allocated == r.pool.pages_freed);
+            CHECK(r.completed + r.aborted == workload.requests.size());
+        }
+        unified_running[window_page == 16] = result.unified_lazy.result.mean_running();
+    }
+    CHECK(unified_running[1] >= unified_running[0]);
+}
+
+TEST_CASE("swa page size: a page size the simulator cannot run exits 2 naming it, writing nothing",
+          "[sim][swa-page-size]") {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("kvpool_sim_swa_page_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string out = (dir / "stdout.txt").string();
+    const std::string json = (dir / "out.json").string();
+
+    auto [status, err] =
+        run_program("--model gpt-oss-120b --page-size 256 --swa-page-size 48 --json " + json, out);
+    CHECK(status == 2);
+    CHECK_THAT(err, ContainsSubstring("--swa-page-size 48 does not divide the page size 256"));
+    std::tie(status, err) =
+        run_program("--model hymba-1.5b --page-size 64 --swa-page-size 16", out);
+    CHECK(status == 2);
+    CHECK_THAT(err, ContainsSubstring("not supported yet by the simulator on the tri-pool"));
+    std::tie(status, err) = run_program("--model qwen3-next-80b --swa-page-size 8", out);
+    CHECK(status == 2);
+    CHECK_THAT(err, ContainsSubstring("qwen3-next-80b has no sliding-window layers"));
+    std::tie(status, err) = run_program("--swa-page-size 0", out);
+    CHECK(status == 2);
+    CHECK_THAT(err, ContainsSubstring("--swa-page-size"));
+    CHECK_FALSE(std::filesystem::exists(json));
+
+    // The page size equal to the page runs as without the option; a divisor runs and says so.
+    std::tie(status, err) = run_program(
+        "--model hymba-1.5b --page-size 64 --swa-page-size 64 --requests 20 --sweep 1", out);
+    CHECK(status == 0);
+    std::tie(status, err) = run_program("--model gpt-oss-120b --memory 2GiB --page-size 256 "
+                                        "--swa-page-size 16 --requests 50 --sweep 2 --json " +
+                                            json,
+                                        out);
+    CHECK(status == 0);
+    CHECK(err.empty());
+    std::ifstream table_in(out), json_in(json);
+    std::ostringstream table, report;
+    table << table_in.rdbuf();
+    report << json_in.rdbuf();
+    CHECK_THAT(table.str(),
+               ContainsSubstring("pages of 256 tokens (16 on the sliding-window side)"));
+    CHECK_THAT(report.str(), ContainsSubstring("\"swa_page_size\": 16"));
+    std::filesystem::remove_all(dir);
+}
