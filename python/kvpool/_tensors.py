@@ -9,6 +9,8 @@ Memory kvpool owns (tables, the unified buffer) is exported as tensors that
 keep the owning handle alive.
 """
 
+import functools
+
 import numpy as np
 import torch
 
@@ -74,6 +76,22 @@ def stream_of(device):
     if _raw_stream is not None:
         return _raw_stream(device.index) or None
     return torch.cuda.current_stream(device).cuda_stream or None
+
+
+def _no_stream():
+    return None
+
+
+def stream_getter(device):
+    """A function of no arguments that returns stream_of(device) when called: an object asks for
+    torch's current stream on each call (the engine may switch streams between calls), without
+    repeating the device's checks there. The default stream comes back as 0 or None, both NULL
+    to the C API."""
+    if device.type != "cuda":
+        return _no_stream
+    if _raw_stream is not None:
+        return functools.partial(_raw_stream, device.index)
+    return functools.partial(stream_of, device)
 
 
 def _on(t, device):

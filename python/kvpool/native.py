@@ -21,7 +21,7 @@ from ._tensors import (
     host_ids,
     host_view,
     pool_device,
-    stream_of,
+    stream_getter,
 )
 from ._tokens import token_handle
 
@@ -94,6 +94,7 @@ class UnifiedBuffer(_Handle):
 
     def __init__(self, total_bytes, sides, device, buffer=None):
         self.device = pool_device(device)
+        self._stream = stream_getter(self.device)
         self.page_sizes = {name: int(page_size) for name, _, page_size, *_ in sides}
         specs = (_lib.SubPoolSpec * len(sides))()
         for spec, (name, entry_bytes, page_size, grow, *float_at) in zip(specs, sides):
@@ -124,7 +125,7 @@ class UnifiedBuffer(_Handle):
                 specs,
                 len(sides),
                 adopt,
-                stream_of(self.device),
+                self._stream(),
             )
         )
         self._adopted = buffer[:total_bytes] if buffer is not None else None
@@ -153,7 +154,7 @@ class _Allocates:
         """need_size virtual token ids (a multiple of the page size)."""
         out = torch.empty(max(int(need_size), 0), dtype=torch.int64, device=self.device)
         status = type(self)._c_alloc(
-            self._h, stream_of(self.device), int(need_size), out.data_ptr(), byref(self._ok)
+            self._h, self._stream(), int(need_size), out.data_ptr(), byref(self._ok)
         )
         if status:
             raise_status(status)
@@ -172,7 +173,7 @@ class _Allocates:
         out = torch.empty(int(extend_num_tokens), dtype=torch.int64, device=self.device)
         status = type(self)._c_alloc_extend(
             self._h,
-            stream_of(self.device),
+            self._stream(),
             prefix.ptr,
             seq.ptr,
             seq.n,
@@ -192,7 +193,7 @@ class _Allocates:
         out = torch.empty(seq.n, dtype=torch.int64, device=self.device)
         status = type(self)._c_alloc_decode(
             self._h,
-            stream_of(self.device),
+            self._stream(),
             seq.ptr,
             seq.n,
             last.data_ptr(),
@@ -216,6 +217,7 @@ class Side(_Allocates, _Handle):
         super().__init__(handle)
         self.buffer = buffer
         self.device = buffer.device
+        self._stream = stream_getter(self.device)
         self.info = _lib.SideInfo()
         check(lib.kvpool_allocator_info(handle, byref(self.info)))
         self._state = _lib.SideState()
@@ -233,7 +235,7 @@ class Side(_Allocates, _Handle):
                 buffer._h,
                 name.encode(),
                 byref(options),
-                stream_of(buffer.device),
+                buffer._stream(),
             ),
             buffer,
         )
@@ -318,7 +320,7 @@ class Side(_Allocates, _Handle):
         ids = host_ids(virtual_pages, "virtual_pages")
         check(
             lib.kvpool_allocator_alloc_with_virtual(
-                self._h, stream_of(self.device), ids.ptr, ids.n, byref(self._ok)
+                self._h, self._stream(), ids.ptr, ids.n, byref(self._ok)
             )
         )
         return bool(self._ok.value)
@@ -327,7 +329,7 @@ class Side(_Allocates, _Handle):
     def free(self, virtual_tokens, skip_unbound=False):
         ids = host_ids(virtual_tokens, "free_index")
         status = lib.kvpool_allocator_free(
-            self._h, stream_of(self.device), ids.ptr, ids.n, 1 if skip_unbound else 0
+            self._h, self._stream(), ids.ptr, ids.n, 1 if skip_unbound else 0
         )
         if status:
             raise_status(status)
@@ -336,11 +338,11 @@ class Side(_Allocates, _Handle):
         check(lib.kvpool_allocator_free_group_begin(self._h))
 
     def free_group_end(self):
-        check(lib.kvpool_allocator_free_group_end(self._h, stream_of(self.device)))
+        check(lib.kvpool_allocator_free_group_end(self._h, self._stream()))
 
     def flush(self, urgent):
         status = lib.kvpool_allocator_flush(
-            self._h, stream_of(self.device), 1 if urgent else 0, byref(self._n)
+            self._h, self._stream(), 1 if urgent else 0, byref(self._n)
         )
         if status:
             raise_status(status)
@@ -375,7 +377,7 @@ class Side(_Allocates, _Handle):
         src = device_index_input(virtual_tokens, "virtual token ids", self.device)
         status = lib.kvpool_allocator_translate(
             self._h,
-            stream_of(self.device),
+            self._stream(),
             src.data_ptr(),
             src.numel(),
             out.data_ptr(),
@@ -392,7 +394,7 @@ class Side(_Allocates, _Handle):
         src = device_index_input(virtual_tokens, "virtual token ids", self.device)
         status = lib.kvpool_allocator_translate_dense(
             self._h,
-            stream_of(self.device),
+            self._stream(),
             src.data_ptr(),
             src.numel(),
             out.data_ptr(),
@@ -407,16 +409,16 @@ class Side(_Allocates, _Handle):
         return _Snapshot(_new(lib.kvpool_allocator_backup_state, self._h))
 
     def restore_state(self, snapshot):
-        check(lib.kvpool_allocator_restore_state(self._h, stream_of(self.device), snapshot._h))
+        check(lib.kvpool_allocator_restore_state(self._h, self._stream(), snapshot._h))
 
     def commit_state(self, snapshot):
         check(lib.kvpool_allocator_commit_state(self._h, snapshot._h))
 
     def clear(self):
-        check(lib.kvpool_allocator_clear(self._h, stream_of(self.device)))
+        check(lib.kvpool_allocator_clear(self._h, self._stream()))
 
     def check_invariants(self):
-        check(lib.kvpool_allocator_check_invariants(self._h, stream_of(self.device)))
+        check(lib.kvpool_allocator_check_invariants(self._h, self._stream()))
 
 
 class _Snapshot(_Handle):
@@ -457,6 +459,7 @@ class _Pair(_Handle):
         )
         self.buffer = buffer
         self.device = buffer.device
+        self._stream = stream_getter(self.device)
         self.sides = tuple(
             Side(_new(cls._side, self._h, which), buffer) for which in range(len(names))
         )
@@ -498,7 +501,7 @@ class _Pair(_Handle):
         return self._snapshot(_new(type(self)._c_backup_state, self._h))
 
     def restore_state(self, snapshot):
-        check(type(self)._c_restore_state(self._h, stream_of(self.device), self._of(snapshot)))
+        check(type(self)._c_restore_state(self._h, self._stream(), self._of(snapshot)))
 
     def commit_state(self, snapshot):
         check(type(self)._c_commit_state(self._h, self._of(snapshot)))
@@ -521,14 +524,14 @@ class _FreesKV:
     def free(self, virtual_tokens):
         """Both KV sides (sliding-window pages already released by free_swa are skipped)."""
         ids = host_ids(virtual_tokens, "free_index")
-        status = type(self)._c_free(self._h, stream_of(self.device), ids.ptr, ids.n)
+        status = type(self)._c_free(self._h, self._stream(), ids.ptr, ids.n)
         if status:
             raise_status(status)
 
     def free_swa(self, virtual_tokens):
         """Tokens that left the window: the sliding-window side only."""
         ids = host_ids(virtual_tokens, "free_index")
-        check(type(self)._c_free_swa(self._h, stream_of(self.device), ids.ptr, ids.n))
+        check(type(self)._c_free_swa(self._h, self._stream(), ids.ptr, ids.n))
 
 
 class _GatesStateSlots:
@@ -613,7 +616,7 @@ class MambaPair(_GatesStateSlots, _Allocates, _Pair):
         out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
         check(
             lib.kvpool_mamba_pair_alloc_state_slots(
-                self._h, stream_of(self.device), int(count), out.data_ptr(), byref(self._ok)
+                self._h, self._stream(), int(count), out.data_ptr(), byref(self._ok)
             )
         )
         return out if self._ok.value else None
@@ -673,7 +676,7 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
         check(
             lib.kvpool_mamba_swa_alloc_state_slots(
-                self._h, stream_of(self.device), int(count), out.data_ptr(), byref(self._ok)
+                self._h, self._stream(), int(count), out.data_ptr(), byref(self._ok)
             )
         )
         return out if self._ok.value else None
@@ -682,13 +685,13 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         check(lib.kvpool_mamba_swa_free_group_begin(self._h))
 
     def free_group_end(self):
-        check(lib.kvpool_mamba_swa_free_group_end(self._h, stream_of(self.device)))
+        check(lib.kvpool_mamba_swa_free_group_end(self._h, self._stream()))
 
     def flush_opportunistic(self):
         """One opportunistic lazy compaction pass over every side; pages moved."""
         check(
             lib.kvpool_mamba_swa_flush_opportunistic(
-                self._h, stream_of(self.device), byref(self._n)
+                self._h, self._stream(), byref(self._n)
             )
         )
         return self._n.value
@@ -710,10 +713,10 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         check(lib.kvpool_mamba_swa_drain_pending_reuse(self._h))
 
     def clear(self):
-        check(lib.kvpool_mamba_swa_clear(self._h, stream_of(self.device)))
+        check(lib.kvpool_mamba_swa_clear(self._h, self._stream()))
 
     def check_invariants(self):
-        check(lib.kvpool_mamba_swa_check_invariants(self._h, stream_of(self.device)))
+        check(lib.kvpool_mamba_swa_check_invariants(self._h, self._stream()))
 
 
 def set_forward_done(sides, marker):
@@ -730,13 +733,14 @@ class ReqTable(_Handle):
 
     def __init__(self, size, max_context_len, device):
         self.device = pool_device(device)
+        self._stream = stream_getter(self.device)
         super().__init__(
             _new(
                 lib.kvpool_req_pool_create_on,
                 device_code(self.device),
                 int(size),
                 int(max_context_len),
-                stream_of(self.device),
+                self._stream(),
             )
         )
         table, rows, columns = c_void_p(), c_int64(), c_int64()
@@ -771,7 +775,7 @@ class ReqTable(_Handle):
         check(lib.kvpool_req_pool_clear(self._h))
 
     def check_invariants(self):
-        check(lib.kvpool_req_pool_check_invariants(self._h, stream_of(self.device)))
+        check(lib.kvpool_req_pool_check_invariants(self._h, self._stream()))
 
 
 class HybridReqTable(_Handle):
@@ -790,6 +794,7 @@ class HybridReqTable(_Handle):
         track_size=2,
     ):
         self.device = states.device
+        self._stream = stream_getter(self.device)
         self.states = states
         options = _lib.HybridOptions(
             1 if extra_buffer else 0, 1 if extra_buffer_lazy else 0, int(track_size)
@@ -801,7 +806,7 @@ class HybridReqTable(_Handle):
                 int(max_context_len),
                 states._h,
                 byref(options),
-                stream_of(self.device),
+                self._stream(),
             )
         )
         table, rows, columns, mamba, track, track_columns = (
@@ -863,7 +868,7 @@ class HybridReqTable(_Handle):
         slots = (c_int64 * max(ids.n, 1))()
         check(
             lib.kvpool_hybrid_req_pool_alloc(
-                self._h, stream_of(self.device), ids.ptr, ids.n, slots, byref(self._ok)
+                self._h, self._stream(), ids.ptr, ids.n, slots, byref(self._ok)
             )
         )
         return list(slots[: ids.n]) if self._ok.value else None
@@ -876,7 +881,7 @@ class HybridReqTable(_Handle):
         check(
             lib.kvpool_hybrid_req_pool_free_mamba_cache(
                 self._h,
-                stream_of(self.device),
+                self._stream(),
                 int(req),
                 -1 if keep_idx is None else int(keep_idx),
                 byref(self._n),
@@ -899,7 +904,7 @@ class HybridReqTable(_Handle):
     def set_track_slot(self, req, idx, value):
         check(
             lib.kvpool_hybrid_req_pool_set_track_slot(
-                self._h, stream_of(self.device), int(req), int(idx), int(value), byref(self._n)
+                self._h, self._stream(), int(req), int(idx), int(value), byref(self._n)
             )
         )
         return self._n.value
@@ -907,7 +912,7 @@ class HybridReqTable(_Handle):
     def donate_track_slot(self, req, new_slot):
         check(
             lib.kvpool_hybrid_req_pool_donate_track_slot(
-                self._h, stream_of(self.device), int(req), int(new_slot), byref(self._n)
+                self._h, self._stream(), int(req), int(new_slot), byref(self._n)
             )
         )
         return self._n.value
@@ -915,16 +920,16 @@ class HybridReqTable(_Handle):
     def alloc_track_slot(self, req, idx):
         check(
             lib.kvpool_hybrid_req_pool_alloc_track_slot(
-                self._h, stream_of(self.device), int(req), int(idx), byref(self._ok)
+                self._h, self._stream(), int(req), int(idx), byref(self._ok)
             )
         )
         return bool(self._ok.value)
 
     def clear(self):
-        check(lib.kvpool_hybrid_req_pool_clear(self._h, stream_of(self.device)))
+        check(lib.kvpool_hybrid_req_pool_clear(self._h, self._stream()))
 
     def check_invariants(self):
-        check(lib.kvpool_hybrid_req_pool_check_invariants(self._h, stream_of(self.device)))
+        check(lib.kvpool_hybrid_req_pool_check_invariants(self._h, self._stream()))
 
 
 def live_handles():
