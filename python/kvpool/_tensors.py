@@ -94,18 +94,13 @@ def stream_getter(device):
     return functools.partial(stream_of, device)
 
 
-def _on(t, device):
-    if device.type == "cuda":
-        return t.is_cuda and t.get_device() == device.index
-    return t.is_cpu
-
-
 def device_ids(t, name, device, length=None):
     """t itself, checked: an int64 contiguous tensor on device (of `length` entries)."""
+    # The accepted case in one expression, without a call: it runs on every allocation.
     if (
         isinstance(t, torch.Tensor)
         and t.dtype is torch.int64
-        and _on(t, device)
+        and (t.is_cpu if device.type == "cpu" else t.is_cuda and t.get_device() == device.index)
         and t.is_contiguous()
         and (length is None or t.numel() == length)
     ):
@@ -128,7 +123,7 @@ def device_index_input(t, name, device):
     if (
         isinstance(t, torch.Tensor)
         and t.dtype is torch.int64
-        and _on(t, device)
+        and (t.is_cpu if device.type == "cpu" else t.is_cuda and t.get_device() == device.index)
         and t.is_contiguous()
     ):
         return t

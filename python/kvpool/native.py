@@ -150,12 +150,19 @@ class _Allocates:
 
     _c_alloc = _c_alloc_extend = _c_alloc_decode = None
 
+    def _init_allocates(self):
+        """What every call reuses: the result flag with its reference made once, and an empty
+        int64 tensor on the device whose new_empty makes each result (a fresh tensor, without
+        torch.empty's parsing of dtype and device)."""
+        self._ok = c_int()
+        self._ok_ref = byref(self._ok)
+        self._no_ids = torch.empty(0, dtype=torch.int64, device=self.device)
+
     def alloc(self, need_size):
         """need_size virtual token ids (a multiple of the page size)."""
-        out = torch.empty(max(int(need_size), 0), dtype=torch.int64, device=self.device)
-        status = type(self)._c_alloc(
-            self._h, self._stream(), int(need_size), out.data_ptr(), byref(self._ok)
-        )
+        n = int(need_size)
+        out = self._no_ids.new_empty(n if n > 0 else 0)
+        status = self._c_alloc(self._h, self._stream(), n, out.data_ptr(), self._ok_ref)
         if status:
             raise_status(status)
         return out if self._ok.value else None
@@ -170,8 +177,9 @@ class _Allocates:
                 f"alloc_extend: {prefix.n} prefix lengths but {seq.n} sequence lengths"
             )
         last = device_ids(last_loc, "last_loc", self.device, seq.n)
-        out = torch.empty(int(extend_num_tokens), dtype=torch.int64, device=self.device)
-        status = type(self)._c_alloc_extend(
+        n = int(extend_num_tokens)
+        out = self._no_ids.new_empty(n)
+        status = self._c_alloc_extend(
             self._h,
             self._stream(),
             prefix.ptr,
@@ -179,8 +187,8 @@ class _Allocates:
             seq.n,
             last.data_ptr(),
             out.data_ptr(),
-            out.numel(),
-            byref(self._ok),
+            n,
+            self._ok_ref,
         )
         if status:
             raise_status(status)
@@ -190,15 +198,9 @@ class _Allocates:
         """Decode: one token per request; seq_lens_cpu count it already."""
         seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
         last = device_ids(last_loc, "last_loc", self.device, seq.n)
-        out = torch.empty(seq.n, dtype=torch.int64, device=self.device)
-        status = type(self)._c_alloc_decode(
-            self._h,
-            self._stream(),
-            seq.ptr,
-            seq.n,
-            last.data_ptr(),
-            out.data_ptr(),
-            byref(self._ok),
+        out = self._no_ids.new_empty(seq.n)
+        status = self._c_alloc_decode(
+            self._h, self._stream(), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), self._ok_ref
         )
         if status:
             raise_status(status)
@@ -221,7 +223,7 @@ class Side(_Allocates, _Handle):
         self.info = _lib.SideInfo()
         check(lib.kvpool_allocator_info(handle, byref(self.info)))
         self._state = _lib.SideState()
-        self._ok = c_int()
+        self._init_allocates()
         self._n = c_int64()
         self._tables = None
         self._move = None
@@ -292,7 +294,7 @@ class Side(_Allocates, _Handle):
         return out
 
     def is_slot_allocated(self, token):
-        check(lib.kvpool_allocator_is_slot_allocated(self._h, int(token), byref(self._ok)))
+        check(lib.kvpool_allocator_is_slot_allocated(self._h, int(token), self._ok_ref))
         return bool(self._ok.value)
 
     # ---------------------------------------------------------------- relocation
@@ -320,7 +322,7 @@ class Side(_Allocates, _Handle):
         ids = host_ids(virtual_pages, "virtual_pages")
         check(
             lib.kvpool_allocator_alloc_with_virtual(
-                self._h, self._stream(), ids.ptr, ids.n, byref(self._ok)
+                self._h, self._stream(), ids.ptr, ids.n, self._ok_ref
             )
         )
         return bool(self._ok.value)
@@ -568,7 +570,7 @@ class SwaPair(_FreesKV, _Allocates, _Pair):
         super().__init__(buffer, (full_options, swa_options), (full_name, swa_name))
         self.full, self.swa = self.sides
         self._sizes = _lib.SwaSizes()
-        self._ok = c_int()
+        self._init_allocates()
 
     def sizes(self):
         status = lib.kvpool_swa_pair_sizes(self._h, byref(self._sizes))
@@ -605,7 +607,7 @@ class MambaPair(_GatesStateSlots, _Allocates, _Pair):
         super().__init__(buffer, (full_options, state_options), (full_name, state_name))
         self.full, self.state = self.sides
         self._sizes = _lib.MambaSizes()
-        self._ok = c_int()
+        self._init_allocates()
 
     def sizes(self):
         check(lib.kvpool_mamba_pair_sizes(self._h, byref(self._sizes)))
@@ -616,7 +618,7 @@ class MambaPair(_GatesStateSlots, _Allocates, _Pair):
         out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
         check(
             lib.kvpool_mamba_pair_alloc_state_slots(
-                self._h, self._stream(), int(count), out.data_ptr(), byref(self._ok)
+                self._h, self._stream(), int(count), out.data_ptr(), self._ok_ref
             )
         )
         return out if self._ok.value else None
@@ -660,7 +662,7 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         )
         self.full, self.swa, self.state = self.sides
         self._sizes = _lib.TriPoolSizes()
-        self._ok = c_int()
+        self._init_allocates()
         self._n = c_int64()
 
     def sizes(self):
@@ -676,7 +678,7 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
         check(
             lib.kvpool_mamba_swa_alloc_state_slots(
-                self._h, self._stream(), int(count), out.data_ptr(), byref(self._ok)
+                self._h, self._stream(), int(count), out.data_ptr(), self._ok_ref
             )
         )
         return out if self._ok.value else None
