@@ -383,7 +383,7 @@ class Side(_Allocates, _Handle):
             src.data_ptr(),
             src.numel(),
             out.data_ptr(),
-            1 if out.dtype == torch.int32 else 0,
+            out.dtype is torch.int32,
         )
         if status:
             raise_status(status)
