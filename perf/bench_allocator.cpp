@@ -162,7 +162,7 @@ void translate(benchmark::State& state) {
 // band freed, the upper half moved down.
 void lazy_flush(benchmark::State& state) {
     Serving s(state.range(0), CompactionMode::lazy);
-    const index_t tokens = (index_t(1) << 30) / bytes_per_token;
+    const index_t tokens = (index_t(1) << 30) / bytes_per_token();
     double host = 0;
     for (auto _ : state) {
         s.pair.clear(s.space);

@@ -18,8 +18,13 @@ using SwaPair = UnifiedSWAAllocator<Space>;
 using IndexView = MultiEndedAllocator<Space>::index_view;
 
 // The peer's SWA geometry (peer-baseline.md): 32 layers x 8 KV heads x
-// head_dim 128, bf16, K and V: 128 KiB per token per side.
-constexpr index_t bytes_per_token = 32 * 8 * 128 * 2 * 2;
+// head_dim 128, bf16, K and V: 128 KiB per token per side. KVPOOL_BENCH_LAYERS
+// lowers the layer count: the decode and translate rows hold about 140,000
+// tokens per side, 36 GiB at 32 layers, more than a small host has.
+inline index_t bytes_per_token() {
+    const char* env = std::getenv("KVPOOL_BENCH_LAYERS");
+    return (env ? std::atoll(env) : 32) * 8 * 128 * 2 * 2;
+}
 
 // Tokens per side; 262,144 as in the baseline unless KVPOOL_BENCH_TOKENS says
 // otherwise (a host smoke run needs far less memory than 64 GiB).
@@ -30,9 +35,10 @@ inline index_t tokens_per_side() {
 
 inline PoolLayout swa_layout(index_t page_size) {
     // Both sides' tokens plus one page of sink for each.
-    const index_t bytes = 2 * (tokens_per_side() + page_size) * bytes_per_token;
-    return PoolLayout(bytes, {{"full", bytes_per_token, page_size, GrowDirection::up, 0},
-                              {"swa", bytes_per_token, page_size, GrowDirection::down, 0}});
+    const index_t token_bytes = bytes_per_token();
+    const index_t bytes = 2 * (tokens_per_side() + page_size) * token_bytes;
+    return PoolLayout(bytes, {{"full", token_bytes, page_size, GrowDirection::up, 0},
+                              {"swa", token_bytes, page_size, GrowDirection::down, 0}});
 }
 
 inline CompactionMode mode_of(const benchmark::State& state) {

@@ -12,7 +12,8 @@ requests freed, an opportunistic flush.
 
 usage: KVPOOL_LIBRARY=build/cuda-hopper/lib/libkvpool_c.so PYTHONPATH=python \\
        perf/bench_python.py [--cpp kvpool-bench.json] [--out python-bench.json] [--iterations N] [--filter S]
-KVPOOL_BENCH_TOKENS shrinks the pool (and the Mamba slot count with it), as for kvpool-bench.
+KVPOOL_BENCH_TOKENS shrinks the pool (and the Mamba slot count with it), and KVPOOL_BENCH_LAYERS
+the SWA pair's layers per side (32), as for kvpool-bench.
 """
 import argparse
 import gc
@@ -40,6 +41,7 @@ from kvpool.sglang import (  # noqa: E402
 
 DEVICE = torch.device("cuda" if kvpool.backend() == "cuda" else "cpu")
 TOKENS = int(os.environ.get("KVPOOL_BENCH_TOKENS", "262144"))
+SWA_LAYERS = int(os.environ.get("KVPOOL_BENCH_LAYERS", "32"))
 
 
 def sync():
@@ -106,16 +108,17 @@ def mha(name, layers, heads, grow):
 
 
 class SwaServing:
-    """The peer's SWA geometry: 32 layers x 8 heads x 128, bf16, K and V: 128 KiB per token per side."""
+    """The peer's SWA geometry: 32 layers x 8 heads x 128, bf16, K and V: 128 KiB per token per side
+    (KVPOOL_BENCH_LAYERS: fewer layers)."""
 
-    bytes_per_token = 32 * 8 * 128 * 2 * 2
+    bytes_per_token = SWA_LAYERS * 8 * 128 * 2 * 2
 
     def __init__(self, page_size, lazy):
         self.ps = page_size
         total = 2 * (TOKENS + page_size) * self.bytes_per_token
         self.pool = UnifiedKVPool(
             total_bytes=total,
-            sub_pool_specs=[mha("full", 32, 8, "up"), mha("swa", 32, 8, "down")],
+            sub_pool_specs=[mha("full", SWA_LAYERS, 8, "up"), mha("swa", SWA_LAYERS, 8, "down")],
             device=DEVICE,
             page_size=page_size,
         )

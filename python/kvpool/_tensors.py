@@ -9,6 +9,8 @@ Memory kvpool owns (tables, the unified buffer) is exported as tensors that
 keep the owning handle alive.
 """
 
+import functools
+
 import numpy as np
 import torch
 
@@ -76,18 +78,29 @@ def stream_of(device):
     return torch.cuda.current_stream(device).cuda_stream or None
 
 
-def _on(t, device):
-    if device.type == "cuda":
-        return t.is_cuda and t.get_device() == device.index
-    return t.is_cpu
+def _no_stream():
+    return None
+
+
+def stream_getter(device):
+    """A function of no arguments that returns stream_of(device) when called: an object asks for
+    torch's current stream on each call (the engine may switch streams between calls), without
+    repeating the device's checks there. The default stream comes back as 0 or None, both NULL
+    to the C API."""
+    if device.type != "cuda":
+        return _no_stream
+    if _raw_stream is not None:
+        return functools.partial(_raw_stream, device.index)
+    return functools.partial(stream_of, device)
 
 
 def device_ids(t, name, device, length=None):
     """t itself, checked: an int64 contiguous tensor on device (of `length` entries)."""
+    # The accepted case in one expression, without a call: it runs on every allocation.
     if (
         isinstance(t, torch.Tensor)
         and t.dtype is torch.int64
-        and _on(t, device)
+        and (t.is_cpu if device.type == "cpu" else t.is_cuda and t.get_device() == device.index)
         and t.is_contiguous()
         and (length is None or t.numel() == length)
     ):
@@ -110,7 +123,7 @@ def device_index_input(t, name, device):
     if (
         isinstance(t, torch.Tensor)
         and t.dtype is torch.int64
-        and _on(t, device)
+        and (t.is_cpu if device.type == "cpu" else t.is_cuda and t.get_device() == device.index)
         and t.is_contiguous()
     ):
         return t

@@ -21,7 +21,7 @@ from ._tensors import (
     host_ids,
     host_view,
     pool_device,
-    stream_of,
+    stream_getter,
 )
 from ._tokens import token_handle
 
@@ -94,6 +94,7 @@ class UnifiedBuffer(_Handle):
 
     def __init__(self, total_bytes, sides, device, buffer=None):
         self.device = pool_device(device)
+        self._stream = stream_getter(self.device)
         self.page_sizes = {name: int(page_size) for name, _, page_size, *_ in sides}
         specs = (_lib.SubPoolSpec * len(sides))()
         for spec, (name, entry_bytes, page_size, grow, *float_at) in zip(specs, sides):
@@ -124,7 +125,7 @@ class UnifiedBuffer(_Handle):
                 specs,
                 len(sides),
                 adopt,
-                stream_of(self.device),
+                self._stream(),
             )
         )
         self._adopted = buffer[:total_bytes] if buffer is not None else None
@@ -149,12 +150,19 @@ class _Allocates:
 
     _c_alloc = _c_alloc_extend = _c_alloc_decode = None
 
+    def _init_allocates(self):
+        """What every call reuses: the result flag with its reference made once, and an empty
+        int64 tensor on the device whose new_empty makes each result (a fresh tensor, without
+        torch.empty's parsing of dtype and device)."""
+        self._ok = c_int()
+        self._ok_ref = byref(self._ok)
+        self._no_ids = torch.empty(0, dtype=torch.int64, device=self.device)
+
     def alloc(self, need_size):
         """need_size virtual token ids (a multiple of the page size)."""
-        out = torch.empty(max(int(need_size), 0), dtype=torch.int64, device=self.device)
-        status = type(self)._c_alloc(
-            self._h, stream_of(self.device), int(need_size), out.data_ptr(), byref(self._ok)
-        )
+        n = int(need_size)
+        out = self._no_ids.new_empty(n if n > 0 else 0)
+        status = self._c_alloc(self._h, self._stream(), n, out.data_ptr(), self._ok_ref)
         if status:
             raise_status(status)
         return out if self._ok.value else None
@@ -169,17 +177,18 @@ class _Allocates:
                 f"alloc_extend: {prefix.n} prefix lengths but {seq.n} sequence lengths"
             )
         last = device_ids(last_loc, "last_loc", self.device, seq.n)
-        out = torch.empty(int(extend_num_tokens), dtype=torch.int64, device=self.device)
-        status = type(self)._c_alloc_extend(
+        n = int(extend_num_tokens)
+        out = self._no_ids.new_empty(n)
+        status = self._c_alloc_extend(
             self._h,
-            stream_of(self.device),
+            self._stream(),
             prefix.ptr,
             seq.ptr,
             seq.n,
             last.data_ptr(),
             out.data_ptr(),
-            out.numel(),
-            byref(self._ok),
+            n,
+            self._ok_ref,
         )
         if status:
             raise_status(status)
@@ -189,15 +198,9 @@ class _Allocates:
         """Decode: one token per request; seq_lens_cpu count it already."""
         seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
         last = device_ids(last_loc, "last_loc", self.device, seq.n)
-        out = torch.empty(seq.n, dtype=torch.int64, device=self.device)
-        status = type(self)._c_alloc_decode(
-            self._h,
-            stream_of(self.device),
-            seq.ptr,
-            seq.n,
-            last.data_ptr(),
-            out.data_ptr(),
-            byref(self._ok),
+        out = self._no_ids.new_empty(seq.n)
+        status = self._c_alloc_decode(
+            self._h, self._stream(), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), self._ok_ref
         )
         if status:
             raise_status(status)
@@ -216,10 +219,11 @@ class Side(_Allocates, _Handle):
         super().__init__(handle)
         self.buffer = buffer
         self.device = buffer.device
+        self._stream = stream_getter(self.device)
         self.info = _lib.SideInfo()
         check(lib.kvpool_allocator_info(handle, byref(self.info)))
         self._state = _lib.SideState()
-        self._ok = c_int()
+        self._init_allocates()
         self._n = c_int64()
         self._tables = None
         self._move = None
@@ -233,7 +237,7 @@ class Side(_Allocates, _Handle):
                 buffer._h,
                 name.encode(),
                 byref(options),
-                stream_of(buffer.device),
+                buffer._stream(),
             ),
             buffer,
         )
@@ -290,7 +294,7 @@ class Side(_Allocates, _Handle):
         return out
 
     def is_slot_allocated(self, token):
-        check(lib.kvpool_allocator_is_slot_allocated(self._h, int(token), byref(self._ok)))
+        check(lib.kvpool_allocator_is_slot_allocated(self._h, int(token), self._ok_ref))
         return bool(self._ok.value)
 
     # ---------------------------------------------------------------- relocation
@@ -318,7 +322,7 @@ class Side(_Allocates, _Handle):
         ids = host_ids(virtual_pages, "virtual_pages")
         check(
             lib.kvpool_allocator_alloc_with_virtual(
-                self._h, stream_of(self.device), ids.ptr, ids.n, byref(self._ok)
+                self._h, self._stream(), ids.ptr, ids.n, self._ok_ref
             )
         )
         return bool(self._ok.value)
@@ -327,7 +331,7 @@ class Side(_Allocates, _Handle):
     def free(self, virtual_tokens, skip_unbound=False):
         ids = host_ids(virtual_tokens, "free_index")
         status = lib.kvpool_allocator_free(
-            self._h, stream_of(self.device), ids.ptr, ids.n, 1 if skip_unbound else 0
+            self._h, self._stream(), ids.ptr, ids.n, 1 if skip_unbound else 0
         )
         if status:
             raise_status(status)
@@ -336,11 +340,11 @@ class Side(_Allocates, _Handle):
         check(lib.kvpool_allocator_free_group_begin(self._h))
 
     def free_group_end(self):
-        check(lib.kvpool_allocator_free_group_end(self._h, stream_of(self.device)))
+        check(lib.kvpool_allocator_free_group_end(self._h, self._stream()))
 
     def flush(self, urgent):
         status = lib.kvpool_allocator_flush(
-            self._h, stream_of(self.device), 1 if urgent else 0, byref(self._n)
+            self._h, self._stream(), 1 if urgent else 0, byref(self._n)
         )
         if status:
             raise_status(status)
@@ -375,11 +379,11 @@ class Side(_Allocates, _Handle):
         src = device_index_input(virtual_tokens, "virtual token ids", self.device)
         status = lib.kvpool_allocator_translate(
             self._h,
-            stream_of(self.device),
+            self._stream(),
             src.data_ptr(),
             src.numel(),
             out.data_ptr(),
-            1 if out.dtype == torch.int32 else 0,
+            out.dtype is torch.int32,
         )
         if status:
             raise_status(status)
@@ -392,7 +396,7 @@ class Side(_Allocates, _Handle):
         src = device_index_input(virtual_tokens, "virtual token ids", self.device)
         status = lib.kvpool_allocator_translate_dense(
             self._h,
-            stream_of(self.device),
+            self._stream(),
             src.data_ptr(),
             src.numel(),
             out.data_ptr(),
@@ -407,16 +411,16 @@ class Side(_Allocates, _Handle):
         return _Snapshot(_new(lib.kvpool_allocator_backup_state, self._h))
 
     def restore_state(self, snapshot):
-        check(lib.kvpool_allocator_restore_state(self._h, stream_of(self.device), snapshot._h))
+        check(lib.kvpool_allocator_restore_state(self._h, self._stream(), snapshot._h))
 
     def commit_state(self, snapshot):
         check(lib.kvpool_allocator_commit_state(self._h, snapshot._h))
 
     def clear(self):
-        check(lib.kvpool_allocator_clear(self._h, stream_of(self.device)))
+        check(lib.kvpool_allocator_clear(self._h, self._stream()))
 
     def check_invariants(self):
-        check(lib.kvpool_allocator_check_invariants(self._h, stream_of(self.device)))
+        check(lib.kvpool_allocator_check_invariants(self._h, self._stream()))
 
 
 class _Snapshot(_Handle):
@@ -457,6 +461,7 @@ class _Pair(_Handle):
         )
         self.buffer = buffer
         self.device = buffer.device
+        self._stream = stream_getter(self.device)
         self.sides = tuple(
             Side(_new(cls._side, self._h, which), buffer) for which in range(len(names))
         )
@@ -498,7 +503,7 @@ class _Pair(_Handle):
         return self._snapshot(_new(type(self)._c_backup_state, self._h))
 
     def restore_state(self, snapshot):
-        check(type(self)._c_restore_state(self._h, stream_of(self.device), self._of(snapshot)))
+        check(type(self)._c_restore_state(self._h, self._stream(), self._of(snapshot)))
 
     def commit_state(self, snapshot):
         check(type(self)._c_commit_state(self._h, self._of(snapshot)))
@@ -521,14 +526,14 @@ class _FreesKV:
     def free(self, virtual_tokens):
         """Both KV sides (sliding-window pages already released by free_swa are skipped)."""
         ids = host_ids(virtual_tokens, "free_index")
-        status = type(self)._c_free(self._h, stream_of(self.device), ids.ptr, ids.n)
+        status = type(self)._c_free(self._h, self._stream(), ids.ptr, ids.n)
         if status:
             raise_status(status)
 
     def free_swa(self, virtual_tokens):
         """Tokens that left the window: the sliding-window side only."""
         ids = host_ids(virtual_tokens, "free_index")
-        check(type(self)._c_free_swa(self._h, stream_of(self.device), ids.ptr, ids.n))
+        check(type(self)._c_free_swa(self._h, self._stream(), ids.ptr, ids.n))
 
 
 class _GatesStateSlots:
@@ -565,7 +570,7 @@ class SwaPair(_FreesKV, _Allocates, _Pair):
         super().__init__(buffer, (full_options, swa_options), (full_name, swa_name))
         self.full, self.swa = self.sides
         self._sizes = _lib.SwaSizes()
-        self._ok = c_int()
+        self._init_allocates()
 
     def sizes(self):
         status = lib.kvpool_swa_pair_sizes(self._h, byref(self._sizes))
@@ -602,7 +607,7 @@ class MambaPair(_GatesStateSlots, _Allocates, _Pair):
         super().__init__(buffer, (full_options, state_options), (full_name, state_name))
         self.full, self.state = self.sides
         self._sizes = _lib.MambaSizes()
-        self._ok = c_int()
+        self._init_allocates()
 
     def sizes(self):
         check(lib.kvpool_mamba_pair_sizes(self._h, byref(self._sizes)))
@@ -613,7 +618,7 @@ class MambaPair(_GatesStateSlots, _Allocates, _Pair):
         out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
         check(
             lib.kvpool_mamba_pair_alloc_state_slots(
-                self._h, stream_of(self.device), int(count), out.data_ptr(), byref(self._ok)
+                self._h, self._stream(), int(count), out.data_ptr(), self._ok_ref
             )
         )
         return out if self._ok.value else None
@@ -657,7 +662,7 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         )
         self.full, self.swa, self.state = self.sides
         self._sizes = _lib.TriPoolSizes()
-        self._ok = c_int()
+        self._init_allocates()
         self._n = c_int64()
 
     def sizes(self):
@@ -673,7 +678,7 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
         check(
             lib.kvpool_mamba_swa_alloc_state_slots(
-                self._h, stream_of(self.device), int(count), out.data_ptr(), byref(self._ok)
+                self._h, self._stream(), int(count), out.data_ptr(), self._ok_ref
             )
         )
         return out if self._ok.value else None
@@ -682,13 +687,13 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         check(lib.kvpool_mamba_swa_free_group_begin(self._h))
 
     def free_group_end(self):
-        check(lib.kvpool_mamba_swa_free_group_end(self._h, stream_of(self.device)))
+        check(lib.kvpool_mamba_swa_free_group_end(self._h, self._stream()))
 
     def flush_opportunistic(self):
         """One opportunistic lazy compaction pass over every side; pages moved."""
         check(
             lib.kvpool_mamba_swa_flush_opportunistic(
-                self._h, stream_of(self.device), byref(self._n)
+                self._h, self._stream(), byref(self._n)
             )
         )
         return self._n.value
@@ -710,10 +715,10 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         check(lib.kvpool_mamba_swa_drain_pending_reuse(self._h))
 
     def clear(self):
-        check(lib.kvpool_mamba_swa_clear(self._h, stream_of(self.device)))
+        check(lib.kvpool_mamba_swa_clear(self._h, self._stream()))
 
     def check_invariants(self):
-        check(lib.kvpool_mamba_swa_check_invariants(self._h, stream_of(self.device)))
+        check(lib.kvpool_mamba_swa_check_invariants(self._h, self._stream()))
 
 
 def set_forward_done(sides, marker):
@@ -730,13 +735,14 @@ class ReqTable(_Handle):
 
     def __init__(self, size, max_context_len, device):
         self.device = pool_device(device)
+        self._stream = stream_getter(self.device)
         super().__init__(
             _new(
                 lib.kvpool_req_pool_create_on,
                 device_code(self.device),
                 int(size),
                 int(max_context_len),
-                stream_of(self.device),
+                self._stream(),
             )
         )
         table, rows, columns = c_void_p(), c_int64(), c_int64()
@@ -771,7 +777,7 @@ class ReqTable(_Handle):
         check(lib.kvpool_req_pool_clear(self._h))
 
     def check_invariants(self):
-        check(lib.kvpool_req_pool_check_invariants(self._h, stream_of(self.device)))
+        check(lib.kvpool_req_pool_check_invariants(self._h, self._stream()))
 
 
 class HybridReqTable(_Handle):
@@ -790,6 +796,7 @@ class HybridReqTable(_Handle):
         track_size=2,
     ):
         self.device = states.device
+        self._stream = stream_getter(self.device)
         self.states = states
         options = _lib.HybridOptions(
             1 if extra_buffer else 0, 1 if extra_buffer_lazy else 0, int(track_size)
@@ -801,7 +808,7 @@ class HybridReqTable(_Handle):
                 int(max_context_len),
                 states._h,
                 byref(options),
-                stream_of(self.device),
+                self._stream(),
             )
         )
         table, rows, columns, mamba, track, track_columns = (
@@ -863,7 +870,7 @@ class HybridReqTable(_Handle):
         slots = (c_int64 * max(ids.n, 1))()
         check(
             lib.kvpool_hybrid_req_pool_alloc(
-                self._h, stream_of(self.device), ids.ptr, ids.n, slots, byref(self._ok)
+                self._h, self._stream(), ids.ptr, ids.n, slots, byref(self._ok)
             )
         )
         return list(slots[: ids.n]) if self._ok.value else None
@@ -876,7 +883,7 @@ class HybridReqTable(_Handle):
         check(
             lib.kvpool_hybrid_req_pool_free_mamba_cache(
                 self._h,
-                stream_of(self.device),
+                self._stream(),
                 int(req),
                 -1 if keep_idx is None else int(keep_idx),
                 byref(self._n),
@@ -899,7 +906,7 @@ class HybridReqTable(_Handle):
     def set_track_slot(self, req, idx, value):
         check(
             lib.kvpool_hybrid_req_pool_set_track_slot(
-                self._h, stream_of(self.device), int(req), int(idx), int(value), byref(self._n)
+                self._h, self._stream(), int(req), int(idx), int(value), byref(self._n)
             )
         )
         return self._n.value
@@ -907,7 +914,7 @@ class HybridReqTable(_Handle):
     def donate_track_slot(self, req, new_slot):
         check(
             lib.kvpool_hybrid_req_pool_donate_track_slot(
-                self._h, stream_of(self.device), int(req), int(new_slot), byref(self._n)
+                self._h, self._stream(), int(req), int(new_slot), byref(self._n)
             )
         )
         return self._n.value
@@ -915,16 +922,16 @@ class HybridReqTable(_Handle):
     def alloc_track_slot(self, req, idx):
         check(
             lib.kvpool_hybrid_req_pool_alloc_track_slot(
-                self._h, stream_of(self.device), int(req), int(idx), byref(self._ok)
+                self._h, self._stream(), int(req), int(idx), byref(self._ok)
             )
         )
         return bool(self._ok.value)
 
     def clear(self):
-        check(lib.kvpool_hybrid_req_pool_clear(self._h, stream_of(self.device)))
+        check(lib.kvpool_hybrid_req_pool_clear(self._h, self._stream()))
 
     def check_invariants(self):
-        check(lib.kvpool_hybrid_req_pool_check_invariants(self._h, stream_of(self.device)))
+        check(lib.kvpool_hybrid_req_pool_check_invariants(self._h, self._stream()))
 
 
 def live_handles():

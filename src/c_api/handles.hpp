@@ -131,8 +131,18 @@ public:
     LiveHandle& operator=(const LiveHandle&) = delete;
 };
 
-// Throws invalid_argument naming the parameter unless it holds.
-void require(bool condition, const std::string& what);
+// Throws invalid_argument naming the parameter unless it holds. Every call
+// checks its arrays and handles: a message that is more than a literal is
+// built only when the check fails (argument_error), not on every call.
+[[noreturn]] void argument_error(const std::string& what);
+inline void require(bool condition, const char* what) {
+    if (!condition)
+        argument_error(what);
+}
+inline void require(bool condition, const std::string& what) {
+    if (!condition)
+        argument_error(what);
+}
 
 // Throws invalid_argument unless a handle's code on S can reach caller memory
 // of n elements: a GPU build asks its runtime (a kernel that touches memory it
@@ -140,11 +150,11 @@ void require(bool condition, const std::string& what);
 void require_host_reachable(const void* data, std::int64_t n);
 template <class S> void require_reachable(const void* data, std::int64_t n) {
     if constexpr (kernels::NativeBackend<S>::available) {
-        if (data != nullptr && n > 0)
-            require(kernels::NativeBackend<S>::runtime::device_can_access(data),
-                    "an array of " + std::to_string(n) +
-                        " elements for a GPU handle is host memory the GPU cannot reach: "
-                        "pass GPU memory (managed or page-locked host memory also serve)");
+        if (data != nullptr && n > 0 &&
+            !kernels::NativeBackend<S>::runtime::device_can_access(data))
+            argument_error("an array of " + std::to_string(n) +
+                           " elements for a GPU handle is host memory the GPU cannot reach: "
+                           "pass GPU memory (managed or page-locked host memory also serve)");
     } else {
         require_host_reachable(data, n);
     }
@@ -158,7 +168,8 @@ template <class S> IdsOn<S> device_ids(const std::int64_t* data, std::int64_t n)
 std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n);
 
 template <class T> T& deref(T* handle, const char* name) {
-    require(handle != nullptr, std::string(name) + " is NULL");
+    if (handle == nullptr)
+        argument_error(std::string(name) + " is NULL");
     return *handle;
 }
 

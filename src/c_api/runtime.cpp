@@ -146,22 +146,21 @@ LiveHandle::~LiveHandle() {
 
 std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n) {
     require(n >= 0, "a negative element count");
-    require(n == 0 || data != nullptr, "a NULL array of " + std::to_string(n) + " elements");
+    if (n != 0 && data == nullptr)
+        argument_error("a NULL array of " + std::to_string(n) + " elements");
     require_host_reachable(data, n);
     return std::vector<index_t>(data, data + n);
 }
 
 void require_host_reachable(const void* data, std::int64_t n) {
-    if (data != nullptr && n > 0)
-        require(host_can_access<GpuSpace>(data),
-                "an array of " + std::to_string(n) +
-                    " elements the host reads is GPU memory: a host handle's arrays, and every "
-                    "handle's *_host arrays, are host memory");
+    if (data != nullptr && n > 0 && !host_can_access<GpuSpace>(data))
+        argument_error("an array of " + std::to_string(n) +
+                       " elements the host reads is GPU memory: a host handle's arrays, and every "
+                       "handle's *_host arrays, are host memory");
 }
 
-void require(bool condition, const std::string& what) {
-    if (!condition)
-        throw Error(ErrorCode::invalid_argument, what);
+void argument_error(const std::string& what) {
+    throw Error(ErrorCode::invalid_argument, what);
 }
 
 void note_callback_failure(const std::string& what) {

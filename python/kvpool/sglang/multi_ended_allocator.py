@@ -258,8 +258,8 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
     ) -> torch.Tensor:
         """Virtual token ids -> physical token ids; tombstones and -1 clamp to the sink (0).
         ``out=`` (int64, same shape) is written in place and returned, and may be virt_tokens."""
-        return _translate(
-            self._side, virt_tokens, out, torch.int64, "translate_kv_loc", self.device
+        return _translate_with(
+            self._side.translate, virt_tokens, out, torch.int64, "translate_kv_loc", self.device
         )
 
     @property
@@ -372,7 +372,7 @@ def _translate(side, virt_tokens, out, dtype, what, device):
 def _translate_with(translate, virt_tokens, out, dtype, what, device):
     """translate(ids, dst) into out (checked) or into a new tensor."""
     if out is not None:
-        if out.dtype != dtype:
+        if out.dtype is not dtype:
             raise InvalidArgumentError(f"{what}: out= dtype must be {dtype}, got {out.dtype}")
         if out.shape != virt_tokens.shape:
             raise InvalidArgumentError(
