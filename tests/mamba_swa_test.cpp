@@ -110,7 +110,7 @@ TEST_CASE("tri-pool: a layout it cannot use is refused with the reason", "[tri-p
     refused(PoolLayout(1 << 20, {spec("mamba", 1024, 1, GrowDirection::up),
                                  floating_spec("swa", 16, 16, 0.5),
                                  spec("full", 32, 1, GrowDirection::down)}),
-            "page sizes differ");
+            "the SWA side's page size 16 does not divide the full side's 1");
     refused(PoolLayout(1 << 20,
                        {spec("mamba", 1024, 2, GrowDirection::up), floating_spec("swa", 16, 1, 0.5),
                         spec("full", 32, 1, GrowDirection::down)}),

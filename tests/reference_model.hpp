@@ -1278,18 +1278,20 @@ public:
     // side's new pages come from the gap above the sliding-window band, the
     // band's from either gap; when the band can shift away from the full
     // side, both gaps pool, less a page of the band's size at each of its two
-    // edges (what the page sizes may fail to tile there).
+    // edges (what the page sizes may fail to tile there). With decoupled page
+    // sizes each full page takes ratio sliding-window pages (as in the SWA pair).
     index_t available_pages() const {
         const index_t e_f = full_.page_bytes(), e_s = swa_.page_bytes();
         const index_t above = swa_.gap_above_bytes(), below = swa_.gap_below_bytes();
         const index_t h_f = full_.hole_count(), h_s = swa_.hole_count();
+        const index_t ratio = full_.page_size() / swa_.page_size();
         const bool shifts = swa_.shiftable_bytes(false) > 0;
-        const index_t most = std::min(
-            {full_.free_id_count(), h_f + full_.index_headroom(), h_s + swa_.index_headroom()});
+        const index_t most = std::min({full_.free_id_count(), h_f + full_.index_headroom(),
+                                       (h_s + swa_.index_headroom()) / ratio});
         index_t n = 0;
         for (; n < most; ++n) {
             const index_t new_f = std::max<index_t>(0, n + 1 - h_f);
-            const index_t new_s = std::max<index_t>(0, n + 1 - h_s);
+            const index_t new_s = std::max<index_t>(0, ratio * (n + 1) - h_s);
             const bool fits =
                 shifts ? new_f * e_f + new_s * e_s <= above + below - 2 * e_s
                        : new_f <= above / e_f && new_s <= (above - new_f * e_f) / e_s + below / e_s;

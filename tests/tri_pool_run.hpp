@@ -21,15 +21,22 @@ constexpr int state_tag = 2;
 struct Config {
     CompactionMode full_mode, swa_mode, state_mode;
     index_t page_size;
+    // The sliding-window side's page size where it differs (decoupled page
+    // sizes: a divisor of page_size); 0: page_size. Left 0, the name and the
+    // salt are those of before, which the fuzz corpus's runs depend on.
+    index_t swa_page_size = 0;
     std::string name() const {
-        return fmt::format("full {}/swa {}/state {}/page_size={}", to_string(full_mode),
-                           to_string(swa_mode), to_string(state_mode), page_size);
+        return fmt::format("full {}/swa {}/state {}/page_size={}{}", to_string(full_mode),
+                           to_string(swa_mode), to_string(state_mode), page_size,
+                           swa_page_size ? fmt::format("/swa_page_size={}", swa_page_size)
+                                         : std::string());
     }
     std::uint64_t salt() const {
         const auto bit = [](CompactionMode m) { return m == CompactionMode::lazy ? 1ull : 0ull; };
         return (bit(full_mode) | bit(swa_mode) << 1 | bit(state_mode) << 2) *
                    0x9e3779b97f4a7c15ull ^
-               static_cast<std::uint64_t>(page_size) * 0x100000001b3ull;
+               static_cast<std::uint64_t>(page_size) * 0x100000001b3ull ^
+               static_cast<std::uint64_t>(swa_page_size) * 0x5bd1e995ull;
     }
     bool any_eager() const {
         return full_mode == CompactionMode::eager || swa_mode == CompactionMode::eager ||
@@ -46,6 +53,16 @@ inline std::vector<Config> all_configs() {
     configs.push_back({CompactionMode::lazy, CompactionMode::eager, CompactionMode::lazy, 1});
     configs.push_back({CompactionMode::eager, CompactionMode::lazy, CompactionMode::eager, 16});
     return configs;
+}
+
+// Decoupled page sizes: the sliding-window side's pages 4, 16 and 2 times
+// smaller than the full side's, each mode. A list of its own, so that
+// all_configs() (and the fuzz corpus's mapping onto it) stays as it was.
+inline std::vector<Config> decoupled_configs() {
+    return {{CompactionMode::eager, CompactionMode::eager, CompactionMode::eager, 16, 4},
+            {CompactionMode::lazy, CompactionMode::lazy, CompactionMode::lazy, 16, 4},
+            {CompactionMode::lazy, CompactionMode::eager, CompactionMode::lazy, 16, 1},
+            {CompactionMode::eager, CompactionMode::lazy, CompactionMode::eager, 4, 2}};
 }
 
 // Copies of the three host cores, neighbours linked to each other, for the
@@ -95,14 +112,15 @@ public:
             {24, 40}, {40, 24}, {12, 20}, {36, 28}, {20, 13}, {17, 24}, {9, 14}};
         static const std::vector<index_t> slot_costs = {3, 7, 20, 45};
         const index_t ps = config.page_size;
+        const index_t swa_ps = config.swa_page_size ? config.swa_page_size : ps;
         const auto picked = rng_.pick(entry_pairs);
         const index_t e_full = entry_bytes(picked.first), e_swa = entry_bytes(picked.second);
         const index_t state_bytes = rng_.pick(slot_costs) * e_full - rng_.uniform(1, e_full - 1);
-        const index_t kv_page = std::max(e_full, e_swa) * ps;
+        const index_t kv_page = std::max(e_full * ps, e_swa * swa_ps);
         const index_t total = pool_pages(160, 320) * kv_page + pool_pages(8, 40) * state_bytes +
                               rng_.uniform(0, kv_page - 1);
         SubPoolSpec state = spec("mamba", state_bytes, 1, GrowDirection::up);
-        SubPoolSpec swa = floating_spec("swa", e_swa, ps, 0.15 + 0.7 * uniform01());
+        SubPoolSpec swa = floating_spec("swa", e_swa, swa_ps, 0.15 + 0.7 * uniform01());
         SubPoolSpec full = spec("full", e_full, ps, GrowDirection::down);
         if (rng_.chance(0.2))
             full.max_tokens = total / (e_full * ps) * ps * 2 / 5;
@@ -124,10 +142,10 @@ public:
         const auto& w = layout.side("swa");
         const auto& s = layout.side("mamba");
         geometry_ = fmt::format(
-            "total_bytes={} page_size={} state(entry={}, slots={}, virtual_slots={}, moves={}) "
-            "swa(entry={}, pages={}, starts at page {}, moves={}) full(entry={}, pages={}, "
-            "virtual_pages={}, moves={})",
-            total, ps, state_bytes, s.num_physical_pages, s.num_virtual_pages,
+            "total_bytes={} page_size={} swa_page_size={} state(entry={}, slots={}, "
+            "virtual_slots={}, moves={}) swa(entry={}, pages={}, starts at page {}, moves={}) "
+            "full(entry={}, pages={}, virtual_pages={}, moves={})",
+            total, ps, swa_ps, state_bytes, s.num_physical_pages, s.num_virtual_pages,
             state_options.max_moves_per_flush, e_swa, w.num_physical_pages, w.start_page,
             swa_options.max_moves_per_flush, e_full, f.num_physical_pages, f.num_virtual_pages,
             full_options.max_moves_per_flush);
@@ -165,15 +183,20 @@ private:
 
     // available_size() is what one KV allocation takes now with no flush (a
     // shift of the band allowed): on copies of the cores, the full side
-    // allocates it and the sliding-window side binds the same pages.
+    // allocates it and the sliding-window side binds the same pages (ratio of
+    // its own per full page).
     void probe_joint() {
         copies_.copy(*tri_);
         const index_t pages = tri_->available_size() / tri_->page_size();
         copies_.state->hold_relocations(true);
         bool ok = copies_.full->alloc_pages(pages, copies_.first);
         copies_.full->hold_relocations(true);
-        ok = ok && copies_.swa->bind_virtual_pages(copies_.first.virtual_pages.data(), pages,
-                                                   copies_.second);
+        if (ok) {
+            const std::vector<index_t>& swa_pages =
+                detail::follower_pages(copies_.first.virtual_pages, ratio(), probe_swa_pages_);
+            ok = copies_.swa->bind_virtual_pages(
+                swa_pages.data(), static_cast<index_t>(swa_pages.size()), copies_.second);
+        }
         if (!ok)
             fail(fmt::format("a joint allocation of available_size() = {} tokens failed",
                              pages * tri_->page_size()));
@@ -193,7 +216,7 @@ private:
         bool ok;
         if (name == "swa") {
             std::vector<index_t> ids;
-            for (index_t v = tri_->full().geometry().min_page_index;
+            for (index_t v = tri_->full().geometry().min_page_index * ratio();
                  v < core.virtual_table_pages() && static_cast<index_t>(ids.size()) < pages; ++v)
                 if (core.physical_page_of(v) == unbound)
                     ids.push_back(v);
@@ -206,6 +229,9 @@ private:
             fail(fmt::format("{}: an allocation of schedulable_available_size() = {} tokens failed",
                              name, pages * side.page_size()));
     }
+
+    // Sliding-window pages per full page.
+    index_t ratio() const { return tri_->page_size() / tri_->swa().page_size(); }
 
     void after_step() override {
         if (step_ % 50 == 0)
@@ -466,14 +492,15 @@ private:
         data_check_due_ = data_check_due_ || eager_;
     }
 
-    // The oldest whole pages of a few requests leave the window (never the
-    // page a decode appends to); now and then the pages that left before are
-    // named again, and skipped.
+    // The oldest whole sliding-window pages of a few requests leave the
+    // window (never the page a decode appends to); now and then the pages
+    // that left before are named again, and skipped.
     void op_free_swa() {
-        evict_from_window(requests_, tri_->page_size(), [&](const std::vector<index_t>& tokens) {
-            replay_void([&] { model_->free_swa(tokens); },
-                        [&] { tri_->free_swa(Space(), tokens); });
-        });
+        evict_from_window(requests_, tri_->swa().page_size(),
+                          [&](const std::vector<index_t>& tokens) {
+                              replay_void([&] { model_->free_swa(tokens); },
+                                          [&] { tri_->free_swa(Space(), tokens); });
+                          });
         data_check_due_ = data_check_due_ || eager_;
     }
 
@@ -495,7 +522,7 @@ private:
     void op_kv_beyond() {
         const index_t ps = tri_->page_size();
         const index_t kv_pair_bytes =
-            tri_->full().geometry().page_bytes + tri_->swa().geometry().page_bytes;
+            tri_->full().geometry().page_bytes + ratio() * tri_->swa().geometry().page_bytes;
         const bool impossible = rng_.chance(0.25);
         const index_t pages = impossible ? pool_->total_bytes() / kv_pair_bytes + 1
                                          : model_->available_size() / ps + rng_.uniform(1, 6);
@@ -566,6 +593,7 @@ private:
     std::vector<index_t> last_allocated_;
     bool eager_; // a side compacts on every free
     TriCopies copies_;
+    std::vector<index_t> probe_swa_pages_; // probe_joint's sliding-window pages
 };
 
 } // namespace kvpool::test::tri_run

@@ -4,7 +4,8 @@
 //   [ state slots (up) | sliding-window KV (floating) | full KV (down) ]
 //
 // The full side mints the virtual token ids; the sliding-window side binds the
-// same ids to pages of its own (both or neither, as in the SWA pair); state
+// same ids to pages of its own (both or neither, as in the SWA pair, its page
+// size the full side's or a divisor of it: decoupled page sizes); state
 // slots (page size 1) have their own ids. The sliding-window band floats: it
 // grows into the wider of its two gaps and shifts away (relocating its edge
 // pages, ids stable) when the full side or the state slots need its bytes.
@@ -50,8 +51,10 @@ public:
     using const_index_view = typename side_type::const_index_view;
 
     // The layout must hold state_name (up, page size 1), swa_name (floating)
-    // and full_name (down) in that order, the two KV sides with one page
-    // size. Each side takes its own options; the tri-pool sets their roles.
+    // and full_name (down) in that order, the sliding-window side's page size
+    // dividing the full side's (as in the SWA pair: each full page has
+    // page-ratio sliding-window pages, bound with it and released by free_swa
+    // one by one). Each side takes its own options; the tri-pool sets their roles.
     UnifiedMambaSWAAllocator(pool_type& pool, const AllocatorOptions& full_options,
                              const AllocatorOptions& swa_options,
                              const AllocatorOptions& state_options,
@@ -67,9 +70,7 @@ public:
                 "the sliding-window side '" + swa_name + "' must float");
         require(full_.geometry().grow() == GrowDirection::down,
                 "the full side '" + full_name + "' must grow down");
-        require(full_.page_size() == swa_.page_size(),
-                "the KV sides' page sizes differ (full " + std::to_string(full_.page_size()) +
-                    ", swa " + std::to_string(swa_.page_size()) + ")");
+        detail::check_follower_page_size(full_, swa_, "Mamba + SWA tri-pool");
         require(state_.geometry().position + 1 == swa_.geometry().position &&
                     swa_.geometry().position + 1 == full_.geometry().position,
                 "the sides must lie state, sliding window, full from the low end up");
@@ -156,12 +157,14 @@ public:
     void set_eviction_callback(EvictionCallback callback) { eviction_.set(std::move(callback)); }
     bool has_eviction_callback() const { return eviction_.installed(); }
 
-    // ---- free: as the SWA pair's (the sliding-window side first, both
+    // ---- free: as the SWA pair's (the sliding-window side first, every page
+    // of it under the freed full pages, those free_swa released skipped; both
     // checked before either changes)
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        detail::check_follower_free(full_, swa_, virtual_tokens, virtual_tokens);
+        const std::vector<index_t>& swa_tokens =
+            detail::checked_follower_free(full_, swa_, virtual_tokens, swa_tokens_scratch_);
         swa_.transaction(space, [&] {
-            swa_.free_if_bound(space, virtual_tokens);
+            swa_.free_if_bound(space, swa_tokens);
             full_.free(space, virtual_tokens);
         });
     }
@@ -183,7 +186,7 @@ public:
             state_.free_group_end(space);
         });
     }
-    // Tokens that left the window: the sliding-window side only.
+    // Tokens that left the window: the sliding-window side only, at its page grain.
     void free_swa(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
         detail::check_window_tokens_allocated(full_, virtual_tokens);
         swa_.free_if_bound(space, virtual_tokens);
@@ -355,6 +358,7 @@ private:
     side_type swa_;
     side_type full_;
     detail::EvictionLoop eviction_;
+    std::vector<index_t> swa_tokens_scratch_; // free()'s sliding-window tokens
 };
 
 } // namespace kvpool

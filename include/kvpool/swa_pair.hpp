@@ -31,11 +31,7 @@ public:
                         const std::string& swa_name = "swa")
         : full_(pool, full_name, detail::with_role(full_options, true)),
           swa_(pool, swa_name, detail::with_role(swa_options, false)) {
-        if (full_.page_size() % swa_.page_size() != 0)
-            throw Error(ErrorCode::invalid_argument, "SWA pair: the SWA side's page size " +
-                                                         std::to_string(swa_.page_size()) +
-                                                         " does not divide the full side's " +
-                                                         std::to_string(full_.page_size()));
+        detail::check_follower_page_size(full_, swa_, "SWA pair");
         full_.bind_peer(swa_);
         full_.bind_follower(swa_);
     }
@@ -138,9 +134,8 @@ public:
     // ids the full side has given back).
     // With smaller SWA pages, every SWA page under the freed full pages goes.
     void free(const ExecutionSpace& space, const std::vector<index_t>& virtual_tokens) {
-        const std::vector<index_t>& swa_tokens = detail::follower_tokens(
-            virtual_tokens, page_size(), swa_.page_size(), swa_tokens_scratch_);
-        detail::check_follower_free(full_, swa_, virtual_tokens, swa_tokens);
+        const std::vector<index_t>& swa_tokens =
+            detail::checked_follower_free(full_, swa_, virtual_tokens, swa_tokens_scratch_);
         full_.transaction(space, [&] {
             swa_.free_if_bound(space, swa_tokens);
             full_.free(space, virtual_tokens);

@@ -4,7 +4,9 @@
  * a three-band pool (state slots up, sliding-window KV floating, full KV down)
  * with KV and state slots allocated, translated, released from the window,
  * rolled back by a backup window, freed in a group, and the sizes following
- * each step. Exits 0 on success, 1 with a message otherwise. */
+ * each step; and decoupled page sizes (sliding-window pages a quarter of the
+ * full side's; one that does not divide it refused). Exits 0 on success, 1
+ * with a message otherwise. */
 #include "c_test_check.h"
 
 #include <stdio.h>
@@ -227,8 +229,69 @@ static int run(int lazy) {
     return 0;
 }
 
+/* Sliding-window pages of 4 tokens under full pages of 16: a full page binds
+ * four, free_swa releases them one by one, free all that are left (the tail of
+ * a request's last full page, never written, included); a sliding-window page
+ * of 6 is refused with both sizes named, and makes nothing. */
+static int decoupled_pages(int lazy) {
+    const kvpool_side_options options = {lazy, 0, 0};
+    kvpool_sub_pool_spec specs[3];
+    world w;
+    tri_specs(specs);
+    specs[2].page_size = 16;
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 3, NULL, NULL, &w.pool));
+    CHECK(kvpool_mamba_swa_create(w.pool, "full", "swa", "mamba", &options, &options, &options,
+                                  &w.tri));
+    for (int i = 0; i < 3; ++i)
+        CHECK(kvpool_mamba_swa_side(w.tri, i, &w.side[i]));
+    kvpool_tri_pool_sizes initial, now;
+    CHECK(kvpool_mamba_swa_sizes(w.tri, &initial));
+    EXPECT(initial.available_size > 64 && initial.available_size % 16 == 0);
+
+    int64_t ids[32], prompt[5];
+    int ok = 0;
+    CHECK(kvpool_mamba_swa_alloc(w.tri, NULL, 32, ids, &ok));
+    EXPECT(ok && allocated_count(w.side[0]) == 32 && allocated_count(w.side[1]) == 32);
+    /* 12 tokens leave the window: 3 of the 8 sliding-window pages. */
+    CHECK(kvpool_mamba_swa_free_swa(w.tri, NULL, ids, 12));
+    EXPECT(allocated_count(w.side[1]) == 20 && allocated_count(w.side[0]) == 32);
+    int32_t swa_physical[2];
+    CHECK(kvpool_allocator_translate(w.side[1], NULL, ids + 11, 2, swa_physical, 1));
+    EXPECT(swa_physical[0] == 0 && swa_physical[1] > 0);
+    /* A prompt of 5 tokens: one full page, its four sliding-window pages. */
+    const int64_t prefix[1] = {0}, seq[1] = {5}, no_prefix[1] = {-1};
+    CHECK(kvpool_mamba_swa_alloc_extend(w.tri, NULL, prefix, seq, 1, no_prefix, prompt, 5, &ok));
+    EXPECT(ok && allocated_count(w.side[0]) == 48 && allocated_count(w.side[1]) == 36);
+    CHECK(kvpool_mamba_swa_check_invariants(w.tri, NULL));
+    CHECK(kvpool_mamba_swa_free(w.tri, NULL, prompt, 5));
+    EXPECT(allocated_count(w.side[0]) == 32 && allocated_count(w.side[1]) == 20);
+    CHECK(kvpool_mamba_swa_free(w.tri, NULL, ids, 32));
+    EXPECT(allocated_count(w.side[0]) == 0 && allocated_count(w.side[1]) == 0);
+    CHECK(kvpool_mamba_swa_drain_pending_reuse(w.tri));
+    int64_t moved = 0;
+    CHECK(kvpool_mamba_swa_flush_opportunistic(w.tri, NULL, &moved));
+    CHECK(kvpool_mamba_swa_sizes(w.tri, &now));
+    EXPECT(sizes_equal(&now, &initial));
+    CHECK(kvpool_mamba_swa_check_invariants(w.tri, NULL));
+    kvpool_mamba_swa_destroy(w.tri);
+    for (int i = 0; i < 3; ++i)
+        kvpool_allocator_destroy(w.side[i]);
+    kvpool_pool_destroy(w.pool);
+
+    specs[1].page_size = 6;
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 3, NULL, NULL, &w.pool));
+    kvpool_mamba_swa* bad = NULL;
+    EXPECT(kvpool_mamba_swa_create(w.pool, "full", "swa", "mamba", &options, &options, &options,
+                                   &bad) == KVPOOL_ERROR_INVALID_ARGUMENT);
+    EXPECT(bad == NULL &&
+           strstr(kvpool_last_error(), "page size 6 does not divide the full side's 16") != NULL);
+    kvpool_pool_destroy(w.pool);
+    EXPECT(kvpool_live_handles() == 0);
+    return 0;
+}
+
 int main(void) {
-    if (bad_layouts() || run(0) || run(1))
+    if (bad_layouts() || run(0) || run(1) || decoupled_pages(0) || decoupled_pages(1))
         return 1;
     CHECK(kvpool_finalize_when_unused());
     EXPECT(!kvpool_is_initialized());
