@@ -25,8 +25,12 @@ std::vector<ToolEvent>& tool_events() {
     return events;
 }
 
-void on_push(const char* name) { tool_events().push_back({ToolEvent::push, name}); }
-void on_pop() { tool_events().push_back({ToolEvent::pop, {}}); }
+void on_push(const char* name) {
+    tool_events().push_back({ToolEvent::push, name});
+}
+void on_pop() {
+    tool_events().push_back({ToolEvent::pop, {}});
+}
 void on_begin_for(const char* name, std::uint32_t, std::uint64_t*) {
     tool_events().push_back({ToolEvent::kernel, name});
 }

@@ -140,10 +140,9 @@ TEST_CASE("tri-pool, decoupled pages: a sliding-window page that does not divide
         } catch (const Error& e) {
             INFO(e.what());
             CHECK(e.code() == ErrorCode::invalid_argument);
-            CHECK(std::string(e.what()).find("tri-pool: the SWA side's page size " +
-                                             std::to_string(swa_page) +
-                                             " does not divide the full side's 64") !=
-                  std::string::npos);
+            CHECK(std::string(e.what()).find(
+                      "tri-pool: the SWA side's page size " + std::to_string(swa_page) +
+                      " does not divide the full side's 64") != std::string::npos);
         }
         const auto bytes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pool.bytes());
         CHECK(std::count(bytes.data(), bytes.data() + bytes.extent(0), std::uint8_t(0x5a)) ==
@@ -186,8 +185,8 @@ TEST_CASE("tri-pool, decoupled pages: every allocation binds ratio sliding-windo
             CHECK(t.full_pages() == 8);
             t.free_swa(positions(a, 0, 3 * swa_page));
             CHECK(t.swa_pages() == 8 * r - 3);
-            for (index_t p : to_host(
-                     t.tri.swa().translate(Space(), to_device(positions(a, 0, 3 * swa_page)))))
+            for (index_t p :
+                 to_host(t.tri.swa().translate(Space(), to_device(positions(a, 0, 3 * swa_page)))))
                 CHECK(p == 0);
             t.check();
 
