@@ -221,8 +221,8 @@ Model and memory:
                           size (default: the page size): each full page then binds page/N
                           window pages and the window is released N tokens at a time. The
                           unified pool and the fixed splits get the same N (an engine with a
-                          fixed split could page its window finer too). Not yet for a model
-                          with Mamba and sliding-window layers (the tri-pool)
+                          fixed split could page its window finer too), on the SWA pair and
+                          on the tri-pool (Mamba and sliding-window layers) alike
 
 Workload:
   --workload default|long-context|shift|multi-turn|FILE

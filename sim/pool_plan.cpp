@@ -31,7 +31,8 @@ std::vector<SubPoolSpec> side_specs(const ModelConfig& model, const PoolGeometry
     }
     // The sliding-window band floats from the layout's default start.
     return {{"mamba", model.state_slot_bytes() / scale, 1, GrowDirection::up, 0},
-            {"swa", model.window_token_bytes() / scale, ps, GrowDirection::floating, 0},
+            {"swa", model.window_token_bytes() / scale, geometry.window_page_size(),
+             GrowDirection::floating, 0},
             {"full", full, ps, GrowDirection::down, 0}};
 }
 
@@ -163,11 +164,6 @@ void check_window_page_size(const ModelConfig& model, const PoolGeometry& geomet
             "--swa-page-size {} does not divide the page size {} (--page-size): each full page "
             "must hold a whole number of sliding-window pages",
             window_page, geometry.page_size));
-    if (model.kind == HybridKind::mamba_sliding_window)
-        throw InputError(fmt::format(
-            "--swa-page-size {}: a sliding-window page size other than the page size ({}) is not "
-            "supported yet by the simulator on the tri-pool ({}: Mamba and sliding-window layers)",
-            window_page, geometry.page_size, model.name));
 }
 
 std::optional<std::string> split_floor_problem(const ModelConfig& model,

@@ -29,8 +29,7 @@ struct PoolGeometry {
 };
 
 // Throws InputError when the sliding-window page size does not divide the page
-// size, or differs from it on a model without a sliding window or on the
-// tri-pool (which the simulator does not run with two page sizes yet).
+// size, or differs from it on a model without a sliding window.
 void check_window_page_size(const ModelConfig& model, const PoolGeometry& geometry);
 
 // Every entry size and the memory are divided by the greatest common divisor

@@ -27,11 +27,14 @@ public:
 
     const MultiEndedAllocator<ExecutionSpace>& second_side() const { return pair_.swa(); }
 
+    index_t window_page_size() const override { return pair_.swa().page_size(); }
+
+    // A full page binds all its sliding-window pages: window tokens count in full pages.
     bool fits(const PoolDemand& demand) const override {
         const auto pages = [&](index_t tokens) { return (tokens + page_size() - 1) / page_size(); };
         return tri_pool_fits(pair_.state().occupancy(), demand.state_slots, pair_.swa().occupancy(),
-                             pages(demand.window_tokens), pair_.full().occupancy(),
-                             pages(demand.full_tokens));
+                             pages(demand.window_tokens) * (page_size() / window_page_size()),
+                             pair_.full().occupancy(), pages(demand.full_tokens));
     }
 
     bool prefill(RequestKv& kv, const std::vector<index_t>& prefix_pages, index_t tokens) override {
@@ -40,8 +43,8 @@ public:
 
     void release(RequestKv& kv) override { this->release_with_state_slot(kv); }
 
-    void release_window(RequestKv& kv, index_t pages) override {
-        this->free_window_pages(kv, pages);
+    void release_window(RequestKv& kv, index_t window_pages) override {
+        this->free_window_pages(kv, window_pages);
     }
 
     void release_pages(const std::vector<index_t>& pages) override { this->free_page_ids(pages); }

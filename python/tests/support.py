@@ -305,20 +305,23 @@ def mamba_stores(kind, pool, page_size, device):
     return UnifiedHybridLinearKVPool(full_kv_pool=full, mamba_pool=state), full, state
 
 
-def tri_pool_stores(kind, pool, page_size, device):
+def tri_pool_stores(kind, pool, page_size, device, swa_page_size=None):
     """(kvcache for the tri-pool composite, full store, swa store, state store), of the
-    kinds swa_stores makes."""
+    kinds swa_stores makes. swa_page_size: the SWA side's own page size (None: page_size),
+    which lays out the SWA views."""
+    swa_ps = swa_page_size or page_size
     if kind == "unified":
-        full, swa = (
-            UnifiedMHATokenToKVPool(unified_buffer=pool, sub_pool_name=name, page_size=page_size)
-            for name in ("full", "swa")
+        full = UnifiedMHATokenToKVPool(
+            unified_buffer=pool, sub_pool_name="full", page_size=page_size
+        )
+        swa = UnifiedMHATokenToKVPool(
+            unified_buffer=pool, sub_pool_name="swa", page_size=swa_ps, view_page_size=swa_ps
         )
         state = UnifiedMambaPool(unified_buffer=pool, sub_pool_name="mamba")
         kvcache = SimpleNamespace(full_kv_pool=full, swa_kv_pool=swa, mamba_pool=state)
         return kvcache, PageMajorStore(full), PageMajorStore(swa), MambaStore(state)
-    full, swa = (
-        EngineKV(pool.max_slots(name) // page_size * page_size, device) for name in ("full", "swa")
-    )
+    full = EngineKV(pool.max_slots("full") // page_size * page_size, device)
+    swa = EngineKV(pool.max_slots("swa") // swa_ps * swa_ps, device)
     state = EngineStateKV(pool.max_slots("mamba"), device)
     kvcache = SimpleNamespace(full_kv_pool=full, swa_kv_pool=swa, mamba_pool=state)
     return kvcache, full, swa, state

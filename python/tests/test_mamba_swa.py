@@ -34,12 +34,24 @@ class Request:
 
 
 class TriWorld:
-    def __init__(self, device, page_size, lazy, store_kind, total_bytes=1 << 15, float_at=0.5):
+    """swa_page_size: the SWA side's own page size (None: page_size), the grain of free_swa."""
+
+    def __init__(
+        self,
+        device,
+        page_size,
+        lazy,
+        store_kind,
+        total_bytes=1 << 15,
+        float_at=0.5,
+        swa_page_size=None,
+    ):
         self.ps = page_size
+        self.swa_ps = swa_page_size or page_size
         self.lazy = lazy
         self.pool = tri_pool(device, page_size, total_bytes, float_at)
         kv, full_store, swa_store, state_store = tri_pool_stores(
-            store_kind, self.pool, page_size, device
+            store_kind, self.pool, page_size, device, swa_page_size
         )
         self.alloc = UnifiedMambaSWATokenToKVPoolAllocator(
             unified_buffer=self.pool,
@@ -47,6 +59,7 @@ class TriWorld:
             device=device,
             page_size=page_size,
             lazy_compaction=lazy,
+            swa_page_size=swa_page_size,
         )
         self.device = self.alloc.device
         self.full = Stamped(self.alloc.full_attn_allocator, full_store)
@@ -66,7 +79,14 @@ class TriWorld:
         return [t for r in self.running.values() for t in r.tokens]
 
     def swa_live(self):
-        return [t for r in self.running.values() for t in r.tokens[r.swa_freed :]]
+        """Tokens bound on the SWA side: past the released window, to the end of the last full
+        page (a full page binds all its SWA pages, with smaller SWA pages too)."""
+        live = []
+        for r in self.running.values():
+            live += r.tokens[r.swa_freed :]
+            if r.tokens:
+                live += range(r.tokens[-1] + 1, (r.tokens[-1] // self.ps + 1) * self.ps)
+        return live
 
     def check(self, what):
         a = self.alloc
@@ -172,11 +192,11 @@ class TriWorld:
             a.free_group_end()
 
     def evict_window(self, rng, what):
-        """Every request's whole pages that left the window release their sliding-window
-        KV; the full KV stays."""
+        """Every request's whole SWA pages that left the window release their
+        sliding-window KV; the full KV stays."""
         a = self.alloc
         for r in self.running.values():
-            out = (len(r.tokens) - WINDOW) // self.ps * self.ps
+            out = (len(r.tokens) - WINDOW) // self.swa_ps * self.swa_ps
             if out <= r.swa_freed:
                 continue
             gone = r.tokens[r.swa_freed : out]

@@ -36,12 +36,15 @@ inline std::unique_ptr<SimPool> mamba_pool(index_t total_bytes, index_t full_ent
 
 // The tri-pool: state slots of state_bytes (up), sliding-window tokens of
 // window_entry floating from the middle, full tokens of full_entry (down); KV
-// pages of page_size tokens.
+// pages of page_size tokens, the sliding-window side's of window_page_size (0:
+// page_size).
 inline std::unique_ptr<SimPool> tri_pool(index_t total_bytes, index_t state_bytes,
                                          index_t window_entry, index_t full_entry,
-                                         index_t page_size, CompactionMode mode) {
+                                         index_t page_size, CompactionMode mode,
+                                         index_t window_page_size = 0) {
+    const index_t window_page = window_page_size > 0 ? window_page_size : page_size;
     PoolLayout layout(total_bytes, {{"mamba", state_bytes, 1, GrowDirection::up, 0},
-                                    {"swa", window_entry, page_size, GrowDirection::floating, 0},
+                                    {"swa", window_entry, window_page, GrowDirection::floating, 0},
                                     {"full", full_entry, page_size, GrowDirection::down, 0}});
     return std::make_unique<TriSimPool<HostSpace>>(layout, mode, RealPageBytes{1.0, 1.0, 1.0});
 }

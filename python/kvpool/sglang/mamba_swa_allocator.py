@@ -18,6 +18,7 @@ from .. import native
 from .._tensors import pool_device
 from .multi_ended_allocator import MultiEndedAllocator, side_options
 from .swa_allocator import FullAndSWAKVAllocator
+from .swa_pages import swa_page_size_of
 
 
 class _StateSlotAllocator(MultiEndedAllocator):
@@ -50,10 +51,18 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         swa_zero_on_alloc: bool = False,
         mamba_zero_on_alloc: bool = False,
         eviction_callback=None,
+        swa_page_size: Optional[int] = None,
     ):
         """kvcache: None, or an object with ``full_kv_pool``, ``swa_kv_pool`` and
         ``mamba_pool`` (kvpool's page-major pools over the same sub-pools, or an engine's
-        own, moved through the reference's kvcache protocol)."""
+        own, moved through the reference's kvcache protocol).
+
+        swa_page_size (kvpool's addition; None: page_size): the SWA side's own page size,
+        a divisor of page_size, as on UnifiedSWATokenToKVPoolAllocator (each full page
+        binds page_size // swa_page_size SWA pages, free_swa releases at that grain); a
+        kvcache's SWA views must be laid out with it. Anything else raises ValueError,
+        building nothing."""
+        swa_ps = swa_page_size_of(page_size, swa_page_size)
         super().__init__(
             unified_buffer.max_slots("full") - 1,
             page_size,
@@ -63,7 +72,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             need_sort,
         )
         tri_pool = native.MambaSwaTriPool(
-            unified_buffer._native_for({"full": page_size, "swa": page_size, "mamba": 1}),
+            unified_buffer._native_for({"full": page_size, "swa": swa_ps, "mamba": 1}),
             side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
             side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
             side_options(
@@ -79,7 +88,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             lazy_compaction,
             (
                 ("full", "full_kv_pool", page_size),
-                ("swa", "swa_kv_pool", page_size),
+                ("swa", "swa_kv_pool", swa_ps),
                 ("mamba", "mamba_pool", 1),
             ),
             kvcache,
