@@ -1,0 +1,227 @@
+#include <kvpool/error.hpp>
+#include <kvpool/transfer_descriptors.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kvpool {
+
+namespace {
+
+SubPoolTransferLayout layout_of(const SideGeometry& side, const char* what, index_t entry_bytes,
+                                index_t layers) {
+    if (side.spec.entry_bytes != entry_bytes)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("transfer_layout: side '{}' has entry_bytes {}, the {} geometry "
+                                "{}",
+                                side.spec.name, side.spec.entry_bytes, what, entry_bytes));
+    SubPoolTransferLayout layout;
+    layout.name = side.spec.name;
+    layout.page_size = side.page_size();
+    layout.page_bytes = side.page_bytes;
+    layout.layers = layers;
+    layout.layer_stride = side.page_bytes / layers;
+    layout.first_page = side.min_page_index;
+    layout.num_pages = side.num_physical_pages;
+    return layout;
+}
+
+[[noreturn]] void bad_token(const SubPoolTransferLayout& layout, index_t position, index_t token,
+                            const std::string& why) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("describe_transfer: sub-pool '{}': physical token {} (position {}) {}",
+                            layout.name, token, position, why));
+}
+
+} // namespace
+
+const PageBlock& SubPoolTransferLayout::block(index_t layer, index_t block_in_layer) const {
+    const index_t per_layer = blocks_per_layer();
+    if (layer < 0 || layer >= layers || block_in_layer < 0 || block_in_layer >= per_layer)
+        throw Error(ErrorCode::out_of_range,
+                    fmt::format("sub-pool '{}': block {} of layer {} outside {} layers of {} "
+                                "blocks",
+                                name, block_in_layer, layer, layers, per_layer));
+    return blocks[static_cast<std::size_t>(layer * per_layer + block_in_layer)];
+}
+
+SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MHAGeometry& geometry) {
+    geometry.validate();
+    SubPoolTransferLayout layout = layout_of(side, "MHA", geometry.entry_bytes(), geometry.layers);
+    const index_t size = dtype_size(geometry.dtype), ps = layout.page_size;
+    const index_t k_row = geometry.k_row_elements() * size;
+    const index_t v_row = geometry.v_row_elements() * size;
+    for (index_t l = 0; l < geometry.layers; ++l) {
+        layout.blocks.push_back({l, BlockKind::k, l * layout.layer_stride, k_row});
+        layout.blocks.push_back({l, BlockKind::v, l * layout.layer_stride + ps * k_row, v_row});
+    }
+    return layout;
+}
+
+SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MLAGeometry& geometry) {
+    geometry.validate();
+    SubPoolTransferLayout layout = layout_of(side, "MLA", geometry.entry_bytes(), geometry.layers);
+    const index_t row = geometry.row_elements() * dtype_size(geometry.dtype);
+    for (index_t l = 0; l < geometry.layers; ++l)
+        layout.blocks.push_back({l, BlockKind::latent, l * layout.layer_stride, row});
+    return layout;
+}
+
+SubPoolTransferLayout transfer_layout(const SideGeometry& side,
+                                      const MambaStateGeometry& geometry) {
+    geometry.validate();
+    if (side.page_size() != 1)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("transfer_layout: side '{}' has page_size {}; state slots need "
+                                "page size 1",
+                                side.spec.name, side.page_size()));
+    SubPoolTransferLayout layout =
+        layout_of(side, "Mamba state", geometry.entry_bytes(), geometry.layers);
+    for (index_t l = 0; l < geometry.layers; ++l) {
+        const index_t at = l * layout.layer_stride;
+        layout.blocks.push_back({l, BlockKind::conv, at, geometry.conv_row_bytes()});
+        layout.blocks.push_back({l, BlockKind::temporal, at + geometry.conv_block_bytes(),
+                                 geometry.temporal_row_bytes()});
+    }
+    return layout;
+}
+
+TransferDescriptor describe_transfer(const SubPoolTransferLayout& layout,
+                                     const index_t* physical_tokens, index_t count) {
+    if (count < 0 || (count > 0 && physical_tokens == nullptr))
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("describe_transfer: {} tokens at {}", count,
+                                static_cast<const void*>(physical_tokens)));
+    TransferDescriptor d;
+    d.sub_pool = layout.name;
+    d.page_size = layout.page_size;
+    d.page_bytes = layout.page_bytes;
+    d.tokens = count;
+    const index_t ps = layout.page_size, pb = layout.page_bytes;
+    const index_t lowest = layout.first_page * ps, end = layout.num_pages * ps;
+    index_t i = 0;
+    while (i < count) {
+        const index_t t = physical_tokens[i];
+        if (t < lowest || t >= end)
+            bad_token(layout, i, t,
+                      t < lowest && t >= 0
+                          ? "lies in the padding sink (an unbound id translates there)"
+                          : fmt::format("lies outside the sub-pool's pages [{}, {})", lowest, end));
+        const index_t page = t / ps, slot = t - page * ps;
+        if (!d.slot_runs.empty() && d.slot_runs.back().page == page) {
+            const SlotRun& last = d.slot_runs.back();
+            if (slot < last.first_slot + last.slots)
+                bad_token(layout, i, t, "does not follow its predecessor in its page");
+        } else {
+            ++d.pages;
+            if (!d.page_runs.empty() &&
+                d.page_runs.back().offset + d.page_runs.back().length == page * pb)
+                d.page_runs.back().length += pb;
+            else
+                d.page_runs.push_back({page * pb, pb});
+        }
+        // The run of consecutive tokens from here within the page: a request's
+        // tokens mostly are, so this loop is the whole cost.
+        const index_t room = std::min(ps - slot, count - i);
+        index_t n = 1;
+        while (n < room && physical_tokens[i + n] == t + n)
+            ++n;
+        d.slot_runs.push_back({page, slot, n});
+        i += n;
+    }
+    // A page met again after other pages would be copied twice and could
+    // land two tokens of a receiver in one place.
+    std::vector<ByteRun> sorted = d.page_runs;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const ByteRun& a, const ByteRun& b) { return a.offset < b.offset; });
+    for (std::size_t k = 1; k < sorted.size(); ++k)
+        if (sorted[k].offset < sorted[k - 1].offset + sorted[k - 1].length)
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("describe_transfer: sub-pool '{}': physical page {} holds "
+                                    "tokens in two stretches apart (a repeated id, or tokens "
+                                    "out of order)",
+                                    layout.name, sorted[k].offset / pb));
+    return d;
+}
+
+std::vector<ByteRun> layer_runs(const SubPoolTransferLayout& layout,
+                                const TransferDescriptor& descriptor, index_t layer,
+                                index_t block_in_layer) {
+    if (descriptor.sub_pool != layout.name || descriptor.page_bytes != layout.page_bytes)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("layer_runs: a descriptor of sub-pool '{}' with the layout of '{}'",
+                                descriptor.sub_pool, layout.name));
+    const PageBlock& block = layout.block(layer, block_in_layer);
+    std::vector<ByteRun> runs;
+    runs.reserve(descriptor.slot_runs.size());
+    for (const SlotRun& s : descriptor.slot_runs) {
+        const index_t offset =
+            s.page * layout.page_bytes + block.offset_in_page + s.first_slot * block.row_bytes;
+        const index_t length = s.slots * block.row_bytes;
+        if (!runs.empty() && runs.back().offset + runs.back().length == offset)
+            runs.back().length += length;
+        else
+            runs.push_back({offset, length});
+    }
+    return runs;
+}
+
+std::vector<CopyRun> pair_runs(const std::vector<ByteRun>& src, const std::vector<ByteRun>& dst) {
+    index_t src_total = 0, dst_total = 0;
+    for (const ByteRun& r : src)
+        src_total += r.length;
+    for (const ByteRun& r : dst)
+        dst_total += r.length;
+    if (src_total != dst_total)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("pair_runs: the sender's runs hold {} bytes, the receiver's {}",
+                                src_total, dst_total));
+    std::vector<CopyRun> copies;
+    copies.reserve(std::max(src.size(), dst.size()));
+    std::size_t a = 0, b = 0;
+    index_t a_done = 0, b_done = 0; // bytes of src[a], dst[b] already paired
+    while (a < src.size() && b < dst.size()) {
+        const index_t n = std::min(src[a].length - a_done, dst[b].length - b_done);
+        if (n > 0)
+            copies.push_back({src[a].offset + a_done, dst[b].offset + b_done, n});
+        a_done += n;
+        b_done += n;
+        if (a_done == src[a].length) {
+            ++a;
+            a_done = 0;
+        }
+        if (b_done == dst[b].length) {
+            ++b;
+            b_done = 0;
+        }
+    }
+    return copies;
+}
+
+std::vector<CopyRun> pair_pages(const TransferDescriptor& src, const TransferDescriptor& dst) {
+    const auto refuse = [&](const std::string& why) {
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("pair_pages: sender '{}' ({} tokens, {} pages of {} bytes) and "
+                                "receiver '{}' ({} tokens, {} pages of {} bytes): {}",
+                                src.sub_pool, src.tokens, src.pages, src.page_bytes, dst.sub_pool,
+                                dst.tokens, dst.pages, dst.page_bytes, why));
+    };
+    if (src.page_bytes != dst.page_bytes || src.page_size != dst.page_size)
+        refuse("the page layouts differ");
+    if (src.tokens != dst.tokens || src.slot_runs.size() != dst.slot_runs.size())
+        refuse("the tokens do not sit alike in their pages");
+    for (std::size_t k = 0; k < src.slot_runs.size(); ++k) {
+        const SlotRun &s = src.slot_runs[k], &d = dst.slot_runs[k];
+        const bool s_new = k == 0 || s.page != src.slot_runs[k - 1].page;
+        const bool d_new = k == 0 || d.page != dst.slot_runs[k - 1].page;
+        if (s.first_slot != d.first_slot || s.slots != d.slots || s_new != d_new)
+            refuse(fmt::format("token run {} sits at slots [{}, {}) on one end, [{}, {}) on the "
+                               "other",
+                               k, s.first_slot, s.first_slot + s.slots, d.first_slot,
+                               d.first_slot + d.slots));
+    }
+    return pair_runs(src.page_runs, dst.page_runs);
+}
+
+} // namespace kvpool
