@@ -34,6 +34,38 @@ SubPoolTransferLayout layout_of(const SideGeometry& side, const char* what, inde
                             layout.name, token, position, why));
 }
 
+// The described tokens page by page, in token order.
+struct PageSegment {
+    index_t page = -1;
+    index_t slot = 0;
+    index_t slots = 0;
+};
+class PageSegments {
+public:
+    explicit PageSegments(const TransferDescriptor& d) : runs_(d.token_runs), ps_(d.page_size) {}
+    bool next(PageSegment& out) {
+        if (run_ == runs_.size())
+            return false;
+        const TokenRun& r = runs_[run_];
+        const index_t t = r.first + done_;
+        out.page = t / ps_;
+        out.slot = t - out.page * ps_;
+        out.slots = std::min(ps_ - out.slot, r.tokens - done_);
+        done_ += out.slots;
+        if (done_ == r.tokens) {
+            ++run_;
+            done_ = 0;
+        }
+        return true;
+    }
+
+private:
+    const std::vector<TokenRun>& runs_;
+    index_t ps_;
+    std::size_t run_ = 0;
+    index_t done_ = 0;
+};
+
 } // namespace
 
 const PageBlock& SubPoolTransferLayout::block(index_t layer, index_t block_in_layer) const {
@@ -87,6 +119,43 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side,
     return layout;
 }
 
+SubPoolTransferLayout transfer_layout(const SideGeometry& side, index_t layers,
+                                      const std::vector<index_t>& block_offsets,
+                                      const std::vector<index_t>& row_bytes) {
+    const auto refuse = [&](const std::string& why) {
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("transfer_layout: side '{}' (pages of {} bytes, {} slots): {}",
+                                side.spec.name, side.page_bytes, side.page_size(), why));
+    };
+    if (layers <= 0 || side.page_bytes % layers != 0)
+        refuse(fmt::format("{} layers do not split a page in equal parts", layers));
+    if (block_offsets.empty() || block_offsets.size() != row_bytes.size())
+        refuse(fmt::format("{} block offsets and {} row lengths", block_offsets.size(),
+                           row_bytes.size()));
+    SubPoolTransferLayout layout;
+    layout.name = side.spec.name;
+    layout.page_size = side.page_size();
+    layout.page_bytes = side.page_bytes;
+    layout.layers = layers;
+    layout.layer_stride = side.page_bytes / layers;
+    layout.first_page = side.min_page_index;
+    layout.num_pages = side.num_physical_pages;
+    index_t free_from = 0;
+    for (std::size_t b = 0; b < block_offsets.size(); ++b) {
+        const index_t end = block_offsets[b] + layout.page_size * row_bytes[b];
+        if (row_bytes[b] <= 0 || block_offsets[b] < free_from || end > layout.layer_stride)
+            refuse(fmt::format("block {} (offset {}, rows of {} bytes) does not fit after the "
+                               "blocks before it in a layer's {} bytes",
+                               b, block_offsets[b], row_bytes[b], layout.layer_stride));
+        free_from = end;
+    }
+    for (index_t l = 0; l < layers; ++l)
+        for (std::size_t b = 0; b < block_offsets.size(); ++b)
+            layout.blocks.push_back(
+                {l, BlockKind::other, l * layout.layer_stride + block_offsets[b], row_bytes[b]});
+    return layout;
+}
+
 TransferDescriptor describe_transfer(const SubPoolTransferLayout& layout,
                                      const index_t* physical_tokens, index_t count) {
     if (count < 0 || (count > 0 && physical_tokens == nullptr))
@@ -100,34 +169,41 @@ TransferDescriptor describe_transfer(const SubPoolTransferLayout& layout,
     d.tokens = count;
     const index_t ps = layout.page_size, pb = layout.page_bytes;
     const index_t lowest = layout.first_page * ps, end = layout.num_pages * ps;
-    index_t i = 0;
+    index_t i = 0, last_page = -1, last_token = -1;
     while (i < count) {
+        // The run of consecutive tokens from here: a request's tokens mostly
+        // are, so this compare is the whole per-token cost.
         const index_t t = physical_tokens[i];
-        if (t < lowest || t >= end)
-            bad_token(layout, i, t,
-                      t < lowest && t >= 0
+        index_t n = 1;
+        while (i + n < count && physical_tokens[i + n] == t + n)
+            ++n;
+        if (t < lowest || t + n - 1 >= end) {
+            // The first token of the run out of bounds: its first, or the first past the end.
+            const index_t at = t < lowest ? 0 : std::max<index_t>(0, end - t);
+            const index_t token = t + at;
+            bad_token(layout, i + at, token,
+                      token >= 0 && token < lowest
                           ? "lies in the padding sink (an unbound id translates there)"
                           : fmt::format("lies outside the sub-pool's pages [{}, {})", lowest, end));
-        const index_t page = t / ps, slot = t - page * ps;
-        if (!d.slot_runs.empty() && d.slot_runs.back().page == page) {
-            const SlotRun& last = d.slot_runs.back();
-            if (slot < last.first_slot + last.slots)
-                bad_token(layout, i, t, "does not follow its predecessor in its page");
-        } else {
-            ++d.pages;
-            if (!d.page_runs.empty() &&
-                d.page_runs.back().offset + d.page_runs.back().length == page * pb)
-                d.page_runs.back().length += pb;
-            else
-                d.page_runs.push_back({page * pb, pb});
         }
-        // The run of consecutive tokens from here within the page: a request's
-        // tokens mostly are, so this loop is the whole cost.
-        const index_t room = std::min(ps - slot, count - i);
-        index_t n = 1;
-        while (n < room && physical_tokens[i + n] == t + n)
-            ++n;
-        d.slot_runs.push_back({page, slot, n});
+        const index_t first_page = t / ps, run_last_page = (t + n - 1) / ps;
+        // Within a page a request's tokens go forward; a run after a gap in
+        // the same page must start past the previous one.
+        if (first_page == last_page && t <= last_token)
+            bad_token(layout, i, t, "does not follow its predecessor in its page");
+        const index_t new_from = first_page == last_page ? first_page + 1 : first_page;
+        if (new_from <= run_last_page) {
+            d.pages += run_last_page - new_from + 1;
+            const index_t offset = new_from * pb, length = (run_last_page - new_from + 1) * pb;
+            if (!d.page_runs.empty() &&
+                d.page_runs.back().offset + d.page_runs.back().length == offset)
+                d.page_runs.back().length += length;
+            else
+                d.page_runs.push_back({offset, length});
+        }
+        d.token_runs.push_back({t, n});
+        last_page = run_last_page;
+        last_token = t + n - 1;
         i += n;
     }
     // A page met again after other pages would be copied twice and could
@@ -154,15 +230,21 @@ std::vector<ByteRun> layer_runs(const SubPoolTransferLayout& layout,
                                 descriptor.sub_pool, layout.name));
     const PageBlock& block = layout.block(layer, block_in_layer);
     std::vector<ByteRun> runs;
-    runs.reserve(descriptor.slot_runs.size());
-    for (const SlotRun& s : descriptor.slot_runs) {
-        const index_t offset =
-            s.page * layout.page_bytes + block.offset_in_page + s.first_slot * block.row_bytes;
-        const index_t length = s.slots * block.row_bytes;
-        if (!runs.empty() && runs.back().offset + runs.back().length == offset)
-            runs.back().length += length;
-        else
-            runs.push_back({offset, length});
+    runs.reserve(descriptor.token_runs.size());
+    const index_t ps = layout.page_size, pb = layout.page_bytes, row = block.row_bytes;
+    for (const TokenRun& r : descriptor.token_runs) {
+        index_t t = r.first;
+        const index_t stop = r.first + r.tokens;
+        while (t < stop) {
+            const index_t page = t / ps, slot = t - page * ps;
+            const index_t slots = std::min(ps - slot, stop - t);
+            const index_t offset = page * pb + block.offset_in_page + slot * row;
+            if (!runs.empty() && runs.back().offset + runs.back().length == offset)
+                runs.back().length += slots * row;
+            else
+                runs.push_back({offset, slots * row});
+            t += slots;
+        }
     }
     return runs;
 }
@@ -209,17 +291,21 @@ std::vector<CopyRun> pair_pages(const TransferDescriptor& src, const TransferDes
     };
     if (src.page_bytes != dst.page_bytes || src.page_size != dst.page_size)
         refuse("the page layouts differ");
-    if (src.tokens != dst.tokens || src.slot_runs.size() != dst.slot_runs.size())
+    if (src.tokens != dst.tokens || src.pages != dst.pages)
         refuse("the tokens do not sit alike in their pages");
-    for (std::size_t k = 0; k < src.slot_runs.size(); ++k) {
-        const SlotRun &s = src.slot_runs[k], &d = dst.slot_runs[k];
-        const bool s_new = k == 0 || s.page != src.slot_runs[k - 1].page;
-        const bool d_new = k == 0 || d.page != dst.slot_runs[k - 1].page;
-        if (s.first_slot != d.first_slot || s.slots != d.slots || s_new != d_new)
-            refuse(fmt::format("token run {} sits at slots [{}, {}) on one end, [{}, {}) on the "
-                               "other",
-                               k, s.first_slot, s.first_slot + s.slots, d.first_slot,
-                               d.first_slot + d.slots));
+    PageSegments a(src), b(dst);
+    PageSegment sa, sb, prev_a, prev_b;
+    for (index_t k = 0; a.next(sa); ++k) {
+        b.next(sb);
+        const bool a_same = k > 0 && sa.page == prev_a.page,
+                   b_same = k > 0 && sb.page == prev_b.page;
+        if (sa.slot != sb.slot || sa.slots != sb.slots || a_same != b_same)
+            refuse(fmt::format("their stretch {} of a page holds slots [{}, {}) on one end, [{}, "
+                               "{}) on the other{}",
+                               k, sa.slot, sa.slot + sa.slots, sb.slot, sb.slot + sb.slots,
+                               a_same != b_same ? ", on a page of its own on one end only" : ""));
+        prev_a = sa;
+        prev_b = sb;
     }
     return pair_runs(src.page_runs, dst.page_runs);
 }

@@ -77,6 +77,21 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
         CHECK(s.block(l, 1).row_bytes == 16);
         CHECK(s.page_bytes == static_cast<index_t>(4 * temporal.stride(0)));
     }
+    // The same MHA page from offsets and row lengths (the C API's way in).
+    const auto generic = transfer_layout(pool.layout().side("full"), 3, {0, ps * 16}, {16, 8});
+    REQUIRE(generic.blocks.size() == full.blocks.size());
+    for (std::size_t b = 0; b < full.blocks.size(); ++b)
+        CHECK((generic.blocks[b].offset_in_page == full.blocks[b].offset_in_page &&
+               generic.blocks[b].row_bytes == full.blocks[b].row_bytes));
+    CHECK(generic.layer_stride == full.layer_stride);
+    refuses(ErrorCode::invalid_argument, "block 1 (offset 60, rows of 8 bytes) does not fit", [&] {
+        transfer_layout(pool.layout().side("full"), 3, {0, 60}, {16, 8});
+    });
+    refuses(ErrorCode::invalid_argument, "block 1 (offset 8, rows of 8 bytes)", [&] {
+        transfer_layout(pool.layout().side("full"), 3, {0, 8}, {16, 8});
+    });
+    refuses(ErrorCode::invalid_argument, "5 layers do not split a page in equal parts",
+            [&] { transfer_layout(pool.layout().side("full"), 5, {0}, {16}); });
     CHECK(full.first_page == pool.layout().side("full").min_page_index);
     CHECK(s.num_pages == pool.layout().side("mamba").num_physical_pages);
     refuses(ErrorCode::out_of_range, "block 0 of layer 3 outside 3 layers",
@@ -100,11 +115,10 @@ TEST_CASE("transfer descriptors: pages coalesce, slots run, layers expand, ends 
     CHECK(d.tokens == 12);
     CHECK(d.pages == 4);
     CHECK(d.page_runs == std::vector<ByteRun>{{64, 64}, {160, 32}, {224, 32}});
-    REQUIRE(d.slot_runs.size() == 4);
-    CHECK(
-        (d.slot_runs[2].page == 5 && d.slot_runs[2].first_slot == 0 && d.slot_runs[2].slots == 2));
-    CHECK(
-        (d.slot_runs[3].page == 7 && d.slot_runs[3].first_slot == 1 && d.slot_runs[3].slots == 2));
+    REQUIRE(d.token_runs.size() == 3);
+    CHECK((d.token_runs[0].first == 8 && d.token_runs[0].tokens == 8));
+    CHECK((d.token_runs[1].first == 20 && d.token_runs[1].tokens == 2));
+    CHECK((d.token_runs[2].first == 29 && d.token_runs[2].tokens == 2));
     // Layer 1's block: 16 bytes into each page, rows of 4; pages 2 and 3 are not adjacent there.
     CHECK(layer_runs(layout, d, 1, 0) ==
           std::vector<ByteRun>{{80, 16}, {112, 16}, {176, 8}, {244, 8}});
@@ -140,10 +154,17 @@ TEST_CASE("transfer descriptors: pages coalesce, slots run, layers expand, ends 
     refuses(ErrorCode::invalid_argument, "the sender's runs hold 8 bytes, the receiver's 4", [&] {
         pair_runs({{0, 8}}, {{0, 4}});
     });
-    // Two requests with the same slots pair, but one page against two does not.
-    refuses(ErrorCode::invalid_argument, "token run 1 sits at", [&] {
+    // The same slots, but one page against two, or a page shared at another place.
+    refuses(ErrorCode::invalid_argument, "the tokens do not sit alike in their pages", [&] {
         pair_pages(describe_transfer(layout, {8, 9, 11}), describe_transfer(layout, {8, 9, 15}));
     });
+    refuses(ErrorCode::invalid_argument,
+            "their stretch 1 of a page holds slots [2, 3) on one end, [2, 3) on the other, on a "
+            "page of its own on one end only",
+            [&] {
+                pair_pages(describe_transfer(layout, {8, 10, 20, 26}),
+                           describe_transfer(layout, {8, 14, 20, 22}));
+            });
     CHECK(describe_transfer(layout, std::vector<index_t>{}).page_runs.empty());
 }
 
@@ -154,6 +175,7 @@ TEST_CASE("transfer descriptors: bad tokens are refused, naming the token", "[pd
     };
     refused({8, 3}, "token 3 (position 1) lies in the padding sink");
     refused({40}, "outside the sub-pool's pages [4, 40)");
+    refused({38, 39, 40, 41}, "token 40 (position 2) lies outside");
     refused({-1}, "outside");
     refused({8, 9, 9}, "token 9 (position 2) does not follow its predecessor");
     refused({9, 8}, "token 8 (position 1) does not follow");

@@ -36,8 +36,9 @@ struct CopyRun {
 };
 
 // What one block of a page holds: per layer, MHA has K then V, MLA one latent
-// block, Mamba state a conv then a temporal block.
-enum class BlockKind { k, v, latent, conv, temporal };
+// block, Mamba state a conv then a temporal block; other layouts' blocks are
+// described by their offsets and row lengths alone.
+enum class BlockKind { k, v, latent, conv, temporal, other };
 
 // A block of a page: page_size rows of row_bytes, one per slot, starting at
 // offset_in_page (a Mamba page is one slot: one row).
@@ -76,6 +77,14 @@ struct SubPoolTransferLayout {
 SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MHAGeometry& geometry);
 SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MLAGeometry& geometry);
 SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MambaStateGeometry& geometry);
+// Any page-major layout of layers equal parts of a page (layer_stride =
+// page_bytes / layers), each part holding the same blocks: block b at
+// block_offsets[b] bytes into the part, page_size rows of row_bytes[b]
+// (BlockKind::other). Blocks must lie inside the part, in order, apart;
+// otherwise invalid_argument naming the block (the C API's way in).
+SubPoolTransferLayout transfer_layout(const SideGeometry& side, index_t layers,
+                                      const std::vector<index_t>& block_offsets,
+                                      const std::vector<index_t>& row_bytes);
 
 // What a transfer engine registers: one memory region (NIXL, Mooncake: base,
 // buffer_bytes) and, per sub-pool, the item length (a page) and the per-layer
@@ -86,17 +95,17 @@ struct TransferRegistration {
     std::vector<SubPoolTransferLayout> sub_pools;
 };
 
-// Consecutive slots of one physical page, in token order.
-struct SlotRun {
-    index_t page = 0;
-    index_t first_slot = 0;
-    index_t slots = 0;
+// Consecutive physical tokens, in token order (across consecutive pages
+// when a page fills up).
+struct TokenRun {
+    index_t first = 0;
+    index_t tokens = 0;
 };
 
 // Where a set of tokens of one sub-pool lies. page_runs covers their pages
 // whole (every layer), consecutive pages coalesced: what a page-major transfer
 // sends, since a page holds all layers of its tokens and belongs to one
-// request. slot_runs holds the tokens themselves, from which layer_runs gives
+// request. token_runs holds the tokens themselves, from which layer_runs gives
 // the byte runs of one layer's block. Both lists follow the tokens' order, so
 // the sender's and the receiver's pair up by position (pair_pages, pair_runs).
 struct TransferDescriptor {
@@ -106,7 +115,7 @@ struct TransferDescriptor {
     index_t tokens = 0;
     index_t pages = 0;
     std::vector<ByteRun> page_runs;
-    std::vector<SlotRun> slot_runs;
+    std::vector<TokenRun> token_runs;
 };
 
 // Describes physical tokens (translate's results) of a sub-pool. Throws
@@ -124,8 +133,8 @@ inline TransferDescriptor describe_transfer(const SubPoolTransferLayout& layout,
 }
 
 // Layer layer's block block_in_layer of the described tokens: one run per
-// slot run (consecutive slots of a page are consecutive rows), runs that
-// touch merged, in token order.
+// page of each token run (consecutive slots of a page are consecutive rows),
+// runs that touch merged, in token order.
 std::vector<ByteRun> layer_runs(const SubPoolTransferLayout& layout,
                                 const TransferDescriptor& descriptor, index_t layer,
                                 index_t block_in_layer);
@@ -135,7 +144,7 @@ std::vector<ByteRun> layer_runs(const SubPoolTransferLayout& layout,
 std::vector<CopyRun> pair_runs(const std::vector<ByteRun>& src, const std::vector<ByteRun>& dst);
 // The whole-page copies from the sender's descriptor to the receiver's. Both
 // must describe the same number of tokens of one page layout, each token at
-// the same slot of the same page position on both ends (slot_runs agree), so
+// the same slot of the same page position on both ends (token_runs agree), so
 // that a page copied whole lands every layer of every token where the
 // receiver's translate finds it; otherwise invalid_argument (then copy
 // layer_runs through pair_runs instead).
@@ -149,13 +158,24 @@ std::vector<index_t> host_physical_tokens(const Side& side,
                                           const std::vector<index_t>& virtual_tokens) {
     std::vector<index_t> physical(virtual_tokens.size());
     const auto& core = side.core();
+    const index_t ps = core.page_size();
+    // Slots of the current virtual page after the previous token: the next
+    // token of the same page needs no look-up (one per page, not per token).
+    index_t left_in_page = 0;
     for (std::size_t i = 0; i < virtual_tokens.size(); ++i) {
-        if (!core.is_slot_allocated(virtual_tokens[i]))
+        const index_t t = virtual_tokens[i];
+        if (left_in_page > 0 && t == virtual_tokens[i - 1] + 1) {
+            physical[i] = physical[i - 1] + 1;
+            --left_in_page;
+            continue;
+        }
+        if (!core.is_slot_allocated(t))
             throw Error(ErrorCode::invalid_argument,
-                        "host_physical_tokens: token " + std::to_string(virtual_tokens[i]) +
-                            " (position " + std::to_string(i) + ") is not bound on side '" +
+                        "host_physical_tokens: token " + std::to_string(t) + " (position " +
+                            std::to_string(i) + ") is not bound on side '" +
                             core.geometry().spec.name + "'");
-        physical[i] = core.translate_token(virtual_tokens[i]);
+        physical[i] = core.translate_token(t);
+        left_in_page = ps - 1 - t % ps;
     }
     return physical;
 }
