@@ -121,25 +121,32 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side,
 
 SubPoolTransferLayout transfer_layout(const SideGeometry& side, index_t layers,
                                       const std::vector<index_t>& block_offsets,
-                                      const std::vector<index_t>& row_bytes) {
+                                      const std::vector<index_t>& row_bytes,
+                                      index_t view_page_size) {
     const auto refuse = [&](const std::string& why) {
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("transfer_layout: side '{}' (pages of {} bytes, {} slots): {}",
                                 side.spec.name, side.page_bytes, side.page_size(), why));
     };
-    if (layers <= 0 || side.page_bytes % layers != 0)
+    const index_t ps = view_page_size == 0 ? side.page_size() : view_page_size;
+    if (ps <= 0 || side.page_size() % ps != 0)
+        refuse(
+            fmt::format("a view page of {} slots does not divide the side's page", view_page_size));
+    const index_t views_per_page = side.page_size() / ps;
+    const index_t page_bytes = side.page_bytes / views_per_page;
+    if (layers <= 0 || page_bytes % layers != 0)
         refuse(fmt::format("{} layers do not split a page in equal parts", layers));
     if (block_offsets.empty() || block_offsets.size() != row_bytes.size())
         refuse(fmt::format("{} block offsets and {} row lengths", block_offsets.size(),
                            row_bytes.size()));
     SubPoolTransferLayout layout;
     layout.name = side.spec.name;
-    layout.page_size = side.page_size();
-    layout.page_bytes = side.page_bytes;
+    layout.page_size = ps;
+    layout.page_bytes = page_bytes;
     layout.layers = layers;
-    layout.layer_stride = side.page_bytes / layers;
-    layout.first_page = side.min_page_index;
-    layout.num_pages = side.num_physical_pages;
+    layout.layer_stride = page_bytes / layers;
+    layout.first_page = side.min_page_index * views_per_page;
+    layout.num_pages = side.num_physical_pages * views_per_page;
     index_t free_from = 0;
     for (std::size_t b = 0; b < block_offsets.size(); ++b) {
         const index_t end = block_offsets[b] + layout.page_size * row_bytes[b];

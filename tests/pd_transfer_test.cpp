@@ -90,6 +90,15 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
     refuses(ErrorCode::invalid_argument, "block 1 (offset 8, rows of 8 bytes)", [&] {
         transfer_layout(pool.layout().side("full"), 3, {0, 8}, {16, 8});
     });
+    // Views of pages of 2 over the side's pages of 4: each side page is two view pages.
+    const auto halves = transfer_layout(pool.layout().side("full"), 3, {0, 2 * 16}, {16, 8}, 2);
+    CHECK((halves.page_size == 2 && halves.page_bytes == full.page_bytes / 2 &&
+           halves.first_page == 2 * full.first_page && halves.num_pages == 2 * full.num_pages));
+    CHECK(describe_transfer(halves, {40, 41, 42, 43}).page_runs ==
+          std::vector<ByteRun>{{10 * full.page_bytes, full.page_bytes}});
+    refuses(ErrorCode::invalid_argument, "a view page of 3 slots does not divide", [&] {
+        transfer_layout(pool.layout().side("full"), 3, {0, 48}, {16, 8}, 3);
+    });
     refuses(ErrorCode::invalid_argument, "5 layers do not split a page in equal parts",
             [&] { transfer_layout(pool.layout().side("full"), 5, {0}, {16}); });
     CHECK(full.first_page == pool.layout().side("full").min_page_index);

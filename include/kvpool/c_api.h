@@ -721,6 +721,9 @@ typedef struct {
     int64_t blocks_per_layer;
     const int64_t* block_offsets_host;
     const int64_t* row_bytes_host;
+    /* 0: the side's page size; else the views' page, a divisor of it: a page
+     * of the side is then that many pages here, each laid out as above */
+    int64_t view_page_size;
 } kvpool_transfer_layout;
 typedef struct {
     int64_t tokens;

@@ -82,9 +82,14 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MambaState
 // block_offsets[b] bytes into the part, page_size rows of row_bytes[b]
 // (BlockKind::other). Blocks must lie inside the part, in order, apart;
 // otherwise invalid_argument naming the block (the C API's way in).
+// view_page_size, when not 0, is the page of the views (a divisor of the
+// side's page size): an allocator page of m view pages is then m pages here,
+// each laid out as one (as the SGLang-compatible pools' views lay out a side
+// whose allocators take larger pages).
 SubPoolTransferLayout transfer_layout(const SideGeometry& side, index_t layers,
                                       const std::vector<index_t>& block_offsets,
-                                      const std::vector<index_t>& row_bytes);
+                                      const std::vector<index_t>& row_bytes,
+                                      index_t view_page_size = 0);
 
 // What a transfer engine registers: one memory region (NIXL, Mooncake: base,
 // buffer_bytes) and, per sub-pool, the item length (a page) and the per-layer
@@ -194,7 +199,8 @@ TransferDescriptor gate_and_describe(Side& side, const SubPoolTransferLayout& la
                                      CompletionTokenPtr done,
                                      const std::vector<index_t>& virtual_tokens) {
     const SideGeometry& g = side.geometry();
-    if (layout.name != g.spec.name || layout.page_bytes != g.page_bytes)
+    if (layout.name != g.spec.name || g.page_size() % layout.page_size != 0 ||
+        layout.page_bytes * (g.page_size() / layout.page_size) != g.page_bytes)
         throw Error(ErrorCode::invalid_argument, "gate_and_describe: layout of sub-pool '" +
                                                      layout.name + "' given for side '" +
                                                      g.spec.name + "'");

@@ -26,7 +26,7 @@ kvpool::SubPoolTransferLayout layout_of(const kvpool::SideGeometry& side,
     const std::vector<index_t> offsets =
         host_ids(layout->block_offsets_host, layout->blocks_per_layer);
     const std::vector<index_t> rows = host_ids(layout->row_bytes_host, layout->blocks_per_layer);
-    return kvpool::transfer_layout(side, layout->layers, offsets, rows);
+    return kvpool::transfer_layout(side, layout->layers, offsets, rows, layout->view_page_size);
 }
 
 // Copies min(capacity, size) items of list into out, sets *count to the size.

@@ -16,7 +16,7 @@ enum { LAYER_PART = PAGE * (K_ROW + V_ROW), PAGE_BYTES = LAYERS * LAYER_PART };
 
 static const int64_t block_offsets[2] = {0, PAGE* K_ROW};
 static const int64_t row_bytes[2] = {K_ROW, V_ROW};
-static const kvpool_transfer_layout layout = {LAYERS, 2, block_offsets, row_bytes};
+static const kvpool_transfer_layout layout = {LAYERS, 2, block_offsets, row_bytes, 0};
 
 typedef struct {
     kvpool_pool* pool;
@@ -155,7 +155,7 @@ static int bad_input(end_t* a) {
                KVPOOL_ERROR_INVALID_ARGUMENT &&
            t == NULL && strstr(kvpool_last_error(), "token 4000 (position 1) is not bound"));
     const int64_t too_long[2] = {K_ROW, 2 * V_ROW};
-    const kvpool_transfer_layout bad = {LAYERS, 2, block_offsets, too_long};
+    const kvpool_transfer_layout bad = {LAYERS, 2, block_offsets, too_long, 0};
     EXPECT(kvpool_transfer_describe(a->full, &bad, NULL, tokens, PAGE, &t) ==
                KVPOOL_ERROR_INVALID_ARGUMENT &&
            t == NULL && strstr(kvpool_last_error(), "block 1"));
