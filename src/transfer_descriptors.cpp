@@ -163,6 +163,28 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side, index_t layers,
     return layout;
 }
 
+TransferRegistration transfer_registration(const void* base, index_t buffer_bytes,
+                                           std::vector<SubPoolTransferLayout> sub_pools) {
+    for (std::size_t i = 0; i < sub_pools.size(); ++i) {
+        const SubPoolTransferLayout& l = sub_pools[i];
+        if (l.num_pages * l.page_bytes > buffer_bytes)
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("transfer_registration: sub-pool '{}' has {} pages of {} "
+                                    "bytes, past the {}-byte buffer",
+                                    l.name, l.num_pages, l.page_bytes, buffer_bytes));
+        for (std::size_t j = 0; j < i; ++j)
+            if (sub_pools[j].name == l.name)
+                throw Error(
+                    ErrorCode::invalid_argument,
+                    fmt::format("transfer_registration: sub-pool '{}' given twice", l.name));
+    }
+    TransferRegistration r;
+    r.base = reinterpret_cast<std::uintptr_t>(base);
+    r.buffer_bytes = buffer_bytes;
+    r.sub_pools = std::move(sub_pools);
+    return r;
+}
+
 TransferDescriptor describe_transfer(const SubPoolTransferLayout& layout,
                                      const index_t* physical_tokens, index_t count) {
     if (count < 0 || (count > 0 && physical_tokens == nullptr))

@@ -101,6 +101,15 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
     });
     refuses(ErrorCode::invalid_argument, "5 layers do not split a page in equal parts",
             [&] { transfer_layout(pool.layout().side("full"), 5, {0}, {16}); });
+    const auto registration = transfer_registration(pool, {full, m, s});
+    CHECK(registration.base == reinterpret_cast<std::uintptr_t>(pool.bytes().data()));
+    CHECK(registration.buffer_bytes == pool.total_bytes());
+    CHECK(registration.sub_pools.size() == 3);
+    refuses(ErrorCode::invalid_argument, "sub-pool 'full' given twice", [&] {
+        transfer_registration(pool, {full, full});
+    });
+    refuses(ErrorCode::invalid_argument, "past the 1024-byte buffer",
+            [&] { transfer_registration(pool.bytes().data(), 1024, {full}); });
     CHECK(full.first_page == pool.layout().side("full").min_page_index);
     CHECK(s.num_pages == pool.layout().side("mamba").num_physical_pages);
     refuses(ErrorCode::out_of_range, "block 0 of layer 3 outside 3 layers",

@@ -100,6 +100,18 @@ struct TransferRegistration {
     std::vector<SubPoolTransferLayout> sub_pools;
 };
 
+// The registration of a buffer of buffer_bytes at base holding these
+// sub-pools. Throws invalid_argument for a sub-pool named twice or whose
+// pages run past the buffer (a layout of another buffer).
+TransferRegistration transfer_registration(const void* base, index_t buffer_bytes,
+                                           std::vector<SubPoolTransferLayout> sub_pools);
+// The same for a UnifiedKVPool (any memory space).
+template <class Pool>
+TransferRegistration transfer_registration(const Pool& pool,
+                                           std::vector<SubPoolTransferLayout> sub_pools) {
+    return transfer_registration(pool.bytes().data(), pool.total_bytes(), std::move(sub_pools));
+}
+
 // Consecutive physical tokens, in token order (across consecutive pages
 // when a page fills up).
 struct TokenRun {
