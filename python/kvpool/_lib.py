@@ -316,6 +316,14 @@ _SIGNATURES = {
     "kvpool_hybrid_req_pool_alloc_track_slot": (_P, _P, _I64, _I64, _PI),
     "kvpool_hybrid_req_pool_clear": (_P, _P),
     "kvpool_hybrid_req_pool_check_invariants": (_P, _P),
+    # PD transfer descriptors (kvpool.transfer; its structs cross by address)
+    "kvpool_transfer_describe": (_P, _P, _P, _P, _I64, _PP),
+    "kvpool_transfer_destroy": (_P,),
+    "kvpool_transfer_get_info": (_P, _P),
+    "kvpool_transfer_page_runs": (_P, _P, _I64, _PI64),
+    "kvpool_transfer_layer_runs": (_P, _I64, _I64, _P, _I64, _PI64),
+    "kvpool_transfer_pair_pages": (_P, _P, _P, _I64, _PI64),
+    "kvpool_transfer_pair_layer": (_P, _P, _I64, _I64, _P, _I64, _PI64),
 }
 
 _OTHER_RESTYPES = {
@@ -340,6 +348,7 @@ _OTHER_RESTYPES = {
     "kvpool_mamba_swa_snapshot_destroy": None,
     "kvpool_req_pool_destroy": None,
     "kvpool_hybrid_req_pool_destroy": None,
+    "kvpool_transfer_destroy": None,
 }
 
 CALLBACK_FAILED = errors.CallbackError.code

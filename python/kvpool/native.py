@@ -949,3 +949,14 @@ __all__ = [
     "set_forward_done",
     "live_handles",
 ]
+
+
+# PD transfer descriptors over a Side (kvpool.transfer), with the rest of the native API.
+from .transfer import (  # noqa: E402,F401
+    TransferDescriptor,
+    TransferLayout,
+    copy_runs,
+    describe_transfer,
+    pair_layer,
+    pair_pages,
+)

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from kvpool import _lib
+from kvpool import _lib, transfer
 
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "kvpool", "c_api.h")
 
@@ -30,6 +30,10 @@ STRUCTS = {
     _lib.MambaSizes: "kvpool_mamba_sizes",
     _lib.TriPoolSizes: "kvpool_tri_pool_sizes",
     _lib.HybridOptions: "kvpool_hybrid_options",
+    transfer.ByteRun: "kvpool_byte_run",
+    transfer.CopyRun: "kvpool_copy_run",
+    transfer._Layout: "kvpool_transfer_layout",
+    transfer._Info: "kvpool_transfer_info",
 }
 
 CALLBACKS = {

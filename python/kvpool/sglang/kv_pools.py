@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from ..errors import InvalidArgumentError, KVPoolAssertionError
+from ..transfer import TransferLayout
 from .swa_pages import swa_page_size_of
 
 
@@ -141,6 +142,28 @@ class UnifiedMHATokenToKVPool:
             self.k_buffer, self.v_buffer, tgt_loc, src_loc, page_size=self._view_page_size
         )
 
+    # -- disaggregation (PD) transfers: one whole-page envelope per view page --
+    def get_contiguous_buf_infos(self):
+        """What a transfer engine registers: the whole buffer, one item per page of the
+        views, physical token t in the page at ``ptr + (t // page_size) * item`` (K and V of
+        every layer: one contiguous copy). Both ends must build the pool with the same specs
+        and page size."""
+        raw = self.unified_buffer._raw
+        spec = self.unified_buffer.mha_spec(self.sub_pool_name)
+        return [raw.data_ptr()], [raw.numel()], [spec.page_bytes(self._view_page_size)]
+
+    def transfer_layout(self) -> TransferLayout:
+        """The page as kvpool.transfer describes it: per layer, the K block then the V block
+        (for transfers layer by layer, or between ends of other page sizes)."""
+        spec = self.unified_buffer.mha_spec(self.sub_pool_name)
+        return TransferLayout.mha(
+            layers=spec.layer_num,
+            page_size=self._view_page_size,
+            k_row_bytes=spec.k_row_bytes(),
+            v_row_bytes=spec.v_row_bytes(),
+            view_page_size=self._view_page_size,
+        )
+
 
 class UnifiedSWAKVPool:
     """The SWA pair's KV cache: ``full_kv_pool`` and ``swa_kv_pool`` over the sub-pools
@@ -242,6 +265,14 @@ class UnifiedSWAKVPool:
         self.full_kv_pool.set_kv_buffer(
             None, full_loc, cache_k, cache_v, k_scale, v_scale, layer_id_override=pool_layer_id
         )
+
+    # -- disaggregation (PD) transfers, as the reference's SWAKVPool: the full sub-pool's
+    # KV, and the sliding window's as the request's "state" --
+    def get_contiguous_buf_infos(self):
+        return self.full_kv_pool.get_contiguous_buf_infos()
+
+    def get_state_buf_infos(self):
+        return self.swa_kv_pool.get_contiguous_buf_infos()
 
     @staticmethod
     def _virt_tokens_to_phys_tokens(virt_tokens: torch.Tensor, allocator) -> torch.Tensor:

@@ -1,0 +1,175 @@
+"""PD transfer descriptors (the C API's kvpool_transfer_*): which bytes of a side's unified
+buffer hold a set of tokens, per sub-pool and per layer, as (offset, length) runs, and the
+copies that carry one end's tokens to the other's.
+
+A transfer engine registers each end's whole buffer once (``UnifiedBuffer.bytes``: one
+region). Per transfer the sender describes the tokens it sends and the receiver the tokens it
+allocated for them, each gating their pages on the transfer's marker (no compaction moves
+them until it reports done); the engine copies ``pair_pages`` (whole pages, every layer) or
+``pair_layer`` (one layer's block) runs. Everything here is host work over the sides' host
+mirrors: no device memory is read.
+"""
+
+from collections import namedtuple
+from ctypes import Structure, addressof, byref, c_int64, c_void_p
+
+import torch
+
+from ._lib import check, lib
+from ._tensors import host_ids
+from ._tokens import token_handle
+
+class _Layout(Structure):
+    _fields_ = [
+        ("layers", c_int64),
+        ("blocks_per_layer", c_int64),
+        ("block_offsets_host", c_void_p),
+        ("row_bytes_host", c_void_p),
+        ("view_page_size", c_int64),
+    ]
+
+
+_INFO_FIELDS = (
+    "tokens",
+    "pages",
+    "page_runs",
+    "token_runs",
+    "page_size",
+    "page_bytes",
+    "layers",
+    "layer_stride",
+    "blocks_per_layer",
+)
+
+
+class _Info(Structure):
+    _fields_ = [(name, c_int64) for name in _INFO_FIELDS]
+
+
+TransferInfo = namedtuple("TransferInfo", _INFO_FIELDS)
+
+class ByteRun(Structure):
+    """kvpool_byte_run: the (n, 2) int64 rows the run lists come back as."""
+
+    _fields_ = [("offset", c_int64), ("length", c_int64)]
+
+
+class CopyRun(Structure):
+    """kvpool_copy_run: the (n, 3) int64 rows the pairings come back as."""
+
+    _fields_ = [("src_offset", c_int64), ("dst_offset", c_int64), ("length", c_int64)]
+
+
+class TransferLayout:
+    """A sub-pool's page as a transfer engine sees it: ``layers`` equal parts of a page, each
+    holding the same blocks, block b at ``block_offsets[b]`` bytes into the part and
+    ``page_size`` rows of ``row_bytes[b]``; ``view_page_size`` (0: the side's) the page of the
+    views when the side's allocators take larger pages."""
+
+    def __init__(self, layers, block_offsets, row_bytes, view_page_size=0):
+        self.layers = int(layers)
+        self.block_offsets = [int(x) for x in block_offsets]
+        self.row_bytes = [int(x) for x in row_bytes]
+        self.view_page_size = int(view_page_size)
+
+    @classmethod
+    def mha(cls, *, layers, page_size, k_row_bytes, v_row_bytes, view_page_size=0):
+        """Page-major MHA: per layer K rows then V rows."""
+        offsets = [0, page_size * k_row_bytes]
+        return cls(layers, offsets, [k_row_bytes, v_row_bytes], view_page_size)
+
+    @classmethod
+    def mla(cls, *, layers, row_bytes, view_page_size=0):
+        """Page-major MLA: per layer one block of latent rows."""
+        return cls(layers, [0], [row_bytes], view_page_size)
+
+    def _c(self):
+        n = len(self.block_offsets)
+        offsets = torch.tensor(self.block_offsets, dtype=torch.int64)
+        rows = torch.tensor(self.row_bytes, dtype=torch.int64)
+        layout = _Layout(self.layers, n, offsets.data_ptr(), rows.data_ptr(), self.view_page_size)
+        return layout, (offsets, rows)
+
+
+def _runs(call, width):
+    """A run list from a C call filling (offset, length[, ...]) records: its count first."""
+    count = c_int64()
+    check(call(None, 0, byref(count)))
+    out = torch.empty((count.value, width), dtype=torch.int64)
+    if count.value:
+        check(call(out.data_ptr(), count.value, byref(count)))
+    return out
+
+
+class TransferDescriptor:
+    """The tokens of one transfer on one side: runs over that side's buffer."""
+
+    def __init__(self, handle):
+        self._h = handle
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            lib.kvpool_transfer_destroy(self._h)
+            self._h = None
+
+    def info(self):
+        info = _Info()
+        check(lib.kvpool_transfer_get_info(self._h, addressof(info)))
+        return TransferInfo(*(getattr(info, name) for name in _INFO_FIELDS))
+
+    def page_runs(self):
+        """int64 (n, 2): (offset, length) of the tokens' whole pages, consecutive ones merged."""
+        return _runs(lambda out, cap, n: lib.kvpool_transfer_page_runs(self._h, out, cap, n), 2)
+
+    def layer_runs(self, layer, block):
+        """int64 (n, 2): the runs of one layer's block (MHA: 0 K, 1 V)."""
+        return _runs(
+            lambda out, cap, n: lib.kvpool_transfer_layer_runs(
+                self._h, int(layer), int(block), out, cap, n
+            ),
+            2,
+        )
+
+
+def describe_transfer(side, layout, virtual_tokens, marker=None):
+    """One end of a transfer over a ``kvpool.native.Side``: describes the virtual tokens of
+    its sub-pool (host ids, in transfer order) and, with a marker (``query()`` or a recorded
+    device event), gates their pages until it reports done. The sender passes the tokens it
+    sends, the receiver the tokens it allocated for them. Bad ids raise, gating nothing."""
+    ids = host_ids(virtual_tokens, "virtual_tokens")
+    c_layout, _keep = layout._c()
+    _token, token = token_handle(marker)
+    handle = c_void_p()
+    check(
+        lib.kvpool_transfer_describe(
+            side._h, addressof(c_layout), token, ids.ptr, ids.n, byref(handle)
+        )
+    )
+    return TransferDescriptor(handle.value)
+
+
+def pair_pages(src, dst):
+    """int64 (n, 3): (src_offset, dst_offset, length) whole-page copies from the sender's
+    descriptor to the receiver's (their tokens must sit at the same slots of their pages)."""
+    return _runs(
+        lambda out, cap, n: lib.kvpool_transfer_pair_pages(src._h, dst._h, out, cap, n), 3
+    )
+
+
+def pair_layer(src, dst, layer, block):
+    """int64 (n, 3): the copies of one layer's block."""
+    return _runs(
+        lambda out, cap, n: lib.kvpool_transfer_pair_layer(
+            src._h, dst._h, int(layer), int(block), out, cap, n
+        ),
+        3,
+    )
+
+
+def copy_runs(src_bytes, dst_bytes, runs):
+    """Copies (src_offset, dst_offset, length) runs between two uint8 tensors (the ends'
+    buffers): the host-side stand-in for a transfer engine, for tests and single-process use."""
+    for src_offset, dst_offset, length in runs.tolist():
+        dst_bytes[dst_offset : dst_offset + length].copy_(
+            src_bytes[src_offset : src_offset + length]
+        )

@@ -1,0 +1,133 @@
+// C API: PD transfer descriptors (kvpool/transfer_descriptors.hpp) over a
+// side: describe and gate, the run lists, and the pairing of two ends.
+#include "handles.hpp"
+
+#include <kvpool/transfer_descriptors.hpp>
+
+#include <algorithm>
+
+using namespace kvpool::capi;
+using kvpool::index_t;
+
+// Host data only: no Kokkos object, so no live handle either.
+struct kvpool_transfer {
+    kvpool::SubPoolTransferLayout layout;
+    kvpool::TransferDescriptor descriptor;
+};
+
+namespace {
+
+kvpool::SubPoolTransferLayout layout_of(const kvpool::SideGeometry& side,
+                                        const kvpool_transfer_layout* layout) {
+    require(layout != nullptr, "kvpool_transfer_describe: layout is NULL");
+    require(layout->blocks_per_layer > 0,
+            "kvpool_transfer_describe: blocks_per_layer must be > 0, got " +
+                std::to_string(layout->blocks_per_layer));
+    const std::vector<index_t> offsets =
+        host_ids(layout->block_offsets_host, layout->blocks_per_layer);
+    const std::vector<index_t> rows = host_ids(layout->row_bytes_host, layout->blocks_per_layer);
+    return kvpool::transfer_layout(side, layout->layers, offsets, rows, layout->view_page_size);
+}
+
+// Copies min(capacity, size) items of list into out, sets *count to the size.
+template <class Out, class In>
+void copy_out(const std::vector<In>& list, Out* out, std::int64_t capacity, std::int64_t* count,
+              const char* call) {
+    require(count != nullptr, std::string(call) + ": count is NULL");
+    require(capacity >= 0 && (capacity == 0 || out != nullptr), std::string(call) + ": capacity " +
+                                                                    std::to_string(capacity) +
+                                                                    " needs an output array");
+    const std::size_t n = std::min(list.size(), static_cast<std::size_t>(capacity));
+    for (std::size_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<In, kvpool::ByteRun>)
+            out[i] = {list[i].offset, list[i].length};
+        else
+            out[i] = {list[i].src_offset, list[i].dst_offset, list[i].length};
+    }
+    *count = static_cast<std::int64_t>(list.size());
+}
+
+} // namespace
+
+extern "C" {
+
+kvpool_status kvpool_transfer_describe(kvpool_allocator* a, const kvpool_transfer_layout* layout,
+                                       const kvpool_token* token,
+                                       const int64_t* virtual_tokens_host, int64_t count,
+                                       kvpool_transfer** out) {
+    return on(a, "allocator", [&](auto& ref) {
+        require(out != nullptr, "kvpool_transfer_describe: out is NULL");
+        auto& side = *ref.side;
+        auto t = std::make_unique<kvpool_transfer>();
+        t->layout = layout_of(side.geometry(), layout);
+        const std::vector<index_t> tokens = host_ids(virtual_tokens_host, count);
+        if (token != nullptr)
+            t->descriptor = kvpool::gate_and_describe(side, t->layout, token->token, tokens);
+        else
+            t->descriptor =
+                kvpool::describe_transfer(t->layout, kvpool::host_physical_tokens(side, tokens));
+        *out = t.release();
+    });
+}
+
+void kvpool_transfer_destroy(kvpool_transfer* t) {
+    delete t;
+}
+
+kvpool_status kvpool_transfer_get_info(const kvpool_transfer* t, kvpool_transfer_info* out) {
+    return guarded([&] {
+        const kvpool_transfer& transfer = deref(t, "transfer");
+        require(out != nullptr, "kvpool_transfer_get_info: out is NULL");
+        const auto& d = transfer.descriptor;
+        const auto& l = transfer.layout;
+        *out = {d.tokens,
+                d.pages,
+                static_cast<int64_t>(d.page_runs.size()),
+                static_cast<int64_t>(d.token_runs.size()),
+                l.page_size,
+                l.page_bytes,
+                l.layers,
+                l.layer_stride,
+                l.blocks_per_layer()};
+    });
+}
+
+kvpool_status kvpool_transfer_page_runs(const kvpool_transfer* t, kvpool_byte_run* out_host,
+                                        int64_t capacity, int64_t* count) {
+    return guarded([&] {
+        copy_out(deref(t, "transfer").descriptor.page_runs, out_host, capacity, count,
+                 "kvpool_transfer_page_runs");
+    });
+}
+
+kvpool_status kvpool_transfer_layer_runs(const kvpool_transfer* t, int64_t layer, int64_t block,
+                                         kvpool_byte_run* out_host, int64_t capacity,
+                                         int64_t* count) {
+    return guarded([&] {
+        const kvpool_transfer& transfer = deref(t, "transfer");
+        copy_out(kvpool::layer_runs(transfer.layout, transfer.descriptor, layer, block), out_host,
+                 capacity, count, "kvpool_transfer_layer_runs");
+    });
+}
+
+kvpool_status kvpool_transfer_pair_pages(const kvpool_transfer* src, const kvpool_transfer* dst,
+                                         kvpool_copy_run* out_host, int64_t capacity,
+                                         int64_t* count) {
+    return guarded([&] {
+        copy_out(kvpool::pair_pages(deref(src, "src").descriptor, deref(dst, "dst").descriptor),
+                 out_host, capacity, count, "kvpool_transfer_pair_pages");
+    });
+}
+
+kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer* src, const kvpool_transfer* dst,
+                                         int64_t layer, int64_t block, kvpool_copy_run* out_host,
+                                         int64_t capacity, int64_t* count) {
+    return guarded([&] {
+        const kvpool_transfer &s = deref(src, "src"), &d = deref(dst, "dst");
+        copy_out(kvpool::pair_runs(kvpool::layer_runs(s.layout, s.descriptor, layer, block),
+                                   kvpool::layer_runs(d.layout, d.descriptor, layer, block)),
+                 out_host, capacity, count, "kvpool_transfer_pair_layer");
+    });
+}
+
+} // extern "C"
