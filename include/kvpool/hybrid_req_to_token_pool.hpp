@@ -8,6 +8,7 @@
 // device tables with kernels on the caller's instance.
 #pragma once
 
+#include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/kernels/portable/state_tables.hpp>
 #include <kvpool/req_to_token_pool.hpp>
 #include <kvpool/state_slot_allocator.hpp>
@@ -544,5 +545,7 @@ private:
     // Every state slot some request holds, to refuse adopting or donating one twice.
     std::unordered_set<index_t> held_;
 };
+
+KVPOOL_EXTERN_LIBRARY_INSTANCES(HybridReqToTokenPool)
 
 } // namespace kvpool

@@ -2,6 +2,7 @@
 // slots (page size 1) in one unified buffer, each side owning its own ids.
 #pragma once
 
+#include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/pair_checks.hpp>
 #include <kvpool/eviction.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
@@ -212,5 +213,7 @@ private:
     side_type state_;
     detail::EvictionLoop eviction_;
 };
+
+KVPOOL_EXTERN_LIBRARY_INSTANCES(UnifiedMambaAllocator)
 
 } // namespace kvpool

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <kvpool/allocator_snapshot.hpp>
+#include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/pair_checks.hpp>
 #include <kvpool/detail/tri_pool_capacity.hpp>
 #include <kvpool/eviction.hpp>
@@ -360,5 +361,7 @@ private:
     detail::EvictionLoop eviction_;
     std::vector<index_t> swa_tokens_scratch_; // free()'s sliding-window tokens
 };
+
+KVPOOL_EXTERN_LIBRARY_INSTANCES(UnifiedMambaSWAAllocator)
 
 } // namespace kvpool

@@ -10,6 +10,7 @@
 
 #include <kvpool/detail/allocator_core.hpp>
 #include <kvpool/detail/follower_pages.hpp>
+#include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/table_executor.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kokkos_compat.hpp>
@@ -618,5 +619,7 @@ private:
     MultiEndedAllocator* follower_ = nullptr;
     std::vector<index_t> follower_scratch_; // the follower's pages of one allocation
 };
+
+KVPOOL_EXTERN_LIBRARY_INSTANCES(MultiEndedAllocator)
 
 } // namespace kvpool

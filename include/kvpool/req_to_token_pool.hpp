@@ -8,6 +8,7 @@
 // reused from call to call in stream order).
 #pragma once
 
+#include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/req_slot_allocator.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/error.hpp>
@@ -236,5 +237,7 @@ protected:
     std::vector<std::vector<index_t>> host_rows_;
     detail::Staging<ExecutionSpace> staging_;
 };
+
+KVPOOL_EXTERN_LIBRARY_INSTANCES(ReqToTokenPool)
 
 } // namespace kvpool

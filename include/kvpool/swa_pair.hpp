@@ -3,6 +3,7 @@
 // allocation binds both sides or neither.
 #pragma once
 
+#include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/pair_checks.hpp>
 #include <kvpool/detail/swa_pair_capacity.hpp>
 #include <kvpool/eviction.hpp>
@@ -252,5 +253,7 @@ private:
     detail::EvictionLoop eviction_;
     std::vector<index_t> swa_tokens_scratch_;
 };
+
+KVPOOL_EXTERN_LIBRARY_INSTANCES(UnifiedSWAAllocator)
 
 } // namespace kvpool

@@ -11,6 +11,7 @@
 // of waiting (up to max_slabs), so a call never blocks on queued device work.
 #pragma once
 
+#include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/kernels/device_ids.hpp>
 #include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kernels/stream_event.hpp>
@@ -191,5 +192,7 @@ private:
     bool in_use_ = false; // kernels enqueued may read the current slab
     ExecutionSpace last_space_;
 };
+
+KVPOOL_EXTERN_LIBRARY_INSTANCES(Staging)
 
 } // namespace kvpool::detail

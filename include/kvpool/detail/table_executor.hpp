@@ -8,6 +8,7 @@
 #pragma once
 
 #include <kvpool/detail/allocator_core.hpp>
+#include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kernels/dispatch.hpp>
@@ -380,5 +381,7 @@ private:
     PageBinding binding_;
     move_callback move_;
 };
+
+KVPOOL_EXTERN_LIBRARY_INSTANCES(TableExecutor)
 
 } // namespace kvpool::detail
