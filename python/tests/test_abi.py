@@ -17,6 +17,8 @@ import pytest
 from kvpool import _lib, transfer
 
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "kvpool", "c_api.h")
+# c_api.h and the parts it includes
+HEADERS = [HEADER, os.path.join(os.path.dirname(HEADER), "c_api_transfer.h")]
 
 # ctypes class -> the C typedef it mirrors
 STRUCTS = {
@@ -45,8 +47,10 @@ CALLBACKS = {
 
 
 def _header_text():
-    with open(HEADER) as f:
-        text = f.read()
+    text = ""
+    for header in HEADERS:
+        with open(header) as f:
+            text += f.read() + "\n"
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     return re.sub(r"^\s*#.*$", " ", text, flags=re.M)
 
