@@ -42,7 +42,9 @@ struct PageSegment {
 };
 class PageSegments {
 public:
-    explicit PageSegments(const TransferDescriptor& d) : runs_(d.token_runs), ps_(d.page_size) {}
+    PageSegments(const std::vector<TokenRun>& runs, index_t page_size)
+        : runs_(runs), ps_(page_size) {}
+    explicit PageSegments(const TransferDescriptor& d) : PageSegments(d.token_runs, d.page_size) {}
     bool next(PageSegment& out) {
         if (run_ == runs_.size())
             return false;
@@ -65,6 +67,14 @@ private:
     std::size_t run_ = 0;
     index_t done_ = 0;
 };
+
+// Appends [offset, offset + length), merged into the last run where it continues it.
+void append_run(std::vector<ByteRun>& runs, index_t offset, index_t length) {
+    if (!runs.empty() && runs.back().offset + runs.back().length == offset)
+        runs.back().length += length;
+    else
+        runs.push_back({offset, length});
+}
 
 } // namespace
 
@@ -223,12 +233,7 @@ TransferDescriptor describe_transfer(const SubPoolTransferLayout& layout,
         const index_t new_from = first_page == last_page ? first_page + 1 : first_page;
         if (new_from <= run_last_page) {
             d.pages += run_last_page - new_from + 1;
-            const index_t offset = new_from * pb, length = (run_last_page - new_from + 1) * pb;
-            if (!d.page_runs.empty() &&
-                d.page_runs.back().offset + d.page_runs.back().length == offset)
-                d.page_runs.back().length += length;
-            else
-                d.page_runs.push_back({offset, length});
+            append_run(d.page_runs, new_from * pb, (run_last_page - new_from + 1) * pb);
         }
         d.token_runs.push_back({t, n});
         last_page = run_last_page;
@@ -260,21 +265,10 @@ std::vector<ByteRun> layer_runs(const SubPoolTransferLayout& layout,
     const PageBlock& block = layout.block(layer, block_in_layer);
     std::vector<ByteRun> runs;
     runs.reserve(descriptor.token_runs.size());
-    const index_t ps = layout.page_size, pb = layout.page_bytes, row = block.row_bytes;
-    for (const TokenRun& r : descriptor.token_runs) {
-        index_t t = r.first;
-        const index_t stop = r.first + r.tokens;
-        while (t < stop) {
-            const index_t page = t / ps, slot = t - page * ps;
-            const index_t slots = std::min(ps - slot, stop - t);
-            const index_t offset = page * pb + block.offset_in_page + slot * row;
-            if (!runs.empty() && runs.back().offset + runs.back().length == offset)
-                runs.back().length += slots * row;
-            else
-                runs.push_back({offset, slots * row});
-            t += slots;
-        }
-    }
+    const index_t pb = layout.page_bytes, row = block.row_bytes;
+    PageSegments segments(descriptor.token_runs, layout.page_size);
+    for (PageSegment s; segments.next(s);)
+        append_run(runs, s.page * pb + block.offset_in_page + s.slot * row, s.slots * row);
     return runs;
 }
 
