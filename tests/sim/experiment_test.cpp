@@ -3,6 +3,7 @@
 #include "experiment.hpp"
 #include "model_config.hpp"
 #include "sim_backend.hpp"
+#include "sim_test_support.hpp"
 
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
@@ -11,15 +12,9 @@
 
 using namespace kvpool;
 using namespace kvpool::sim;
+using kvpool::sim::test::QuietObserver;
 
 namespace {
-
-class QuietObserver final : public RunObserver {
-public:
-    void run_started(const std::string&, std::size_t, std::size_t) override {}
-    void run_progress(double) override {}
-    void all_done() override {}
-};
 
 void check_run(const RunResult& r, const Workload& workload, bool every_request_completes) {
     // Every token allocated was released exactly once, and the pool is empty.

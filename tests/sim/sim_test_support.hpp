@@ -2,6 +2,7 @@
 // and a step-time model where every step takes one simulated second.
 #pragma once
 
+#include "experiment.hpp"
 #include "input_error.hpp"
 #include "mamba_sim_pool.hpp"
 #include "swa_sim_pool.hpp"
@@ -48,6 +49,14 @@ inline std::unique_ptr<SimPool> tri_pool(index_t total_bytes, index_t state_byte
                                     {"full", full_entry, page_size, GrowDirection::down, 0}});
     return std::make_unique<TriSimPool<HostSpace>>(layout, mode, RealPageBytes{1.0, 1.0, 1.0});
 }
+
+// An experiment observer that reports nothing.
+class QuietObserver final : public RunObserver {
+public:
+    void run_started(const std::string&, std::size_t, std::size_t) override {}
+    void run_progress(double) override {}
+    void all_done() override {}
+};
 
 inline SchedulerConfig one_second_steps(index_t window, bool state_slots, double reserve = 0.0) {
     SchedulerConfig c;

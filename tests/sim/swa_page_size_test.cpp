@@ -29,13 +29,6 @@ using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
-class QuietObserver final : public RunObserver {
-public:
-    void run_started(const std::string&, std::size_t, std::size_t) override {}
-    void run_progress(double) override {}
-    void all_done() override {}
-};
-
 // The program's exit status and stderr; its stdout goes to out_path.
 std::pair<int, std::string> run_program(const std::string& args, const std::string& out_path) {
     const std::string err_path = out_path + ".err";
