@@ -92,6 +92,18 @@ KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer* 
                                                          const kvpool_transfer* dst, int64_t layer,
                                                          int64_t block, kvpool_copy_run* out_host,
                                                          int64_t capacity, int64_t* count);
+/* The copies that carry the sender's runs into the receiver's, paired byte by
+ * byte in order (both lists must hold the same number of bytes): for ends in
+ * different processes, each holding only its own description and the run
+ * list the other sent. Whole-page runs pair right only when both ends' tokens
+ * sit at the same slots of their pages (a request allocated from a page's
+ * first slot on each end); one layer's block runs always do. */
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_runs(const kvpool_byte_run* src_host,
+                                                        int64_t src_count,
+                                                        const kvpool_byte_run* dst_host,
+                                                        int64_t dst_count,
+                                                        kvpool_copy_run* out_host,
+                                                        int64_t capacity, int64_t* count);
 
 #ifdef __cplusplus
 }

@@ -959,4 +959,5 @@ from .transfer import (  # noqa: E402,F401
     describe_transfer,
     pair_layer,
     pair_pages,
+    pair_runs,
 )

@@ -18,6 +18,7 @@ import torch
 from ._lib import check, lib
 from ._tensors import host_ids
 from ._tokens import token_handle
+from .errors import InvalidArgumentError
 
 class _Layout(Structure):
     _fields_ = [
@@ -161,6 +162,34 @@ def pair_layer(src, dst, layer, block):
     return _runs(
         lambda out, cap, n: lib.kvpool_transfer_pair_layer(
             src._h, dst._h, int(layer), int(block), out, cap, n
+        ),
+        3,
+    )
+
+
+def _run_list(runs, name):
+    """An (n, 2) int64 CPU tensor of runs, contiguous, from a tensor or a list of pairs."""
+    runs = torch.as_tensor(runs, dtype=torch.int64).cpu().contiguous()
+    if runs.numel() == 0:
+        return runs.reshape(0, 2)
+    if runs.dim() != 2 or runs.shape[1] != 2:
+        raise InvalidArgumentError(
+            f"pair_runs: {name} must be (n, 2) (offset, length) runs, got shape {tuple(runs.shape)}"
+        )
+    return runs
+
+
+def pair_runs(src_runs, dst_runs):
+    """int64 (n, 3): the copies carrying the sender's (offset, length) runs into the
+    receiver's, byte by byte in order, for ends in different processes that each hold only
+    their own descriptor and the runs the other sent (``page_runs()`` or ``layer_runs()``).
+    Whole-page runs pair right only when both ends' tokens start at the same slot of a page
+    (requests allocated from a page's first slot); one layer's block runs always do.
+    Lists holding different numbers of bytes raise."""
+    src, dst = _run_list(src_runs, "src_runs"), _run_list(dst_runs, "dst_runs")
+    return _runs(
+        lambda out, cap, n: lib.kvpool_transfer_pair_runs(
+            src.data_ptr(), len(src), dst.data_ptr(), len(dst), out, cap, n
         ),
         3,
     )

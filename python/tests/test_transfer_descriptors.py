@@ -100,10 +100,20 @@ def test_a_request_crosses_to_another_pool_while_both_compact(device, seed, whol
     dst_d = native.describe_transfer(b.side, b.full.transfer_layout(), dst, done)
     if whole_pages:
         runs = native.pair_pages(src, dst_d)
+        across = native.pair_runs(src.page_runs(), dst_d.page_runs())
     else:
         runs = torch.cat(
             [native.pair_layer(src, dst_d, l, blk) for l in range(2) for blk in range(2)]
         )
+        across = torch.cat(
+            [
+                native.pair_runs(src.layer_runs(l, blk), dst_d.layer_runs(l, blk))
+                for l in range(2)
+                for blk in range(2)
+            ]
+        )
+    # Ends in two processes pair the run lists they exchanged: the same copies.
+    assert torch.equal(across, runs)
     half = len(runs) // 2
     native.copy_runs(a.raw(), b.raw(), runs[:half])
     where = physical(a, sent)
@@ -163,6 +173,18 @@ def test_bad_ids_are_refused_and_gate_nothing(device):
     # Nothing was gated: the pages move once freed around.
     a.alloc.free(request.cpu())
     a.alloc.check_invariants()
+
+
+def test_run_lists_pair_byte_by_byte_and_bad_lists_are_refused():
+    runs = native.pair_runs([[0, 8], [100, 4]], [[40, 4], [200, 8]])
+    assert runs.tolist() == [[0, 40, 4], [4, 200, 4], [100, 204, 4]]
+    assert native.pair_runs([], torch.empty(0, 2, dtype=torch.int64)).shape == (0, 3)
+    with pytest.raises(InvalidArgumentError, match="runs hold 8 bytes, the receiver's 4"):
+        native.pair_runs([[0, 8]], [[0, 4]])
+    with pytest.raises(InvalidArgumentError, match="dst run 1 .offset 9, length -1."):
+        native.pair_runs([[0, 8]], [[0, 8], [9, -1]])
+    with pytest.raises(InvalidArgumentError, match="src_runs must be .n, 2."):
+        native.pair_runs([0, 8], [[0, 8]])
 
 
 def test_registration_accessors_agree_with_the_views(device):

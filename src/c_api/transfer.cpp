@@ -47,6 +47,24 @@ void copy_out(const std::vector<In>& list, Out* out, std::int64_t capacity, std:
     *count = static_cast<std::int64_t>(list.size());
 }
 
+// A caller's run list, refused naming the first run that is not a run.
+std::vector<kvpool::ByteRun> run_list(const kvpool_byte_run* runs, std::int64_t count,
+                                      const char* which) {
+    const std::string call = std::string("kvpool_transfer_pair_runs: ") + which;
+    require(count >= 0, call + " count " + std::to_string(count) + " is negative");
+    require(count == 0 || runs != nullptr,
+            call + " is NULL with " + std::to_string(count) + " runs");
+    std::vector<kvpool::ByteRun> list(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) {
+        require(runs[i].offset >= 0 && runs[i].length > 0,
+                call + " run " + std::to_string(i) + " (offset " + std::to_string(runs[i].offset) +
+                    ", length " + std::to_string(runs[i].length) +
+                    ") needs offset >= 0 and length > 0");
+        list[static_cast<std::size_t>(i)] = {runs[i].offset, runs[i].length};
+    }
+    return list;
+}
+
 } // namespace
 
 extern "C" {
@@ -127,6 +145,17 @@ kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer* src, const kvpoo
         copy_out(kvpool::pair_runs(kvpool::layer_runs(s.layout, s.descriptor, layer, block),
                                    kvpool::layer_runs(d.layout, d.descriptor, layer, block)),
                  out_host, capacity, count, "kvpool_transfer_pair_layer");
+    });
+}
+
+kvpool_status kvpool_transfer_pair_runs(const kvpool_byte_run* src_host, int64_t src_count,
+                                        const kvpool_byte_run* dst_host, int64_t dst_count,
+                                        kvpool_copy_run* out_host, int64_t capacity,
+                                        int64_t* count) {
+    return guarded([&] {
+        copy_out(kvpool::pair_runs(run_list(src_host, src_count, "src"),
+                                   run_list(dst_host, dst_count, "dst")),
+                 out_host, capacity, count, "kvpool_transfer_pair_runs");
     });
 }
 

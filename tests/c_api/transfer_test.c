@@ -24,6 +24,21 @@ typedef struct {
     uint8_t* bytes;
 } end_t;
 
+/* What a receiver in another process computes from the two ends' page run
+ * lists (kvpool_transfer_pair_runs): the copies pair_pages gives. */
+static int same_from_run_lists(const kvpool_transfer* src, const kvpool_transfer* dst,
+                               const kvpool_copy_run* want, int64_t n) {
+    kvpool_byte_run s[16], d[16];
+    kvpool_copy_run got[64];
+    int64_t ns = 0, nd = 0, ng = 0;
+    CHECK(kvpool_transfer_page_runs(src, s, 16, &ns));
+    CHECK(kvpool_transfer_page_runs(dst, d, 16, &nd));
+    EXPECT(ns <= 16 && nd <= 16);
+    CHECK(kvpool_transfer_pair_runs(s, ns, d, nd, got, 64, &ng));
+    EXPECT(ng == n && memcmp(got, want, sizeof(kvpool_copy_run) * (size_t)n) == 0);
+    return 0;
+}
+
 static int query(void* user) {
     return *(const int*)user;
 }
@@ -105,6 +120,7 @@ static int transfer(end_t* a, end_t* b, int k, int whole_pages, int cancel) {
            info.layer_stride == LAYER_PART && info.blocks_per_layer == 2);
     if (whole_pages) {
         CHECK(kvpool_transfer_pair_pages(src_t, dst_t, runs, 64, &n));
+        CHECK(same_from_run_lists(src_t, dst_t, runs, n));
     } else {
         int64_t m = 0;
         for (int l = 0; l < LAYERS; ++l)
@@ -165,6 +181,17 @@ static int bad_input(end_t* a) {
     EXPECT(n == 1);
     EXPECT(kvpool_transfer_layer_runs(t, LAYERS, 0, NULL, 0, &n) == KVPOOL_ERROR_OUT_OF_RANGE);
     kvpool_transfer_destroy(t);
+    const kvpool_byte_run eight[1] = {{0, 8}}, four[1] = {{16, 4}}, empty[1] = {{32, 0}};
+    kvpool_copy_run copies[2];
+    EXPECT(kvpool_transfer_pair_runs(eight, 1, four, 1, copies, 2, &n) ==
+               KVPOOL_ERROR_INVALID_ARGUMENT &&
+           strstr(kvpool_last_error(), "runs hold 8 bytes, the receiver's 4"));
+    EXPECT(kvpool_transfer_pair_runs(eight, 1, empty, 1, copies, 2, &n) ==
+               KVPOOL_ERROR_INVALID_ARGUMENT &&
+           strstr(kvpool_last_error(), "dst run 0 (offset 32, length 0)"));
+    EXPECT(kvpool_transfer_pair_runs(NULL, 1, four, 1, copies, 2, &n) ==
+               KVPOOL_ERROR_INVALID_ARGUMENT &&
+           strstr(kvpool_last_error(), "src is NULL with 1 runs"));
     CHECK(kvpool_allocator_free(a->full, NULL, tokens, PAGE, 0));
     return 0;
 }

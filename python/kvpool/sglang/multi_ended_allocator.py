@@ -306,6 +306,13 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
             ids,
         )
 
+    def describe_transfer(self, kv_indices, layout, marker=None):
+        """kvpool's addition: this sub-pool's side of a PD transfer (kvpool.transfer's
+        describe_transfer over this allocator's side): the byte runs of these virtual tokens
+        (host ids, in transfer order) under ``layout`` (the KV pool's transfer_layout()),
+        their pages gated until ``marker`` reports done. Bad ids raise, gating nothing."""
+        return native.describe_transfer(self._side, layout, kv_indices, marker)
+
     # -- free and compaction --
     def free(self, free_index) -> None:
         if self._grouped(free_index):
