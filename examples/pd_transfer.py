@@ -238,7 +238,7 @@ def new_buffer(cfg):
 def decode_main(conn, src, flags, cfg):
     torch.manual_seed(cfg.seed)
     if cfg.device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(cfg.device))
+        torch.cuda.set_device(torch.device(cfg.device).index or 0)
     end = Engine(cfg, new_buffer(cfg))
     req_to_token = ReqToTokenPool(
         size=cfg.requests + 1, max_context_len=cfg.max_tokens, device=cfg.device
