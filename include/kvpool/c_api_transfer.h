@@ -104,6 +104,18 @@ KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_runs(const kvpool_byte_run* s
                                                         int64_t dst_count,
                                                         kvpool_copy_run* out_host,
                                                         int64_t capacity, int64_t* count);
+/* The transfer engine's copy for two buffers of one device (CUDA IPC between
+ * processes, two pools in one process): the paired runs copied from src
+ * (src_bytes long) to dst (dst_bytes long) in one launch on stream (device: a
+ * KVPOOL_DEVICE_* code; NULL the default stream), however scattered; it
+ * returns before a GPU has run it (record an event after it as the
+ * transfer's completion token). A run outside either buffer, or memory the
+ * device cannot reach: KVPOOL_ERROR_INVALID_ARGUMENT naming it, nothing copied. */
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_copy_runs(int device, void* stream, const void* src,
+                                                        int64_t src_bytes, void* dst,
+                                                        int64_t dst_bytes,
+                                                        const kvpool_copy_run* runs_host,
+                                                        int64_t count);
 
 #ifdef __cplusplus
 }

@@ -325,6 +325,7 @@ _SIGNATURES = {
     "kvpool_transfer_pair_pages": (_P, _P, _P, _I64, _PI64),
     "kvpool_transfer_pair_layer": (_P, _P, _I64, _I64, _P, _I64, _PI64),
     "kvpool_transfer_pair_runs": (_P, _I64, _P, _I64, _P, _I64, _PI64),
+    "kvpool_transfer_copy_runs": (c_int, _P, _P, _I64, _P, _I64, _P, _I64),
 }
 
 _OTHER_RESTYPES = {

@@ -16,7 +16,7 @@ from ctypes import Structure, addressof, byref, c_int64, c_void_p
 import torch
 
 from ._lib import check, lib
-from ._tensors import host_ids
+from ._tensors import device_code, host_ids, pool_device, stream_of
 from ._tokens import token_handle
 from .errors import InvalidArgumentError
 
@@ -196,9 +196,36 @@ def pair_runs(src_runs, dst_runs):
 
 
 def copy_runs(src_bytes, dst_bytes, runs):
-    """Copies (src_offset, dst_offset, length) runs between two uint8 tensors (the ends'
-    buffers): the host-side stand-in for a transfer engine, for tests and single-process use."""
-    for src_offset, dst_offset, length in runs.tolist():
-        dst_bytes[dst_offset : dst_offset + length].copy_(
-            src_bytes[src_offset : src_offset + length]
+    """Copies (src_offset, dst_offset, length) runs (pair_pages, pair_layer, pair_runs) from
+    one uint8 tensor to another on the same device (the ends' buffers: one mapped from another
+    process by CUDA IPC, say) in one launch on torch's current stream, however scattered the
+    runs; on a GPU it returns before the copy has run (record an event after it for the
+    transfer's completion). A run outside either tensor raises, copying nothing."""
+    for name, t in (("src_bytes", src_bytes), ("dst_bytes", dst_bytes)):
+        if not (isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.dim() == 1):
+            raise InvalidArgumentError(f"copy_runs: {name} must be a 1-D uint8 tensor")
+        if not t.is_contiguous():
+            raise InvalidArgumentError(f"copy_runs: {name} must be contiguous")
+    if src_bytes.device != dst_bytes.device:
+        raise InvalidArgumentError(
+            f"copy_runs: src_bytes is on {src_bytes.device}, dst_bytes on {dst_bytes.device}"
         )
+    runs = torch.as_tensor(runs, dtype=torch.int64).cpu().contiguous()
+    if runs.numel() and (runs.dim() != 2 or runs.shape[1] != 3):
+        raise InvalidArgumentError(
+            "copy_runs: runs must be (n, 3) (src_offset, dst_offset, length), "
+            f"got shape {tuple(runs.shape)}"
+        )
+    device = pool_device(dst_bytes.device)
+    check(
+        lib.kvpool_transfer_copy_runs(
+            device_code(device),
+            stream_of(device),
+            src_bytes.data_ptr(),
+            src_bytes.numel(),
+            dst_bytes.data_ptr(),
+            dst_bytes.numel(),
+            runs.data_ptr(),
+            len(runs) if runs.numel() else 0,
+        )
+    )

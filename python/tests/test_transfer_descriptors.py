@@ -187,6 +187,41 @@ def test_run_lists_pair_byte_by_byte_and_bad_lists_are_refused():
         native.pair_runs([0, 8], [[0, 8]])
 
 
+def test_copy_runs_puts_every_run_where_a_copy_per_run_does(device, seed):
+    rng = random.Random(seed)
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, 256, (rng.randint(3000, 9000),), dtype=torch.uint8, generator=g)
+    dst = torch.randint(0, 256, (rng.randint(3000, 9000),), dtype=torch.uint8, generator=g)
+    runs, at = [], 0
+    while True:  # destinations that do not overlap, sources anywhere
+        n = rng.randint(1, 700)
+        if at + n > len(dst):
+            break
+        if rng.random() < 0.7:
+            runs.append([rng.randint(0, len(src) - n), at, n])
+        at += n + rng.randint(0, 5)
+    want = dst.clone()
+    for s, d, n in runs:
+        want[d : d + n] = src[s : s + n]
+    src_d, dst_d = src.to(device), dst.to(device)
+    native.copy_runs(src_d, dst_d, torch.tensor(runs, dtype=torch.int64))
+    assert torch.equal(dst_d.cpu(), want)
+
+
+def test_copy_runs_refuses_bad_runs_and_copies_nothing(device):
+    src = torch.arange(256, dtype=torch.uint8, device=device)
+    dst = torch.zeros(128, dtype=torch.uint8, device=device)
+    with pytest.raises(InvalidArgumentError, match="run 1 .src_offset 0, dst_offset 100, length 29."):
+        native.copy_runs(src, dst, [[0, 0, 8], [0, 100, 29]])
+    with pytest.raises(InvalidArgumentError, match="must be .n, 3."):
+        native.copy_runs(src, dst, [[0, 0]])
+    with pytest.raises(InvalidArgumentError, match="dst_bytes must be a 1-D uint8 tensor"):
+        native.copy_runs(src, dst.view(torch.int8), [[0, 0, 8]])
+    assert int(dst.count_nonzero()) == 0
+    native.copy_runs(src, dst, torch.empty(0, 3, dtype=torch.int64))
+    assert int(dst.count_nonzero()) == 0
+
+
 def test_registration_accessors_agree_with_the_views(device):
     end = End(device, 4)
     raw = end.raw()
