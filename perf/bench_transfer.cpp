@@ -3,11 +3,14 @@
 // per transfer, target <= 20 us. The request's tokens come from a real side's
 // host mirror, either one fresh run (a dense band) or fragmented (half of them
 // in the holes of a lazy band that freed every other request); the layout is
-// the peer's geometry (32 layers x 8 KV heads x head_dim 128, bf16).
+// the peer's geometry (32 layers x 8 KV heads x head_dim 128, bf16). And the
+// copy of such a request's 4 GiB between two buffers of one device by
+// copy_runs, against the device's own copy of the same bytes (target: >= 80 %).
 #include "bench_common.hpp"
 
 #include <kvpool/model_geometry.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
+#include <kvpool/transfer_copy.hpp>
 #include <kvpool/transfer_descriptors.hpp>
 
 namespace {
@@ -113,6 +116,56 @@ void all_layer_runs(benchmark::State& state) {
     state.counters["runs"] = static_cast<double>(runs);
 }
 
+using Bytes = Kokkos::View<std::uint8_t*, Space::memory_space>;
+
+// The request's bytes at the peer's geometry (KVPOOL_BENCH_LAYERS lowers it): 4 GiB.
+index_t request_bytes() { return request_tokens * bytes_per_token() / 2; }
+
+// The paired whole-page copies of the request between two buffers of one device
+// (what copy_runs does for CUDA IPC): its pages consecutive on both ends (one
+// run), or every other page on the sender (a run per page); the bytes moved
+// counted read plus written, as pd_transfer/device_copy_32k counts its own.
+void copy_paired_runs(benchmark::State& state) {
+    const index_t ps = state.range(0);
+    const bool fragmented = state.range(1) != 0;
+    const index_t page_bytes = ps * bytes_per_token() / 2, pages = request_tokens / ps;
+    const Bytes src = kk::uninitialized<Bytes>("bench::src", 2 * request_bytes());
+    const Bytes dst = kk::uninitialized<Bytes>("bench::dst", request_bytes());
+    Kokkos::deep_copy(src, std::uint8_t(1));
+    std::vector<CopyRun> runs;
+    if (fragmented)
+        for (index_t p = 0; p < pages; ++p)
+            runs.push_back({2 * p * page_bytes, p * page_bytes, page_bytes});
+    else
+        runs.push_back({0, 0, request_bytes()});
+    const Space space;
+    for (auto _ : state) {
+        space.fence();
+        const auto start = clock::now();
+        copy_runs(space, src.data(), 2 * request_bytes(), dst.data(), request_bytes(), runs);
+        space.fence();
+        state.SetIterationTime(seconds_since(start));
+    }
+    state.counters["runs"] = static_cast<double>(runs.size());
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * request_bytes());
+}
+
+// The limit: the device's own copy of the same bytes, one contiguous range.
+void device_copy(benchmark::State& state) {
+    const Bytes src = kk::uninitialized<Bytes>("bench::src", request_bytes());
+    const Bytes dst = kk::uninitialized<Bytes>("bench::dst", request_bytes());
+    Kokkos::deep_copy(src, std::uint8_t(1));
+    const Space space;
+    for (auto _ : state) {
+        space.fence();
+        const auto start = clock::now();
+        Kokkos::deep_copy(space, dst, src);
+        space.fence();
+        state.SetIterationTime(seconds_since(start));
+    }
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * request_bytes());
+}
+
 void page_size_args(benchmark::internal::Benchmark* b) {
     for (const int ps : {1, 16, 64})
         for (const int fragmented : {0, 1})
@@ -136,5 +189,17 @@ BENCHMARK(all_layer_runs)
     ->Args({16, 0})
     ->Args({16, 1})
     ->Args({64, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(copy_paired_runs)
+    ->Name("pd_transfer/copy_runs_32k")
+    ->Args({16, 0})
+    ->Args({1, 1})
+    ->Args({16, 1})
+    ->Args({64, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(device_copy)
+    ->Name("pd_transfer/device_copy_32k")
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
