@@ -119,7 +119,9 @@ void all_layer_runs(benchmark::State& state) {
 using Bytes = Kokkos::View<std::uint8_t*, Space::memory_space>;
 
 // The request's bytes at the peer's geometry (KVPOOL_BENCH_LAYERS lowers it): 4 GiB.
-index_t request_bytes() { return request_tokens * bytes_per_token() / 2; }
+index_t request_bytes() {
+    return request_tokens * bytes_per_token() / 2;
+}
 
 // The paired whole-page copies of the request between two buffers of one device
 // (what copy_runs does for CUDA IPC): its pages consecutive on both ends (one
