@@ -325,6 +325,10 @@ _SIGNATURES = {
     "kvpool_transfer_pair_pages": (_P, _P, _P, _I64, _PI64),
     "kvpool_transfer_pair_layer": (_P, _P, _I64, _I64, _P, _I64, _PI64),
     "kvpool_transfer_pair_runs": (_P, _I64, _P, _I64, _P, _I64, _PI64),
+    # view descriptors (kvpool.layout; its structs cross by address)
+    "kvpool_layout_mha_views": (_P, _P, _I64, _PI64),
+    "kvpool_layout_mla_views": (_P, _P, _I64, _PI64),
+    "kvpool_layout_mamba_views": (_P, _P, _I64, _PI64),
 }
 
 _OTHER_RESTYPES = {
