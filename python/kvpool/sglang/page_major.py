@@ -25,7 +25,7 @@ from typing import List, Sequence, Tuple
 import torch
 
 from ..errors import InvalidArgumentError
-from ..layout import mla_view_descriptors, views_from_descriptors
+from ..layout import mamba_view_descriptors, mla_view_descriptors, views_from_descriptors
 from .specs import _prod
 from .specs import itemsize as _itemsize
 
@@ -117,28 +117,15 @@ def build_page_major_mamba_views(
             f"build_page_major_mamba_views: {max_slots} slots of {entry} bytes from byte "
             f"{anchor_bytes} do not fit a buffer of {raw.numel()} bytes"
         )
-    offset = anchor_bytes
-
-    def view(shape, dtype):
-        nonlocal offset
-        size = _itemsize(dtype)
-        if offset % size or entry % size:
-            raise InvalidArgumentError(
-                f"build_page_major_mamba_views: a {dtype} state at byte {offset} of "
-                f"{entry}-byte slots is misaligned"
-            )
-        inner = _prod(shape)
-        strides, acc = [], 1
-        for dim in reversed(shape):
-            strides.insert(0, acc)
-            acc *= int(dim)
-        typed = raw[: raw.numel() // size * size].view(dtype)
-        v = torch.as_strided(
-            typed, (layer_num, max_slots, *shape), (inner, entry // size, *strides), offset // size
-        )
-        offset += layer_num * inner * size
-        return v
-
-    conv = [view(tuple(shape), conv_dtype) for shape in conv_state_shapes]
-    temporal = view(tuple(temporal_state_shape), temporal_dtype)
-    return conv, temporal
+    descriptors = mamba_view_descriptors(
+        layers=layer_num,
+        conv_state_shapes=conv_state_shapes,
+        conv_dtype=conv_dtype,
+        temporal_state_shape=temporal_state_shape,
+        temporal_dtype=temporal_dtype,
+        slots=max_slots,
+        anchor_bytes=anchor_bytes,
+    )
+    dtypes = [conv_dtype] * len(conv_state_shapes) + [temporal_dtype]
+    views = [views_from_descriptors(raw, [d], t)[0] for d, t in zip(descriptors, dtypes)]
+    return views[:-1], views[-1]
