@@ -44,12 +44,15 @@ class ViewDesc(Structure):
     def stride(self):
         return tuple(self.strides[: self.ndim])
 
+    def element_size(self):
+        return _CODE_SIZES[self.dtype]
+
     def end_byte(self):
         """One past the last byte the view reaches (its offset when it is empty)."""
         if any(x == 0 for x in self.sizes()):
             return self.offset
         last = sum((x - 1) * s for x, s in zip(self.sizes(), self.stride()))
-        return self.offset + (last + 1) * _CODE_SIZES[self.dtype]
+        return self.offset + (last + 1) * self.element_size()
 
 
 class MHAViewGeometry(Structure):
@@ -201,7 +204,7 @@ def views_from_descriptors(
     typed = {}
     for d in descriptors:
         as_dtype = _CODE_TORCH[d.dtype] if dtype is None else dtype
-        size = _CODE_SIZES[d.dtype]
+        size = d.element_size()
         if torch.empty((), dtype=as_dtype).element_size() != size:
             raise InvalidArgumentError(
                 f"views_from_descriptors: {as_dtype} does not have the descriptor's {size}-byte "

@@ -1,7 +1,8 @@
 """Views from the C API's view descriptors (kvpool.layout), the layout's one derivation: for
-several geometries the views the kvpool.sglang pools build address the bytes the formulas
-Python used before did (written out here as the oracle), a value stamped through a view lands
-at the oracle's byte, and bad geometry is refused with a clear error."""
+several geometries the views the kvpool.sglang pools build (and an MHA pool's transfer layout)
+address the bytes the formulas Python used before did (written out here as the oracle), a value
+stamped through a view lands at the oracle's byte, and bad geometry is refused with a clear
+error."""
 
 import random
 
@@ -15,6 +16,7 @@ from kvpool.sglang import (
     MHASubPoolSpec,
     MLASubPoolSpec,
     UnifiedKVPool,
+    UnifiedMHATokenToKVPool,
     build_dense_mla_views,
     build_page_major_mamba_views,
 )
@@ -95,6 +97,14 @@ def test_mha_views_address_the_previous_formula(case, device, seed):
                 v_at,
                 rng,
             )
+        # A transfer engine's page: per layer the K block, then the V block.
+        kv = UnifiedMHATokenToKVPool(
+            unified_buffer=pool, sub_pool_name=s.name, page_size=ps, view_page_size=view_ps
+        )
+        transfer = kv.transfer_layout()
+        assert transfer.layers == s.layer_num and transfer.view_page_size == view_ps
+        assert transfer.block_offsets == [0, view_ps * k_row]
+        assert transfer.row_bytes == [k_row, v_row]
 
 
 MLA_CASES = [(3, 6, 2, torch.bfloat16, 2), (1, 4, 4, torch.float32, 1), (4, 8, 8, torch.float16, 4)]

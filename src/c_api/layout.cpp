@@ -13,6 +13,13 @@ using kvpool::index_t;
 
 namespace {
 
+// The codes are KVDtype's values: a descriptor's dtype crosses as it is.
+static_assert(static_cast<int>(kvpool::KVDtype::fp8) == KVPOOL_DTYPE_FP8 &&
+              static_cast<int>(kvpool::KVDtype::fp16) == KVPOOL_DTYPE_FP16 &&
+              static_cast<int>(kvpool::KVDtype::bf16) == KVPOOL_DTYPE_BF16 &&
+              static_cast<int>(kvpool::KVDtype::fp32) == KVPOOL_DTYPE_FP32);
+static_assert(kvpool::max_view_dims == KVPOOL_VIEW_MAX_DIMS);
+
 kvpool::KVDtype dtype_of(int64_t code, const char* call, const char* field) {
     require(code >= KVPOOL_DTYPE_FP8 && code <= KVPOOL_DTYPE_FP32,
             std::string(call) + ": " + field + " " + std::to_string(code) +

@@ -36,7 +36,7 @@ import torch
 from .. import native
 from .._tensors import pool_device
 from ..errors import InvalidArgumentError
-from ..layout import mha_view_descriptors, views_from_descriptors
+from ..layout import views_from_descriptors
 from .page_major import build_dense_mla_views, build_page_major_mamba_views
 from .specs import (
     MambaSubPoolSpec,
@@ -302,15 +302,7 @@ class UnifiedKVPool:
 
     # -- views: built from kvpool.layout's descriptors, the layout's one derivation (C's) --
     def _build_mha_views(self, spec: MHASubPoolSpec, ps: int):
-        descriptors = mha_view_descriptors(
-            layers=spec.layer_num,
-            head_num=spec.head_num,
-            head_dim=spec.head_dim,
-            v_head_dim=spec.v_head_dim,
-            dtype=spec.store_dtype,
-            page_size=ps,
-            num_pages=self._max_slots[spec.name] // ps,
-        )
+        descriptors = spec.view_descriptors(ps, self._max_slots[spec.name] // ps)
         views = views_from_descriptors(self._raw, descriptors, spec.store_dtype)
         return views[0::2], views[1::2]
 
