@@ -1,5 +1,6 @@
 #include <kvpool/error.hpp>
 #include <kvpool/transfer_descriptors.hpp>
+#include <kvpool/view_descriptors.hpp>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,12 @@ SubPoolTransferLayout layout_of(const SideGeometry& side, const char* what, inde
     layout.first_page = side.min_page_index;
     layout.num_pages = side.num_physical_pages;
     return layout;
+}
+
+// A layer's block of a page: where its view of page 0 starts, a row per token
+// (the view's dim 1).
+PageBlock block_of(index_t layer, BlockKind kind, const ViewDescriptor& view) {
+    return {layer, kind, view.offset, view.strides[1] * dtype_size(view.dtype)};
 }
 
 [[noreturn]] void bad_token(const SubPoolTransferLayout& layout, index_t position, index_t token,
@@ -91,12 +98,11 @@ const PageBlock& SubPoolTransferLayout::block(index_t layer, index_t block_in_la
 SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MHAGeometry& geometry) {
     geometry.validate();
     SubPoolTransferLayout layout = layout_of(side, "MHA", geometry.entry_bytes(), geometry.layers);
-    const index_t size = dtype_size(geometry.dtype), ps = layout.page_size;
-    const index_t k_row = geometry.k_row_elements() * size;
-    const index_t v_row = geometry.v_row_elements() * size;
+    const auto views = mha_layer_views(geometry, {layout.page_size, 1, 0});
     for (index_t l = 0; l < geometry.layers; ++l) {
-        layout.blocks.push_back({l, BlockKind::k, l * layout.layer_stride, k_row});
-        layout.blocks.push_back({l, BlockKind::v, l * layout.layer_stride + ps * k_row, v_row});
+        layout.blocks.push_back(block_of(l, BlockKind::k, views[static_cast<std::size_t>(2 * l)]));
+        layout.blocks.push_back(
+            block_of(l, BlockKind::v, views[static_cast<std::size_t>(2 * l + 1)]));
     }
     return layout;
 }
@@ -104,9 +110,9 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MHAGeometr
 SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MLAGeometry& geometry) {
     geometry.validate();
     SubPoolTransferLayout layout = layout_of(side, "MLA", geometry.entry_bytes(), geometry.layers);
-    const index_t row = geometry.row_elements() * dtype_size(geometry.dtype);
+    const auto views = mla_layer_views(geometry, {layout.page_size, 1, 0});
     for (index_t l = 0; l < geometry.layers; ++l)
-        layout.blocks.push_back({l, BlockKind::latent, l * layout.layer_stride, row});
+        layout.blocks.push_back(block_of(l, BlockKind::latent, views[static_cast<std::size_t>(l)]));
     return layout;
 }
 

@@ -692,9 +692,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_hybrid_req_pool_clear(kvpool_hybrid_req_poo
                                                            void* stream);
 KVPOOL_C_EXPORT kvpool_status
 kvpool_hybrid_req_pool_check_invariants(const kvpool_hybrid_req_pool* pool, void* stream);
-
 #ifdef __cplusplus
 }
 #endif
 #include "c_api_transfer.h" /* the PD transfer descriptors */
+#include "c_api_layout.h"   /* the view descriptors */
 #endif /* KVPOOL_C_API_H */

@@ -326,6 +326,10 @@ _SIGNATURES = {
     "kvpool_transfer_pair_layer": (_P, _P, _I64, _I64, _P, _I64, _PI64),
     "kvpool_transfer_pair_runs": (_P, _I64, _P, _I64, _P, _I64, _PI64),
     "kvpool_transfer_copy_runs": (c_int, _P, _P, _I64, _P, _I64, _P, _I64),
+    # view descriptors (kvpool.layout; its structs cross by address)
+    "kvpool_layout_mha_views": (_P, _P, _I64, _PI64),
+    "kvpool_layout_mla_views": (_P, _P, _I64, _PI64),
+    "kvpool_layout_mamba_views": (_P, _P, _I64, _PI64),
 }
 
 _OTHER_RESTYPES = {

@@ -74,15 +74,14 @@ class TransferLayout:
         self.view_page_size = int(view_page_size)
 
     @classmethod
-    def mha(cls, *, layers, page_size, k_row_bytes, v_row_bytes, view_page_size=0):
-        """Page-major MHA: per layer K rows then V rows."""
-        offsets = [0, page_size * k_row_bytes]
-        return cls(layers, offsets, [k_row_bytes, v_row_bytes], view_page_size)
-
-    @classmethod
-    def mla(cls, *, layers, row_bytes, view_page_size=0):
-        """Page-major MLA: per layer one block of latent rows."""
-        return cls(layers, [0], [row_bytes], view_page_size)
+    def from_views(cls, descriptors, blocks_per_layer, view_page_size=0):
+        """From kvpool.layout's view descriptors of one page at byte 0, blocks_per_layer of
+        them per layer, layer by layer, each indexed (page, token in page, ...): block b sits
+        at its view's offset into layer 0's part, its rows one token's stride apart."""
+        first = descriptors[:blocks_per_layer]
+        offsets = [d.offset for d in first]
+        rows = [d.strides[1] * d.element_size() for d in first]
+        return cls(len(descriptors) // blocks_per_layer, offsets, rows, view_page_size)
 
     def _c(self):
         n = len(self.block_offsets)

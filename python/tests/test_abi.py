@@ -1,4 +1,5 @@
-"""The ctypes declarations in kvpool._lib against the C header they mirror (include/kvpool/c_api.h).
+"""The ctypes declarations in kvpool._lib against the C header they mirror (include/kvpool/c_api.h
+and the parts it includes).
 
 Drift between the two is a silent memory bug, not a build error: these tests make it a test
 failure. Every exported function is declared with the same number and kinds of arguments and
@@ -14,11 +15,13 @@ import subprocess
 
 import pytest
 
-from kvpool import _lib, transfer
+from kvpool import _lib, layout, transfer
 
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "kvpool", "c_api.h")
 # c_api.h and the parts it includes
-HEADERS = [HEADER, os.path.join(os.path.dirname(HEADER), "c_api_transfer.h")]
+HEADERS = [HEADER] + [
+    os.path.join(os.path.dirname(HEADER), part) for part in ("c_api_transfer.h", "c_api_layout.h")
+]
 
 # ctypes class -> the C typedef it mirrors
 STRUCTS = {
@@ -36,6 +39,10 @@ STRUCTS = {
     transfer.CopyRun: "kvpool_copy_run",
     transfer._Layout: "kvpool_transfer_layout",
     transfer._Info: "kvpool_transfer_info",
+    layout.ViewDesc: "kvpool_view_desc",
+    layout.MHAViewGeometry: "kvpool_mha_view_geometry",
+    layout.MLAViewGeometry: "kvpool_mla_view_geometry",
+    layout.MambaViewGeometry: "kvpool_mamba_view_geometry",
 }
 
 CALLBACKS = {
@@ -134,6 +141,8 @@ def _struct_fields():
             declaration = declaration.strip()
             if not declaration:
                 continue
+            # An array field's name precedes its extent: int64_t shape[KVPOOL_VIEW_MAX_DIMS].
+            declaration = re.sub(r"\[[^\]]*\]", "", declaration)
             first, *more = [d.strip() for d in declaration.split(",")]
             fields.append(re.findall(r"\w+", first)[-1])
             fields.extend(more)

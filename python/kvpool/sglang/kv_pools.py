@@ -156,12 +156,8 @@ class UnifiedMHATokenToKVPool:
         """The page as kvpool.transfer describes it: per layer, the K block then the V block
         (for transfers layer by layer, or between ends of other page sizes)."""
         spec = self.unified_buffer.mha_spec(self.sub_pool_name)
-        return TransferLayout.mha(
-            layers=spec.layer_num,
-            page_size=self._view_page_size,
-            k_row_bytes=spec.k_row_bytes(),
-            v_row_bytes=spec.v_row_bytes(),
-            view_page_size=self._view_page_size,
+        return TransferLayout.from_views(
+            spec.view_descriptors(self._view_page_size), 2, view_page_size=self._view_page_size
         )
 
 

@@ -15,6 +15,9 @@ every layer, as paged MLA kernels expect. The views overlap (view l + 1 is view 
 ps rows) but dense ids never reach another layer's rows; the last layer's view runs
 ``(layer_num - 1) * ps`` rows past the last page, hence a tail pad of one page
 (``UnifiedKVPool(view_tail_pad_bytes=...)``).
+
+Every view is built from the C API's view descriptors (``kvpool.layout``), the layout's one
+derivation; nothing here computes an offset or a stride.
 """
 
 from typing import List, Sequence, Tuple
@@ -22,6 +25,7 @@ from typing import List, Sequence, Tuple
 import torch
 
 from ..errors import InvalidArgumentError
+from ..layout import mamba_view_descriptors, mla_view_descriptors, views_from_descriptors
 from .specs import _prod
 from .specs import itemsize as _itemsize
 
@@ -29,14 +33,6 @@ from .specs import itemsize as _itemsize
 def mla_entry_bytes(*, layer_num: int, kv_cache_dim: int, itemsize: int) -> int:
     """Bytes of one MLA token slot across all layers (one latent row per layer)."""
     return layer_num * kv_cache_dim * itemsize
-
-
-def dense_mla_view_bytes(
-    *, layer_num: int, kv_cache_dim: int, itemsize: int, page_size: int, num_pages: int
-) -> int:
-    """Bytes the dense views of num_pages pages reach: the pages and the tail pad they need."""
-    row = kv_cache_dim * itemsize
-    return (num_pages * layer_num * page_size + (layer_num - 1) * page_size) * row
 
 
 def build_dense_mla_views(
@@ -64,30 +60,22 @@ def build_dense_mla_views(
             f"build_dense_mla_views: anchor_bytes {anchor_bytes} is not a multiple of the "
             f"{size}-byte {store_dtype}"
         )
-    need = anchor_bytes + dense_mla_view_bytes(
-        layer_num=layer_num,
+    descriptors = mla_view_descriptors(
+        layers=layer_num,
         kv_cache_dim=kv_cache_dim,
-        itemsize=size,
+        dtype=store_dtype,
         page_size=page_size,
         num_pages=num_pages,
+        anchor_bytes=anchor_bytes,
     )
+    need = max(d.end_byte() for d in descriptors)
     if need > raw.numel():
         raise InvalidArgumentError(
             f"build_dense_mla_views: layer {layer_num - 1}'s view ends at byte {need}, the "
             f"buffer has {raw.numel()}: give it a tail pad of one page "
             f"({page_size * layer_num * kv_cache_dim * size} bytes, view_tail_pad_bytes)"
         )
-    typed = raw[: raw.numel() // size * size].view(store_dtype)
-    rows = num_pages * layer_num * page_size
-    return [
-        torch.as_strided(
-            typed,
-            (rows, 1, kv_cache_dim),
-            (kv_cache_dim, kv_cache_dim, 1),
-            (anchor_bytes + layer * page_size * kv_cache_dim * size) // size,
-        )
-        for layer in range(layer_num)
-    ]
+    return views_from_descriptors(raw, descriptors, store_dtype)
 
 
 def mamba_entry_bytes(
@@ -129,28 +117,15 @@ def build_page_major_mamba_views(
             f"build_page_major_mamba_views: {max_slots} slots of {entry} bytes from byte "
             f"{anchor_bytes} do not fit a buffer of {raw.numel()} bytes"
         )
-    offset = anchor_bytes
-
-    def view(shape, dtype):
-        nonlocal offset
-        size = _itemsize(dtype)
-        if offset % size or entry % size:
-            raise InvalidArgumentError(
-                f"build_page_major_mamba_views: a {dtype} state at byte {offset} of "
-                f"{entry}-byte slots is misaligned"
-            )
-        inner = _prod(shape)
-        strides, acc = [], 1
-        for dim in reversed(shape):
-            strides.insert(0, acc)
-            acc *= int(dim)
-        typed = raw[: raw.numel() // size * size].view(dtype)
-        v = torch.as_strided(
-            typed, (layer_num, max_slots, *shape), (inner, entry // size, *strides), offset // size
-        )
-        offset += layer_num * inner * size
-        return v
-
-    conv = [view(tuple(shape), conv_dtype) for shape in conv_state_shapes]
-    temporal = view(tuple(temporal_state_shape), temporal_dtype)
-    return conv, temporal
+    descriptors = mamba_view_descriptors(
+        layers=layer_num,
+        conv_state_shapes=conv_state_shapes,
+        conv_dtype=conv_dtype,
+        temporal_state_shape=temporal_state_shape,
+        temporal_dtype=temporal_dtype,
+        slots=max_slots,
+        anchor_bytes=anchor_bytes,
+    )
+    dtypes = [conv_dtype] * len(conv_state_shapes) + [temporal_dtype]
+    views = [views_from_descriptors(raw, [d], t)[0] for d, t in zip(descriptors, dtypes)]
+    return views[:-1], views[-1]

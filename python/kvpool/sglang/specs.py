@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 import torch
 
 from ..errors import InvalidArgumentError
+from ..layout import mha_view_descriptors
 
 
 def _require(condition, message):
@@ -81,11 +82,32 @@ class MHASubPoolSpec(SubPoolSpec):
     def page_bytes(self, page_size: int) -> int:
         return page_size * self.entry_bytes()
 
+    def view_descriptors(self, page_size: int, num_pages: int = 1):
+        """kvpool.layout's descriptors of num_pages pages from byte 0: layer l's K at 2l, its
+        V at 2l + 1."""
+        return mha_view_descriptors(
+            layers=self.layer_num,
+            head_num=self.head_num,
+            head_dim=self.head_dim,
+            v_head_dim=self.v_head_dim,
+            dtype=self.store_dtype,
+            page_size=page_size,
+            num_pages=num_pages,
+        )
+
+    def _layer_views(self, layer_id: int, page_size: int):
+        _require(
+            0 <= layer_id < self.layer_num,
+            f"layer_id {layer_id} outside the sub-pool's {self.layer_num} layers",
+        )
+        views = self.view_descriptors(page_size)
+        return views[2 * layer_id], views[2 * layer_id + 1]
+
     def layer_k_offset_in_page(self, layer_id: int, page_size: int) -> int:
-        return layer_id * page_size * (self.k_row_bytes() + self.v_row_bytes())
+        return self._layer_views(layer_id, page_size)[0].offset
 
     def layer_v_offset_in_page(self, layer_id: int, page_size: int) -> int:
-        return self.layer_k_offset_in_page(layer_id, page_size) + page_size * self.k_row_bytes()
+        return self._layer_views(layer_id, page_size)[1].offset
 
     def get_dtype(self) -> torch.dtype:
         return self.store_dtype

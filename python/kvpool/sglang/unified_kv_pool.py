@@ -4,7 +4,8 @@ three, the middle one floating between them (the tri-pool's).
 The bytes are kvpool's: allocated by the C API (zeroed) and exported as the
 tensor ``_raw``, or, with ``buffer=``, an engine's own uint8 tensor adopted
 as it is. Per-layer views follow the reference's page-major layout, so the
-allocators move whole pages as single contiguous copies. An MLA sub-pool's
+allocators move whole pages as single contiguous copies; they are built from
+the C API's view descriptors (``kvpool.layout``), the layout's one derivation. An MLA sub-pool's
 views are dense (``page_major.build_dense_mla_views``) and need a tail pad of
 one page past the buffer, ``view_tail_pad_bytes``: allocated with the buffer,
 outside the sub-pools' bytes.
@@ -35,6 +36,7 @@ import torch
 from .. import native
 from .._tensors import pool_device
 from ..errors import InvalidArgumentError
+from ..layout import views_from_descriptors
 from .page_major import build_dense_mla_views, build_page_major_mamba_views
 from .specs import (
     MambaSubPoolSpec,
@@ -42,7 +44,6 @@ from .specs import (
     MLASubPoolSpec,
     SubPoolSpec,
     _require,
-    itemsize,
 )
 
 GB = 1024 * 1024 * 1024
@@ -299,37 +300,11 @@ class UnifiedKVPool:
     def _kv_names(self):
         return [s.name for s in self.sub_pool_specs if not isinstance(s, MambaSubPoolSpec)]
 
-    # -- views --
-    def _typed(self, dtype):
-        n = self.total_bytes // itemsize(dtype)
-        return self._raw[: n * itemsize(dtype)].view(dtype)
-
+    # -- views: built from kvpool.layout's descriptors, the layout's one derivation (C's) --
     def _build_mha_views(self, spec: MHASubPoolSpec, ps: int):
-        size = itemsize(spec.store_dtype)
-        typed = self._typed(spec.store_dtype)
-        num_pages = self._max_slots[spec.name] // ps
-        page = spec.page_bytes(ps) // size
-        k_buffer, v_buffer = [], []
-        for layer in range(spec.layer_num):
-            k_off = spec.layer_k_offset_in_page(layer, ps) // size
-            v_off = spec.layer_v_offset_in_page(layer, ps) // size
-            k_buffer.append(
-                torch.as_strided(
-                    typed,
-                    (num_pages, ps, spec.head_num, spec.head_dim),
-                    (page, spec.head_num * spec.head_dim, spec.head_dim, 1),
-                    k_off,
-                )
-            )
-            v_buffer.append(
-                torch.as_strided(
-                    typed,
-                    (num_pages, ps, spec.head_num, spec.v_head_dim),
-                    (page, spec.head_num * spec.v_head_dim, spec.v_head_dim, 1),
-                    v_off,
-                )
-            )
-        return k_buffer, v_buffer
+        descriptors = spec.view_descriptors(ps, self._max_slots[spec.name] // ps)
+        views = views_from_descriptors(self._raw, descriptors, spec.store_dtype)
+        return views[0::2], views[1::2]
 
     def _build_mamba_views(self, spec: MambaSubPoolSpec):
         return build_page_major_mamba_views(
