@@ -18,7 +18,9 @@ from kvpool import _lib, transfer
 
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "kvpool", "c_api.h")
 # c_api.h and the parts it includes
-HEADERS = [HEADER, os.path.join(os.path.dirname(HEADER), "c_api_transfer.h")]
+HEADERS = [HEADER] + [
+    os.path.join(os.path.dirname(HEADER), part) for part in ("c_api_transfer.h", "c_api_digest.h")
+]
 
 # ctypes class -> the C typedef it mirrors
 STRUCTS = {
