@@ -37,34 +37,35 @@ def ranks():
         assert process.exitcode == 0
 
 
-def _receive(conn):
-    message = conn.recv()
-    if message[0] == "error":
-        pytest.fail("a rank failed:\n" + message[1])
-    return message
+def _messages(conn):
+    """One run's messages from one rank, through its last ("end" or "error")."""
+    messages = [conn.recv()]
+    while messages[-1][0] not in ("end", "error"):
+        messages.append(conn.recv())
+    return messages
 
 
 def run_ranks(ranks, model, device, seed, deviant=None, deviate_at=None):
     """Runs the seed's sequence on every rank (rank deviant makes one call more at step
     deviate_at, or at the first step after it with room); returns each step's digests,
-    {rank: digest}, and the step where the deviant deviated."""
+    {rank: digest}, and the step where the deviant deviated. Every rank's messages are
+    read to their end first, so that a failing rank leaves none behind for the next run."""
     for r, conn in enumerate(ranks):
         conn.send(("run", model, device, seed, STEPS, deviate_at if r == deviant else None))
-    active, digests, deviated_at = set(range(len(ranks))), [], None
-    for i in range(STEPS):
-        step = {}
-        for r in sorted(active):
-            kind, at, digest, deviated = _receive(ranks[r])
-            assert (kind, at) == ("step", i)
-            step[r] = digest
+    runs = [_messages(conn) for conn in ranks]
+    for r, messages in enumerate(runs):
+        if messages[-1][0] == "error":
+            pytest.fail(f"rank {r} failed:\n{messages[-1][1]}")
+    digests, deviated_at = [{} for _ in range(STEPS)], None
+    for r, messages in enumerate(runs):
+        *steps, (_, stats) = messages
+        assert [m[1] for m in steps] == list(range(len(steps)))
+        for _, i, digest, deviated in steps:
+            digests[i][r] = digest
             if deviated:
                 deviated_at = i
-                active.discard(r)
-                assert _receive(ranks[r])[0] == "end"
-        digests.append(step)
-    for r in active:
-        kind, stats = _receive(ranks[r])
-        assert kind == "end" and stats["ok"] > 0
+        if r != deviant:
+            assert len(steps) == STEPS and stats["ok"] > 0
     return digests, deviated_at
 
 

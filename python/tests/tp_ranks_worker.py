@@ -25,6 +25,8 @@ def _specs(model):
             store_dtype=torch.bfloat16,
         )
 
+    if model not in MODELS:
+        raise ValueError(f"no model {model!r}: one of {MODELS}")
     if model == "swa":
         return [mha("full", 2, "up"), mha("swa", 3, "down")]
     mamba = MambaSubPoolSpec(
