@@ -16,10 +16,7 @@ namespace kvpool::detail {
 
 class StateDigest {
 public:
-    void add(std::uint64_t value) {
-        // A bijection of the chain xor the value, offset so that zeros count.
-        h_ = mix(h_ ^ value) + 0x9e3779b97f4a7c15ull;
-    }
+    void add(std::uint64_t value) { h_ = step(h_, value); }
     void add_signed(std::int64_t value) { add(static_cast<std::uint64_t>(value)); }
     void add_bool(bool value) { add(value ? 1 : 0); }
     void add_string(const std::string& s) {
@@ -33,17 +30,32 @@ public:
             }
         }
     }
-    // A container's length, then each element (integers or enums).
+    // A container's length, then each element (integers or enums), in order.
     template <class Range> void add_range(const Range& items) {
-        add(static_cast<std::uint64_t>(items.size()));
-        for (const auto& item : items)
-            add(static_cast<std::uint64_t>(item));
+        const auto n = static_cast<std::size_t>(items.size());
+        add(n);
+        Lanes lanes(h_);
+        auto it = items.begin();
+        for (std::size_t i = 0; i + 4 <= n; i += 4)
+            for (std::uint64_t& lane : lanes.h) {
+                lane = step(lane, static_cast<std::uint64_t>(*it));
+                ++it;
+            }
+        for (std::size_t i = n - n % 4; i < n; ++i, ++it)
+            lanes.h[0] = step(lanes.h[0], static_cast<std::uint64_t>(*it));
+        fold(lanes);
     }
     // A table read by index (size() and operator[]): its length, then each row.
     template <class Table> void add_table(const Table& table) {
-        add(static_cast<std::uint64_t>(table.size()));
-        for (std::size_t i = 0; i < table.size(); ++i)
-            add(static_cast<std::uint64_t>(table[i]));
+        const std::size_t n = table.size();
+        add(n);
+        Lanes lanes(h_);
+        for (std::size_t i = 0; i + 4 <= n; i += 4)
+            for (std::size_t k = 0; k < 4; ++k)
+                lanes.h[k] = step(lanes.h[k], static_cast<std::uint64_t>(table[i + k]));
+        for (std::size_t i = n - n % 4; i < n; ++i)
+            lanes.h[0] = step(lanes.h[0], static_cast<std::uint64_t>(table[i]));
+        fold(lanes);
     }
     std::uint64_t value() const { return h_; }
 
@@ -55,6 +67,22 @@ public:
     }
 
 private:
+    // A bijection of the chain xor the value, offset so that zeros count.
+    static std::uint64_t step(std::uint64_t chain, std::uint64_t value) {
+        return mix(chain ^ value) + 0x9e3779b97f4a7c15ull;
+    }
+    // A sequence goes through four chains, element i into chain i % 4, each
+    // folded in at its end: one chain is bound by the mix's latency, four run
+    // about three times as fast, and each is still a bijection of its values.
+    struct Lanes {
+        explicit Lanes(std::uint64_t seed) : h{seed, seed ^ 1, seed ^ 2, seed ^ 3} {}
+        std::uint64_t h[4];
+    };
+    void fold(const Lanes& lanes) {
+        for (std::uint64_t lane : lanes.h)
+            add(lane);
+    }
+
     std::uint64_t h_ = 0xcbf29ce484222325ull; // FNV-1a's offset basis: any nonzero start
 };
 

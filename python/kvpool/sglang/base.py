@@ -74,7 +74,7 @@ _MASK = (1 << 64) - 1
 
 
 def combine_digests(*values) -> int:
-    """Chains 64-bit values as kvpool's StateDigest does (splitmix64's bijective mix per
+    """Chains 64-bit values as kvpool's StateDigest::add does (splitmix64's bijective mix per
     value), so that a difference in any one value changes the result."""
     h = 0xCBF29CE484222325
     for value in values:
