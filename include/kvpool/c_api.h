@@ -83,8 +83,7 @@ typedef struct kvpool_mamba_swa_snapshot kvpool_mamba_swa_snapshot;
 /* ------------------------------------------------------------------ runtime */
 
 KVPOOL_C_EXPORT const char* kvpool_last_error(void);
-/* "cuda", "hip" or "host": the GPU runtime this library is built for ("host":
- * none). */
+/* "cuda", "hip" or "host": the GPU runtime this library is built for ("host": none). */
 KVPOOL_C_EXPORT const char* kvpool_backend(void);
 /* Where a pool or request table lives and runs. */
 enum {
@@ -106,8 +105,8 @@ KVPOOL_C_EXPORT int64_t kvpool_live_handles(void);
 /* ------------------------------------------------------------------ build
  * What a problem report needs (`python -m kvpool` prints it). */
 
-/* The C API's version: raised when a declaration in this header changes or is added. */
-#define KVPOOL_C_API_VERSION 3
+/* The C API's version: raised when a declaration here or in its parts changes or is added. */
+#define KVPOOL_C_API_VERSION 4
 /* KVPOOL_C_API_VERSION of the header the library was built from. */
 KVPOOL_C_EXPORT int kvpool_c_api_version(void);
 /* kvpool's version, "MAJOR.MINOR.PATCH": the CMake project's, which the Python
@@ -697,4 +696,5 @@ kvpool_hybrid_req_pool_check_invariants(const kvpool_hybrid_req_pool* pool, void
 #endif
 #include "c_api_transfer.h" /* the PD transfer descriptors */
 #include "c_api_layout.h"   /* the view descriptors */
+#include "c_api_digest.h"   /* the state digests of tensor-parallel ranks */
 #endif /* KVPOOL_C_API_H */

@@ -42,6 +42,12 @@ public:
     side_type& state() { return state_; }
     const side_type& full() const { return full_; }
     const side_type& state() const { return state_; }
+    // Both sides' state digests (MultiEndedAllocator::state_digest), the
+    // state slots' tables with them: equal on tensor-parallel ranks that made
+    // the same calls. Host only, no fence.
+    std::uint64_t state_digest() const {
+        return detail::combine_digests("mamba_pair", {full_.state_digest(), state_.state_digest()});
+    }
 
     // Full-token equivalents of gap one state slot costs, rounded up: what an
     // admission planner reserves per new request.

@@ -93,6 +93,13 @@ public:
     const side_type& full() const { return full_; }
     const side_type& swa() const { return swa_; }
     const side_type& state() const { return state_; }
+    // The three sides' state digests (MultiEndedAllocator::state_digest), the
+    // state slots' tables with them: equal on tensor-parallel ranks that made
+    // the same calls. Host only, no fence.
+    std::uint64_t state_digest() const {
+        return detail::combine_digests(
+            "mamba_swa", {full_.state_digest(), swa_.state_digest(), state_.state_digest()});
+    }
     index_t page_size() const { return full_.page_size(); }
 
     // ---- capacity views

@@ -11,6 +11,7 @@
 #include <kvpool/detail/allocator_core.hpp>
 #include <kvpool/detail/follower_pages.hpp>
 #include <kvpool/detail/library_spaces.hpp>
+#include <kvpool/detail/state_digest.hpp>
 #include <kvpool/detail/table_executor.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kokkos_compat.hpp>
@@ -134,6 +135,12 @@ public:
     const SideGeometry& geometry() const { return core_.geometry(); }
     const AllocatorCounters& counters() const { return core_.counters(); }
     std::string state_string() const { return core_.state_string(); }
+    // A 64-bit digest of the host tables that decide this side's future calls
+    // (AllocatorCore::state_digest) and whether it leads a follower: equal on
+    // tensor-parallel ranks that made the same calls. Host only, no fence.
+    std::uint64_t state_digest() const {
+        return detail::combine_digests("side", {core_.state_digest(), follower_ != nullptr});
+    }
     bool is_slot_allocated(index_t virtual_token) const {
         return core_.is_slot_allocated(virtual_token);
     }

@@ -48,6 +48,11 @@ public:
     const side_type& swa() const { return swa_; }
     // The allocation granularity: the full side's page.
     index_t page_size() const { return full_.page_size(); }
+    // Both sides' state digests (MultiEndedAllocator::state_digest): equal on
+    // tensor-parallel ranks that made the same calls. Host only, no fence.
+    std::uint64_t state_digest() const {
+        return detail::combine_digests("swa_pair", {full_.state_digest(), swa_.state_digest()});
+    }
 
     // ---- capacity views, in tokens
     // Joint: what one alloc/alloc_extend can take now. The only safe pre-check.

@@ -12,7 +12,7 @@ import ctypes
 import importlib.metadata
 import os
 import threading
-from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_void_p
+from ctypes import POINTER, c_char_p, c_double, c_int, c_int64, c_uint64, c_void_p
 
 from . import errors
 
@@ -20,6 +20,7 @@ _P = c_void_p  # every array and handle crosses as a plain address
 _I64 = c_int64
 _PI = POINTER(c_int)
 _PI64 = POINTER(c_int64)
+_PU64 = POINTER(c_uint64)
 _PP = POINTER(c_void_p)
 
 MOVE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, c_int64)
@@ -330,6 +331,11 @@ _SIGNATURES = {
     "kvpool_layout_mha_views": (_P, _P, _I64, _PI64),
     "kvpool_layout_mla_views": (_P, _P, _I64, _PI64),
     "kvpool_layout_mamba_views": (_P, _P, _I64, _PI64),
+    # state digests of tensor-parallel ranks (kvpool.native's state_digest())
+    "kvpool_allocator_state_digest": (_P, _PU64),
+    "kvpool_swa_pair_state_digest": (_P, _PU64),
+    "kvpool_mamba_pair_state_digest": (_P, _PU64),
+    "kvpool_mamba_swa_state_digest": (_P, _PU64),
 }
 
 _OTHER_RESTYPES = {

@@ -7,7 +7,7 @@ classes on these.
 
 import weakref
 from collections import namedtuple
-from ctypes import byref, c_char_p, c_int, c_int64, c_void_p
+from ctypes import byref, c_char_p, c_int, c_int64, c_uint64, c_void_p
 
 import torch
 
@@ -67,6 +67,15 @@ class _Handle:
 def _new(create, *args):
     out = c_void_p()
     check(create(*args, byref(out)))
+    return out.value
+
+
+def _digest(fn, handle):
+    """A state digest (README, "Tensor-parallel ranks"): a 64-bit int of every host table
+    that decides the object's future calls, equal on ranks that made the same calls. Host
+    only: no device read, no synchronisation."""
+    out = c_uint64()
+    check(fn(handle, byref(out)))
     return out.value
 
 
@@ -259,6 +268,10 @@ class Side(_Allocates, _Handle):
         check(lib.kvpool_allocator_counters(self._h, byref(c)))
         return {name: getattr(c, name) for name, _ in c._fields_}
 
+    def state_digest(self):
+        """This side's digest (int): its tables, as _digest says."""
+        return _digest(lib.kvpool_allocator_state_digest, self._h)
+
     def state_string(self):
         s = c_char_p()
         check(lib.kvpool_allocator_state_string(self._h, byref(s)))
@@ -446,6 +459,7 @@ class _Pair(_Handle):
     three): ``sides``, in the order of ``names``."""
 
     _create = _side = _c_backup_state = _c_restore_state = _c_commit_state = None
+    _c_state_digest = None
     _snapshot = _PairSnapshot
 
     def __init__(self, buffer, options, names):
@@ -496,6 +510,10 @@ class _Pair(_Handle):
         fn = _lib.EVICT_FN(on_shortfall)
         check(type(self)._c_set_eviction_callback(self._h, fn, None))
         self._evict = fn  # kept alive while installed
+
+    def state_digest(self):
+        """Every side's digest combined (Side.state_digest)."""
+        return _digest(type(self)._c_state_digest, self._h)
 
     # ---------------------------------------------------------------- state windows
     # Over every side at once: a restore or commit changes all or (on error) none.
@@ -565,6 +583,7 @@ class SwaPair(_FreesKV, _Allocates, _Pair):
     _c_backup_state = lib.kvpool_swa_pair_backup_state
     _c_restore_state = lib.kvpool_swa_pair_restore_state
     _c_commit_state = lib.kvpool_swa_pair_commit_state
+    _c_state_digest = lib.kvpool_swa_pair_state_digest
 
     def __init__(self, buffer, full_options, swa_options, full_name="full", swa_name="swa"):
         super().__init__(buffer, (full_options, swa_options), (full_name, swa_name))
@@ -602,6 +621,7 @@ class MambaPair(_GatesStateSlots, _Allocates, _Pair):
     _c_backup_state = lib.kvpool_mamba_pair_backup_state
     _c_restore_state = lib.kvpool_mamba_pair_restore_state
     _c_commit_state = lib.kvpool_mamba_pair_commit_state
+    _c_state_digest = lib.kvpool_mamba_pair_state_digest
 
     def __init__(self, buffer, full_options, state_options, full_name="full", state_name="mamba"):
         super().__init__(buffer, (full_options, state_options), (full_name, state_name))
@@ -644,6 +664,7 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
     _c_backup_state = lib.kvpool_mamba_swa_backup_state
     _c_restore_state = lib.kvpool_mamba_swa_restore_state
     _c_commit_state = lib.kvpool_mamba_swa_commit_state
+    _c_state_digest = lib.kvpool_mamba_swa_state_digest
 
     def __init__(
         self,

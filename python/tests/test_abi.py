@@ -20,7 +20,8 @@ from kvpool import _lib, layout, transfer
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "kvpool", "c_api.h")
 # c_api.h and the parts it includes
 HEADERS = [HEADER] + [
-    os.path.join(os.path.dirname(HEADER), part) for part in ("c_api_transfer.h", "c_api_layout.h")
+    os.path.join(os.path.dirname(HEADER), part)
+    for part in ("c_api_transfer.h", "c_api_layout.h", "c_api_digest.h")
 ]
 
 # ctypes class -> the C typedef it mirrors

@@ -1,9 +1,10 @@
 // The allocator core's self-checks: the invariants check_invariants() walks,
-// the internal error that reports a broken one, and the state string every
-// error message carries.
+// the internal error that reports a broken one, the state string every error
+// message carries, and the state digest ranks compare.
 #include "band_direction.hpp"
 
 #include <kvpool/detail/allocator_core.hpp>
+#include <kvpool/detail/state_digest.hpp>
 #include <kvpool/error.hpp>
 
 #include <fmt/format.h>
@@ -156,6 +157,37 @@ std::string AllocatorCore::state_string() const {
         tables_.virtual_table_pages, geometry_.min_page_index, tables_.anchor, tables_.watermark,
         band_pages(), tables_.live_pages, hole_pages(), compaction_.pending_pages(),
         free_virtual_page_count(), gap_bytes());
+}
+
+std::uint64_t AllocatorCore::state_digest() const {
+    StateDigest d;
+    const SubPoolSpec& spec = geometry_.spec;
+    d.add_string(spec.name);
+    d.add(static_cast<std::uint64_t>(spec.grow));
+    d.add_signed(spec.page_size);
+    d.add_signed(spec.entry_bytes);
+    d.add_signed(geometry_.page_bytes);
+    d.add_signed(geometry_.num_physical_pages);
+    d.add_signed(geometry_.num_virtual_pages);
+    d.add_signed(geometry_.min_page_index);
+    d.add(geometry_.position);
+    d.add_signed(geometry_.start_page);
+    d.add_signed(total_bytes_);
+    d.add(static_cast<std::uint64_t>(options_.mode));
+    d.add_bool(options_.is_id_owner);
+    d.add_signed(options_.max_moves_per_flush);
+    d.add_bool(options_.zero_on_alloc);
+    // Which neighbours are bound (not where they are: addresses differ between ranks).
+    d.add_bool(lower_ != nullptr);
+    d.add_bool(upper_ != nullptr);
+    d.add_bool(relocations_held_);
+    d.add_bool(in_free_group_);
+    d.add_range(free_group_tokens_.items());
+    tables_.add_to(d);
+    gate_.add_to(d);
+    compaction_.add_to(d);
+    backup_.add_to(d);
+    return d.value();
 }
 
 } // namespace kvpool::detail

@@ -1,4 +1,5 @@
 #include <kvpool/detail/core/backup_window.hpp>
+#include <kvpool/detail/state_digest.hpp>
 #include <kvpool/error.hpp>
 
 #include <fmt/format.h>
@@ -57,6 +58,23 @@ void BackupWindow::restore(const Band& band, const AllocatorSnapshot& snapshot) 
     }
     if (snapshot.opened_window)
         window_id_ = 0;
+}
+
+void BackupWindow::add_to(StateDigest& digest) const {
+    digest.add_bool(is_open());
+    digest.add(next_serial_);
+    const std::vector<UndoRecord>& log = undo_log_.get();
+    digest.add(log.size());
+    for (const UndoRecord& r : log) {
+        digest.add_range(r.binding.virtual_pages);
+        digest.add_range(r.binding.physical_pages);
+        digest.add(r.binding.drained_holes);
+        digest.add_range(r.binding.hole_positions);
+        digest.add_signed(r.binding.watermark_before);
+        digest.add_signed(r.binding.anchor_before);
+        digest.add_bool(r.virtual_pages_from_free_list);
+        digest.add(r.serial);
+    }
 }
 
 } // namespace kvpool::detail

@@ -1,4 +1,5 @@
 #include <kvpool/detail/core/band_tables.hpp>
+#include <kvpool/detail/state_digest.hpp>
 
 namespace kvpool::detail {
 
@@ -25,6 +26,19 @@ void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, D
     watermark = binding.watermark_before;
     anchor = binding.anchor_before;
     live_pages -= static_cast<index_t>(virtual_pages.size());
+}
+
+void BandTables::add_to(StateDigest& digest) const {
+    digest.add_signed(virtual_table_pages);
+    digest.add_signed(min_virtual_page);
+    digest.add_signed(watermark);
+    digest.add_signed(anchor);
+    digest.add_signed(live_pages);
+    digest.add_range(free_virtual_pages.items());
+    digest.add_table(v2p);
+    digest.add_table(p2v);
+    digest.add_table(page_state);
+    digest.add_range(holes.items());
 }
 
 } // namespace kvpool::detail

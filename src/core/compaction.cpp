@@ -2,6 +2,7 @@
 #include "core_util.hpp"
 
 #include <kvpool/detail/core/compaction.hpp>
+#include <kvpool/detail/state_digest.hpp>
 
 #include <fmt/format.h>
 
@@ -476,6 +477,19 @@ void Compaction::clear() {
     latest_forward_done_.reset();
     inflight_forward_done_.reset();
     inflight_virtual_pages_.edit().clear();
+}
+
+void Compaction::add_to(StateDigest& digest) const {
+    const std::vector<PendingBatch>& pending = pending_.get();
+    digest.add(pending.size());
+    for (const PendingBatch& b : pending) {
+        digest.add_bool(b.readers_done != nullptr);
+        digest.add_range(b.pages);
+    }
+    digest.add_signed(pending_pages_);
+    digest.add_bool(latest_forward_done_ != nullptr);
+    digest.add_bool(inflight_forward_done_ != nullptr);
+    digest.add_range(inflight_virtual_pages_.get());
 }
 
 } // namespace kvpool::detail

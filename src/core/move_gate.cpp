@@ -2,6 +2,7 @@
 #include "core_util.hpp"
 
 #include <kvpool/detail/core/move_gate.hpp>
+#include <kvpool/detail/state_digest.hpp>
 #include <kvpool/error.hpp>
 
 #include <fmt/format.h>
@@ -134,6 +135,15 @@ void MoveGate::drop_complete() {
     if (std::any_of(gates_.get().begin(), gates_.get().end(), complete)) {
         std::vector<Gate>& gates = gates_.edit();
         gates.erase(std::remove_if(gates.begin(), gates.end(), complete), gates.end());
+    }
+}
+
+void MoveGate::add_to(StateDigest& digest) const {
+    const std::vector<Gate>& gates = gates_.get();
+    digest.add(gates.size());
+    for (const Gate& g : gates) {
+        digest.add_bool(g.done != nullptr);
+        digest.add_range(g.pages);
     }
 }
 

@@ -228,6 +228,15 @@ public:
     // band checks the whole buffer's byte account too (one side alone may be checked).
     void check_invariants() const;
     std::string state_string() const override;
+    // A 64-bit digest of every host table that decides this band's future
+    // calls (detail::StateDigest): its geometry and options, the host mirror
+    // of v2p and p2v, page states, free virtual ids and holes in their order,
+    // the extent, the free group's queued tokens, pending batches, the
+    // forward's write set, transfer gates and the backup window's undo log.
+    // Tokens count only as set or not, never as complete; counters and the
+    // device plan (empty between calls) are left out. Host only: no device
+    // read, no fence. Equal on ranks that made the same calls.
+    std::uint64_t state_digest() const;
     const AllocatorCounters& counters() const { return counters_; }
 
     DevicePlan& plan() { return plan_; }

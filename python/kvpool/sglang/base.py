@@ -27,6 +27,21 @@ class BaseTokenToKVPoolAllocator:
     def debug_print(self) -> str:
         return ""
 
+    def state_digest(self) -> int:
+        """A 64-bit digest (int) of the host state that decides this allocator's future
+        calls: kvpool's tables (kvpool.native's state_digest) and the free group queued
+        here (whether one is open, the length of each free in it). Equal on tensor-parallel
+        ranks driven with the same calls, which compare it (README, "Tensor-parallel
+        ranks"). Host only: no device read, no synchronisation."""
+        return combine_digests(*self._native_digests(), *self._free_group_state())
+
+    def _native_digests(self):
+        raise NotImplementedError
+
+    def _free_group_state(self):
+        sizes = [x.numel() if isinstance(x, torch.Tensor) else len(x) for x in self.free_group]
+        return (int(self.is_not_in_free_group), len(sizes), *sizes)
+
     def merge_and_sort_free(self):
         """kvpool hands out free ids in its own order (the reference's); nothing to sort."""
 
@@ -53,6 +68,21 @@ class BaseTokenToKVPoolAllocator:
             self.free_group.append(free_index)
             return True
         return False
+
+
+_MASK = (1 << 64) - 1
+
+
+def combine_digests(*values) -> int:
+    """Chains 64-bit values as kvpool's StateDigest::add does (splitmix64's bijective mix per
+    value), so that a difference in any one value changes the result."""
+    h = 0xCBF29CE484222325
+    for value in values:
+        z = h ^ (int(value) & _MASK)
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        h = ((z ^ (z >> 31)) + 0x9E3779B97F4A7C15) & _MASK
+    return h
 
 
 class InflightForward:

@@ -244,5 +244,9 @@ class UnifiedMambaSlotAllocator:
     def is_slot_allocated(self, slot) -> bool:
         return self._multi_ended_allocator.is_slot_allocated(int(slot))
 
+    def state_digest(self) -> int:
+        """The state side's (MultiEndedAllocator.state_digest)."""
+        return self._multi_ended_allocator.state_digest()
+
     def allocator_state_str(self) -> str:
         return self._multi_ended_allocator.allocator_state_str()

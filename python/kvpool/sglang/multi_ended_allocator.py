@@ -196,6 +196,9 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
     def is_slot_allocated(self, slot: int) -> bool:
         return self._side.is_slot_allocated(slot)
 
+    def _native_digests(self):
+        return (self._side.state_digest(),)
+
     def allocator_state_str(self) -> str:
         return self._side.state_string()
 

@@ -67,6 +67,10 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
         self._pair.set_eviction_callback(evict)
 
     # -- state --
+    def _native_digests(self):
+        """The composite's (every side's tables), then each side allocator's free group."""
+        return (self._pair.state_digest(), *(v for s in self._sides for v in s._free_group_state()))
+
     def backup_state(self):
         """A backup window over every side (the reference returns one state per side)."""
         return self._pair.backup_state()

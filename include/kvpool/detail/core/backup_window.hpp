@@ -47,6 +47,9 @@ public:
         next_serial_ = s.next_serial;
     }
     template <class F> void for_each_journal(const F& f) { f(undo_log_); }
+    // Whether a window is open (not its id: ids are unique in the process, so
+    // two ranks' differ) and the undo log, serials included.
+    void add_to(StateDigest& digest) const;
 
 private:
     struct UndoRecord {

@@ -15,6 +15,8 @@
 
 namespace kvpool::detail {
 
+class StateDigest;
+
 enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
 
 // The host mirror of the device tables, each physical page's state, the free
@@ -41,6 +43,8 @@ struct BandTables {
     // Takes back the pages binding bound (host tables and plan), holes and
     // free ids back where they were, the extent as before it.
     void undo_binding(const PageBinding& binding, bool from_free_list, DevicePlan& plan);
+    // Every field, tables in row order and lists in their order (see StateDigest).
+    void add_to(StateDigest& digest) const;
 };
 
 // How the parts word their errors: the core's state as every message carries

@@ -88,6 +88,9 @@ public:
         f(pending_);
         f(inflight_virtual_pages_);
     }
+    // The pending batches' pages, the forward's write set, and which tokens
+    // are set (their completion is the device's timing, not state).
+    void add_to(StateDigest& digest) const;
 
 private:
     // The steps of flush(): retire the holes at the frontier (holes ordered

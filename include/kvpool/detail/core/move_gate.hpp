@@ -56,6 +56,9 @@ public:
 
     void clear() { gates_.edit().clear(); }
     template <class F> void for_each_journal(const F& f) { f(gates_); }
+    // Each gate's pages, in gate order; of its token, only that it has one
+    // (whether it completed is the device's timing, not state).
+    void add_to(StateDigest& digest) const;
 
 private:
     // Completed ones are dropped by the next flush, eager free or gate.
