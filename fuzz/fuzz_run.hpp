@@ -1,6 +1,6 @@
 // What the fuzz targets share: Kokkos started once per process, and one run of
 // a randomised test's Run class decoded from the fuzzer's bytes
-// (tests/fuzz_input.hpp). A mismatch with the reference model, a failed
+// (tests/harness/fuzz_input.hpp). A mismatch with the reference model, a failed
 // check_invariants() or data check, or an unexpected exception prints the
 // run's report and aborts, which libFuzzer records as a crash.
 #pragma once
