@@ -166,6 +166,14 @@ template <class S> IdsOn<S> device_ids(const std::int64_t* data, std::int64_t n)
     return IdsOn<S>(const_cast<index_t*>(data), static_cast<std::size_t>(n));
 }
 std::vector<index_t> host_ids(const std::int64_t* data, std::int64_t n);
+// A caller's array of count run records the host reads (what names it in the
+// error): a count >= 0, not NULL unless empty, host memory.
+inline void require_host_runs(const void* runs, std::int64_t count, const std::string& what) {
+    require(count >= 0, what + " count " + std::to_string(count) + " is negative");
+    require(count == 0 || runs != nullptr,
+            what + " is NULL with " + std::to_string(count) + " runs");
+    require_host_reachable(runs, count);
+}
 
 template <class T> T& deref(T* handle, const char* name) {
     if (handle == nullptr)

@@ -51,9 +51,7 @@ void copy_out(const std::vector<In>& list, Out* out, std::int64_t capacity, std:
 std::vector<kvpool::ByteRun> run_list(const kvpool_byte_run* runs, std::int64_t count,
                                       const char* which) {
     const std::string call = std::string("kvpool_transfer_pair_runs: ") + which;
-    require(count >= 0, call + " count " + std::to_string(count) + " is negative");
-    require(count == 0 || runs != nullptr,
-            call + " is NULL with " + std::to_string(count) + " runs");
+    require_host_runs(runs, count, call);
     std::vector<kvpool::ByteRun> list(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) {
         require(runs[i].offset >= 0 && runs[i].length > 0,

@@ -14,14 +14,11 @@ kvpool_status kvpool_transfer_copy_runs(int device, void* stream, const void* sr
                                         const kvpool_copy_run* runs_host, int64_t count) {
     return guarded([&] {
         const char* call = "kvpool_transfer_copy_runs";
-        require(count >= 0,
-                std::string(call) + ": count " + std::to_string(count) + " is negative");
-        require(count == 0 || runs_host != nullptr, std::string(call) + ": runs_host is NULL");
+        require_host_runs(runs_host, count, std::string(call) + ": runs_host");
         require(src_bytes >= 0 && dst_bytes >= 0,
                 std::string(call) + ": src_bytes and dst_bytes must be >= 0");
         require((src != nullptr || src_bytes == 0) && (dst != nullptr || dst_bytes == 0),
                 std::string(call) + ": src or dst is NULL");
-        require_host_reachable(runs_host, count);
         std::vector<kvpool::CopyRun> runs(static_cast<std::size_t>(count));
         for (std::int64_t i = 0; i < count; ++i)
             runs[static_cast<std::size_t>(i)] = {runs_host[i].src_offset, runs_host[i].dst_offset,
