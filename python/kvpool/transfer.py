@@ -166,14 +166,17 @@ def pair_layer(src, dst, layer, block):
     )
 
 
-def _run_list(runs, name):
-    """An (n, 2) int64 CPU tensor of runs, contiguous, from a tensor or a list of pairs."""
+def _run_list(runs, fields, what):
+    """An (n, len(fields)) int64 CPU tensor of runs, contiguous, from a tensor or a list of
+    rows; what names the argument in the error."""
+    width = len(fields)
     runs = torch.as_tensor(runs, dtype=torch.int64).cpu().contiguous()
     if runs.numel() == 0:
-        return runs.reshape(0, 2)
-    if runs.dim() != 2 or runs.shape[1] != 2:
+        return runs.reshape(0, width)
+    if runs.dim() != 2 or runs.shape[1] != width:
         raise InvalidArgumentError(
-            f"pair_runs: {name} must be (n, 2) (offset, length) runs, got shape {tuple(runs.shape)}"
+            f"{what} must be (n, {width}) ({', '.join(fields)}) runs, "
+            f"got shape {tuple(runs.shape)}"
         )
     return runs
 
@@ -185,7 +188,9 @@ def pair_runs(src_runs, dst_runs):
     Whole-page runs pair right only when both ends' tokens start at the same slot of a page
     (requests allocated from a page's first slot); one layer's block runs always do.
     Lists holding different numbers of bytes raise."""
-    src, dst = _run_list(src_runs, "src_runs"), _run_list(dst_runs, "dst_runs")
+    fields = ("offset", "length")
+    src = _run_list(src_runs, fields, "pair_runs: src_runs")
+    dst = _run_list(dst_runs, fields, "pair_runs: dst_runs")
     return _runs(
         lambda out, cap, n: lib.kvpool_transfer_pair_runs(
             src.data_ptr(), len(src), dst.data_ptr(), len(dst), out, cap, n
@@ -209,12 +214,7 @@ def copy_runs(src_bytes, dst_bytes, runs):
         raise InvalidArgumentError(
             f"copy_runs: src_bytes is on {src_bytes.device}, dst_bytes on {dst_bytes.device}"
         )
-    runs = torch.as_tensor(runs, dtype=torch.int64).cpu().contiguous()
-    if runs.numel() and (runs.dim() != 2 or runs.shape[1] != 3):
-        raise InvalidArgumentError(
-            "copy_runs: runs must be (n, 3) (src_offset, dst_offset, length), "
-            f"got shape {tuple(runs.shape)}"
-        )
+    runs = _run_list(runs, ("src_offset", "dst_offset", "length"), "copy_runs: runs")
     device = pool_device(dst_bytes.device)
     check(
         lib.kvpool_transfer_copy_runs(
@@ -225,6 +225,6 @@ def copy_runs(src_bytes, dst_bytes, runs):
             dst_bytes.data_ptr(),
             dst_bytes.numel(),
             runs.data_ptr(),
-            len(runs) if runs.numel() else 0,
+            len(runs),
         )
     )
