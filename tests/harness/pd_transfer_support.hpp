@@ -6,7 +6,7 @@
 // between the ends' host images of their buffers.
 #pragma once
 
-#include "test_support.hpp"
+#include "kv_pool_test_support.hpp"
 #include <kvpool/page_major_pools.hpp>
 #include <kvpool/transfer_descriptors.hpp>
 
@@ -184,18 +184,6 @@ private:
         return static_cast<index_t>(static_cast<const std::uint8_t*>(p) - pool.bytes().data());
     }
 };
-
-// call throws kvpool::Error with code, its message containing says.
-template <class F> void refuses(ErrorCode code, const std::string& says, F&& call) {
-    try {
-        call();
-        FAIL("accepted");
-    } catch (const Error& e) {
-        INFO(e.what());
-        CHECK(e.code() == code);
-        CHECK(std::string(e.what()).find(says) != std::string::npos);
-    }
-}
 
 // The transfer engine: copies runs from the sender's buffer to the receiver's,
 // as an RDMA write would, through the ends' host images.

@@ -84,10 +84,11 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
         CHECK((generic.blocks[b].offset_in_page == full.blocks[b].offset_in_page &&
                generic.blocks[b].row_bytes == full.blocks[b].row_bytes));
     CHECK(generic.layer_stride == full.layer_stride);
-    refuses(ErrorCode::invalid_argument, "block 1 (offset 60, rows of 8 bytes) does not fit", [&] {
-        transfer_layout(pool.layout().side("full"), 3, {0, 60}, {16, 8});
-    });
-    refuses(ErrorCode::invalid_argument, "block 1 (offset 8, rows of 8 bytes)", [&] {
+    expect_error(ErrorCode::invalid_argument, "block 1 (offset 60, rows of 8 bytes) does not fit",
+                 [&] {
+                     transfer_layout(pool.layout().side("full"), 3, {0, 60}, {16, 8});
+                 });
+    expect_error(ErrorCode::invalid_argument, "block 1 (offset 8, rows of 8 bytes)", [&] {
         transfer_layout(pool.layout().side("full"), 3, {0, 8}, {16, 8});
     });
     // Views of pages of 2 over the side's pages of 4: each side page is two view pages.
@@ -96,32 +97,32 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
            halves.first_page == 2 * full.first_page && halves.num_pages == 2 * full.num_pages));
     CHECK(describe_transfer(halves, {40, 41, 42, 43}).page_runs ==
           std::vector<ByteRun>{{10 * full.page_bytes, full.page_bytes}});
-    refuses(ErrorCode::invalid_argument, "a view page of 3 slots does not divide", [&] {
+    expect_error(ErrorCode::invalid_argument, "a view page of 3 slots does not divide", [&] {
         transfer_layout(pool.layout().side("full"), 3, {0, 48}, {16, 8}, 3);
     });
-    refuses(ErrorCode::invalid_argument, "5 layers do not split a page in equal parts",
-            [&] { transfer_layout(pool.layout().side("full"), 5, {0}, {16}); });
+    expect_error(ErrorCode::invalid_argument, "5 layers do not split a page in equal parts",
+                 [&] { transfer_layout(pool.layout().side("full"), 5, {0}, {16}); });
     const auto registration = transfer_registration(pool, {full, m, s});
     CHECK(registration.base == reinterpret_cast<std::uintptr_t>(pool.bytes().data()));
     CHECK(registration.buffer_bytes == pool.total_bytes());
     CHECK(registration.sub_pools.size() == 3);
-    refuses(ErrorCode::invalid_argument, "sub-pool 'full' given twice", [&] {
+    expect_error(ErrorCode::invalid_argument, "sub-pool 'full' given twice", [&] {
         transfer_registration(pool, {full, full});
     });
-    refuses(ErrorCode::invalid_argument, "past the 1024-byte buffer",
-            [&] { transfer_registration(pool.bytes().data(), 1024, {full}); });
+    expect_error(ErrorCode::invalid_argument, "past the 1024-byte buffer",
+                 [&] { transfer_registration(pool.bytes().data(), 1024, {full}); });
     CHECK(full.first_page == pool.layout().side("full").min_page_index);
     CHECK(s.num_pages == pool.layout().side("mamba").num_physical_pages);
-    refuses(ErrorCode::out_of_range, "block 0 of layer 3 outside 3 layers",
-            [&] { full.block(3, 0); });
-    refuses(ErrorCode::out_of_range, "block 2 of layer 0", [&] { full.block(0, 2); });
+    expect_error(ErrorCode::out_of_range, "block 0 of layer 3 outside 3 layers",
+                 [&] { full.block(3, 0); });
+    expect_error(ErrorCode::out_of_range, "block 2 of layer 0", [&] { full.block(0, 2); });
     // A geometry that is not the side's, and state slots on pages of 4.
-    refuses(ErrorCode::invalid_argument, "side 'full' has entry_bytes",
-            [&] { transfer_layout(pool.layout().side("full"), mla); });
+    expect_error(ErrorCode::invalid_argument, "side 'full' has entry_bytes",
+                 [&] { transfer_layout(pool.layout().side("full"), mla); });
     SubPoolSpec paged = sub_pool_spec("mamba", mamba(), 4, GrowDirection::down);
     const PoolLayout four(1 << 16, {sub_pool_spec("full", mha(), ps, GrowDirection::up), paged});
-    refuses(ErrorCode::invalid_argument, "state slots need page size 1",
-            [&] { transfer_layout(four.side("mamba"), mamba()); });
+    expect_error(ErrorCode::invalid_argument, "state slots need page size 1",
+                 [&] { transfer_layout(four.side("mamba"), mamba()); });
 }
 
 TEST_CASE("transfer descriptors: pages coalesce, slots run, layers expand, ends pair up",
@@ -160,8 +161,8 @@ TEST_CASE("transfer descriptors: pages coalesce, slots run, layers expand, ends 
     // Tokens at other slots pair only layer by layer, split where either end's runs end.
     const auto shifted = describe_transfer(layout, {9, 10, 11, 12});
     const auto aligned = describe_transfer(layout, {16, 17, 18, 19});
-    refuses(ErrorCode::invalid_argument, "the tokens do not sit alike in their pages",
-            [&] { pair_pages(aligned, shifted); });
+    expect_error(ErrorCode::invalid_argument, "the tokens do not sit alike in their pages",
+                 [&] { pair_pages(aligned, shifted); });
     const auto per_layer =
         pair_runs(layer_runs(layout, aligned, 0, 0), layer_runs(layout, shifted, 0, 0));
     REQUIRE(per_layer.size() == 2);
@@ -169,27 +170,29 @@ TEST_CASE("transfer descriptors: pages coalesce, slots run, layers expand, ends 
            per_layer[0].length == 12));
     CHECK((per_layer[1].src_offset == 140 && per_layer[1].dst_offset == 96 &&
            per_layer[1].length == 4));
-    refuses(ErrorCode::invalid_argument, "the sender's runs hold 8 bytes, the receiver's 4", [&] {
-        pair_runs({{0, 8}}, {{0, 4}});
-    });
+    expect_error(ErrorCode::invalid_argument, "the sender's runs hold 8 bytes, the receiver's 4",
+                 [&] {
+                     pair_runs({{0, 8}}, {{0, 4}});
+                 });
     // The same slots, but one page against two, or a page shared at another place.
-    refuses(ErrorCode::invalid_argument, "the tokens do not sit alike in their pages", [&] {
+    expect_error(ErrorCode::invalid_argument, "the tokens do not sit alike in their pages", [&] {
         pair_pages(describe_transfer(layout, {8, 9, 11}), describe_transfer(layout, {8, 9, 15}));
     });
-    refuses(ErrorCode::invalid_argument,
-            "their stretch 1 of a page holds slots [2, 3) on one end, [2, 3) on the other, on a "
-            "page of its own on one end only",
-            [&] {
-                pair_pages(describe_transfer(layout, {8, 10, 20, 26}),
-                           describe_transfer(layout, {8, 14, 20, 22}));
-            });
+    expect_error(
+        ErrorCode::invalid_argument,
+        "their stretch 1 of a page holds slots [2, 3) on one end, [2, 3) on the other, on a "
+        "page of its own on one end only",
+        [&] {
+            pair_pages(describe_transfer(layout, {8, 10, 20, 26}),
+                       describe_transfer(layout, {8, 14, 20, 22}));
+        });
     CHECK(describe_transfer(layout, std::vector<index_t>{}).page_runs.empty());
 }
 
 TEST_CASE("transfer descriptors: bad tokens are refused, naming the token", "[pd-transfer]") {
     const auto layout = toy_layout(4);
     const auto refused = [&](const std::vector<index_t>& tokens, const std::string& says) {
-        refuses(ErrorCode::invalid_argument, says, [&] { describe_transfer(layout, tokens); });
+        expect_error(ErrorCode::invalid_argument, says, [&] { describe_transfer(layout, tokens); });
     };
     refused({8, 3}, "token 3 (position 1) lies in the padding sink");
     refused({40}, "outside the sub-pool's pages [4, 40)");
@@ -198,14 +201,14 @@ TEST_CASE("transfer descriptors: bad tokens are refused, naming the token", "[pd
     refused({8, 9, 9}, "token 9 (position 2) does not follow its predecessor");
     refused({9, 8}, "token 8 (position 1) does not follow");
     refused({8, 12, 9}, "physical page 2 holds tokens in two stretches apart");
-    refuses(ErrorCode::invalid_argument, "2 tokens at",
-            [&] { describe_transfer(layout, nullptr, 2); });
+    expect_error(ErrorCode::invalid_argument, "2 tokens at",
+                 [&] { describe_transfer(layout, nullptr, 2); });
     const auto d = describe_transfer(layout, {8});
     SubPoolTransferLayout other = layout;
     other.name = "other";
-    refuses(ErrorCode::invalid_argument,
-            "a descriptor of sub-pool 'toy' with the layout of 'other'",
-            [&] { layer_runs(other, d, 0, 0); });
+    expect_error(ErrorCode::invalid_argument,
+                 "a descriptor of sub-pool 'toy' with the layout of 'other'",
+                 [&] { layer_runs(other, d, 0, 0); });
 }
 
 namespace {
@@ -350,11 +353,11 @@ TEST_CASE("pd transfer: an end refuses ids it does not hold, gating nothing", "[
     End a(4, 1 << 16);
     const Request r = prefill(a, 1, 8);
     auto done = std::make_shared<ManualToken>();
-    refuses(ErrorCode::invalid_argument, "token 400 (position 1) is not bound", [&] {
+    expect_error(ErrorCode::invalid_argument, "token 400 (position 1) is not bound", [&] {
         gate_and_describe(a.full, a.full_layout, done, {r.tokens[0], 400});
     });
-    refuses(ErrorCode::invalid_argument, "layout of sub-pool 'mamba' given for side 'full'",
-            [&] { gate_and_describe(a.full, a.state_layout, done, r.tokens); });
+    expect_error(ErrorCode::invalid_argument, "layout of sub-pool 'mamba' given for side 'full'",
+                 [&] { gate_and_describe(a.full, a.state_layout, done, r.tokens); });
     CHECK(a.full.core().gated_pages().empty());
     CHECK(a.check() == 0);
 }

@@ -7,10 +7,9 @@
 #include <kvpool/error.hpp>
 #include <kvpool/transfer_copy.hpp>
 
-#include "pd_transfer_support.hpp"
+#include "kv_pool_test_support.hpp"
 #include "test_config.hpp"
 #include "test_random.hpp"
-#include "test_support.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -20,28 +19,17 @@ using namespace kvpool::test;
 
 namespace {
 
-using Bytes = Kokkos::View<std::uint8_t*, Space::memory_space>;
-using HostBytes = std::vector<std::uint8_t>;
+using DeviceBytes = Pool::bytes_view;
 
-Bytes device_bytes(const HostBytes& host) {
-    Bytes bytes(kk::uninitialized<Bytes>("bytes", host.size()));
-    Kokkos::deep_copy(
-        bytes, Kokkos::View<const std::uint8_t*, Kokkos::HostSpace,
-                            Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host.data(), host.size()));
+// The host image on the device (download gives it back).
+DeviceBytes device_bytes(const Bytes& host) {
+    const auto bytes = kk::uninitialized<DeviceBytes>("test::bytes", host.size());
+    upload(bytes, host);
     return bytes;
 }
 
-HostBytes host_bytes(const Bytes& bytes) {
-    HostBytes host(bytes.extent(0));
-    Kokkos::deep_copy(
-        Kokkos::View<std::uint8_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-            host.data(), host.size()),
-        bytes);
-    return host;
-}
-
-HostBytes random_bytes(Rng& rng, std::size_t n) {
-    HostBytes bytes(n);
+Bytes random_bytes(Rng& rng, std::size_t n) {
+    Bytes bytes(n);
     for (auto& b : bytes)
         b = static_cast<std::uint8_t>(rng.next());
     return bytes;
@@ -79,15 +67,15 @@ TEST_CASE("copy_runs: scattered runs land where a memcpy per run puts them",
         for (const bool aligned : {true, false}) {
             const index_t src_bytes = rng.uniform(1, 4) * copy_chunk_bytes + rng.uniform(0, 999);
             const index_t dst_bytes = rng.uniform(1, 4) * copy_chunk_bytes + rng.uniform(0, 999);
-            const HostBytes src = random_bytes(rng, static_cast<std::size_t>(src_bytes));
-            HostBytes want = random_bytes(rng, static_cast<std::size_t>(dst_bytes));
+            const Bytes src = random_bytes(rng, static_cast<std::size_t>(src_bytes));
+            Bytes want = random_bytes(rng, static_cast<std::size_t>(dst_bytes));
             const std::vector<CopyRun> runs = random_runs(rng, src_bytes, dst_bytes, aligned);
-            const Bytes src_d = device_bytes(src), dst_d = device_bytes(want);
+            const DeviceBytes src_d = device_bytes(src), dst_d = device_bytes(want);
             copy_runs(Space(), src_d.data(), src_bytes, dst_d.data(), dst_bytes, runs);
             for (const CopyRun& r : runs)
                 std::memcpy(want.data() + r.dst_offset, src.data() + r.src_offset,
                             static_cast<std::size_t>(r.length));
-            const HostBytes got = host_bytes(dst_d);
+            const Bytes got = download(dst_d);
             std::size_t wrong = 0;
             for (std::size_t i = 0; i < got.size(); ++i)
                 wrong += got[i] != want[i];
@@ -99,22 +87,22 @@ TEST_CASE("copy_runs: scattered runs land where a memcpy per run puts them",
 
 TEST_CASE("copy_runs: within one buffer, no run writing what another reads", "[transfer-copy]") {
     Rng rng(7);
-    const HostBytes bytes = random_bytes(rng, 1 << 16);
-    HostBytes want = bytes;
+    const Bytes bytes = random_bytes(rng, 1 << 16);
+    Bytes want = bytes;
     const std::vector<CopyRun> runs = {{0, 40000, 4096}, {8192, 20000, 333}, {50000, 60000, 16}};
-    const Bytes d = device_bytes(bytes);
+    const DeviceBytes d = device_bytes(bytes);
     copy_runs(Space(), d.data(), 1 << 16, d.data(), 1 << 16, runs);
     for (const CopyRun& r : runs)
         std::memcpy(want.data() + r.dst_offset, bytes.data() + r.src_offset,
                     static_cast<std::size_t>(r.length));
-    CHECK(host_bytes(d) == want);
+    CHECK(download(d) == want);
 }
 
 TEST_CASE("copy_runs: long runs are cut into chunks, in order", "[transfer-copy]") {
     const std::vector<index_t> chunks = copy_chunks({{0, 100, 10}, {20, 0, 25}}, 1000, 1000, 10);
     CHECK(chunks == std::vector<index_t>{0, 100, 10, 20, 0, 10, 30, 10, 10, 40, 20, 5});
     CHECK(copy_chunks({}, 0, 0).empty());
-    pd::refuses(ErrorCode::invalid_argument, "chunk_bytes must be > 0", [] {
+    expect_error(ErrorCode::invalid_argument, "chunk_bytes must be > 0", [] {
         copy_chunks({{0, 0, 1}}, 1, 1, 0);
     });
 }
@@ -122,8 +110,8 @@ TEST_CASE("copy_runs: long runs are cut into chunks, in order", "[transfer-copy]
 TEST_CASE("copy_runs: a run outside either buffer is refused and nothing is copied",
           "[transfer-copy]") {
     Rng rng(11);
-    const HostBytes src = random_bytes(rng, 4096), dst = random_bytes(rng, 2048);
-    const Bytes src_d = device_bytes(src), dst_d = device_bytes(dst);
+    const Bytes src = random_bytes(rng, 4096), dst = random_bytes(rng, 2048);
+    const DeviceBytes src_d = device_bytes(src), dst_d = device_bytes(dst);
     const std::vector<std::pair<CopyRun, std::string>> bad = {
         {{4000, 0, 97},
          "run 1 (src_offset 4000, dst_offset 0, length 97) is not inside the 4096-byte source "
@@ -134,10 +122,10 @@ TEST_CASE("copy_runs: a run outside either buffer is refused and nothing is copi
     };
     for (const auto& [run, message] : bad) {
         INFO(message);
-        pd::refuses(ErrorCode::invalid_argument, message, [&] {
+        expect_error(ErrorCode::invalid_argument, message, [&] {
             copy_runs(Space(), src_d.data(), 4096, dst_d.data(), 2048,
                       std::vector<CopyRun>{{0, 0, 64}, run});
         });
-        CHECK(host_bytes(dst_d) == dst);
+        CHECK(download(dst_d) == dst);
     }
 }
