@@ -3,11 +3,13 @@ the unified buffer, and an engine's own per-token store moved through the
 kvcache protocol), stamps that follow each token, and the checks every test
 ends with (invariants, inverse tables, data)."""
 
+import gc
 import random
 from types import SimpleNamespace
 
 import torch
 
+from kvpool import native
 from kvpool.sglang import (
     MambaSubPoolSpec,
     MHASubPoolSpec,
@@ -344,3 +346,10 @@ class FakeEvent:
 
 def rng_for(seed):
     return random.Random(seed)
+
+
+def unbound_pool_state(pool):
+    """What a refused construction over pool must leave as it was: the live native handles,
+    the pool's native buffer and whether its layout is fixed."""
+    gc.collect()
+    return native.live_handles(), pool._native, pool._layout_fixed

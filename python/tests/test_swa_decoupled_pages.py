@@ -12,7 +12,7 @@ import torch
 from kvpool import native
 from kvpool.errors import InvalidArgumentError
 from kvpool.sglang import UnifiedSWAKVPool, UnifiedSWATokenToKVPoolAllocator
-from support import rng_for, swa_pool
+from support import rng_for, swa_pool, unbound_pool_state
 from test_swa_pair import SwaWorld, step
 
 FULL_PAGE, SWA_PAGE = 16, 4
@@ -153,9 +153,7 @@ def test_decoupled_serving_workload(device, seed, lazy, store_kind):
 @pytest.mark.parametrize("bad", [0, -4, 3, 32, 2.0, True])
 def test_a_bad_swa_page_size_is_refused_before_anything_is_built(device, bad):
     pool = swa_pool(device, FULL_PAGE)
-    native_before = pool._native
-    gc.collect()
-    handles = native.live_handles()
+    before = unbound_pool_state(pool)
     with pytest.raises(ValueError, match="swa_page_size"):
         UnifiedSWAKVPool(
             unified_buffer=pool,
@@ -174,9 +172,7 @@ def test_a_bad_swa_page_size_is_refused_before_anything_is_built(device, bad):
             page_size=FULL_PAGE,
             swa_page_size=bad,
         )
-    gc.collect()
-    assert native.live_handles() == handles
-    assert pool._native is native_before and not pool._layout_fixed
+    assert unbound_pool_state(pool) == before and not pool._layout_fixed
     assert pool.side_page_size("swa") == FULL_PAGE
     # The pool is as it was: a good SWA page size binds it.
     alloc = UnifiedSWATokenToKVPoolAllocator(

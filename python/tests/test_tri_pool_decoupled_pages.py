@@ -3,14 +3,11 @@
 the window one SWA page at a time, KV and state bytes stored for a token or slot are found
 again after compaction, and a bad SWA page size is refused before anything is built."""
 
-import gc
-
 import pytest
 import torch
 
-from kvpool import native
 from kvpool.sglang import UnifiedMambaSWATokenToKVPoolAllocator
-from support import rng_for, tri_pool
+from support import rng_for, tri_pool, unbound_pool_state
 from test_mamba_swa import Request, TriWorld, step
 
 FULL_PAGE, SWA_PAGE = 16, 4
@@ -131,9 +128,7 @@ def test_decoupled_tri_pool_serving_workload(device, seed, lazy, store_kind):
 @pytest.mark.parametrize("bad", [0, -4, 3, 32, 2.0, True])
 def test_a_bad_swa_page_size_is_refused_before_anything_is_built(device, bad):
     pool = tri_pool(device, FULL_PAGE)
-    native_before = pool._native
-    gc.collect()
-    handles = native.live_handles()
+    before = unbound_pool_state(pool)
     with pytest.raises(ValueError, match="swa_page_size"):
         UnifiedMambaSWATokenToKVPoolAllocator(
             unified_buffer=pool,
@@ -142,9 +137,7 @@ def test_a_bad_swa_page_size_is_refused_before_anything_is_built(device, bad):
             page_size=FULL_PAGE,
             swa_page_size=bad,
         )
-    gc.collect()
-    assert native.live_handles() == handles
-    assert pool._native is native_before and not pool._layout_fixed
+    assert unbound_pool_state(pool) == before and not pool._layout_fixed
     assert pool.side_page_size("swa") == FULL_PAGE
     # The pool is as it was: a good SWA page size binds it.
     alloc = UnifiedMambaSWATokenToKVPoolAllocator(
