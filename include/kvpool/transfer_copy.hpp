@@ -5,6 +5,7 @@
 // call per run.
 #pragma once
 
+#include <kvpool/kernels/device_ids.hpp>
 #include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/kernels/portable/copy_chunks.hpp>
 #include <kvpool/kernels/tools_region.hpp>
@@ -48,10 +49,10 @@ void copy_runs(const ExecutionSpace& space, const std::uint8_t* src, index_t src
         // memory returns once the runtime has read the host array.
         using runtime = typename backend::runtime;
         const auto stream = backend::stream(space);
-        const std::size_t bytes = chunks.size() * sizeof(index_t);
-        auto* const staged = static_cast<index_t*>(runtime::malloc_async(bytes, stream));
+        auto* const staged =
+            static_cast<index_t*>(runtime::malloc_async(chunks.size() * sizeof(index_t), stream));
         try {
-            runtime::copy_to_device_async(staged, chunks.data(), bytes, stream);
+            kernels::async_upload(space, staged, chunks.data(), chunks.size());
             kernels::portable::copy_chunks(space, src, dst, staged, count);
         } catch (...) {
             runtime::free_async(staged, stream);
@@ -59,14 +60,10 @@ void copy_runs(const ExecutionSpace& space, const std::uint8_t* src, index_t src
         }
         runtime::free_async(staged, stream);
     } else {
-        const auto staged =
-            kk::uninitialized<Kokkos::View<index_t*, typename ExecutionSpace::memory_space>>(
-                "kvpool::copy_runs_chunks", chunks.size());
-        Kokkos::deep_copy(
-            space, staged,
-            Kokkos::View<const index_t*, Kokkos::HostSpace,
-                         Kokkos::MemoryTraits<Kokkos::Unmanaged>>(chunks.data(), chunks.size()));
-        kernels::portable::copy_chunks(space, src, dst, staged.data(), count);
+        kernels::DeviceIds<ExecutionSpace> staged;
+        staged.reserve(space, chunks.size());
+        kernels::async_upload(space, staged.view().data(), chunks.data(), chunks.size());
+        kernels::portable::copy_chunks(space, src, dst, staged.view().data(), count);
     }
 }
 
