@@ -79,13 +79,9 @@ class Engine:
         self.cfg = cfg
         self.buffer = buffer
         layers = cfg.layers
-        spec = dict(head_num=cfg.heads, head_dim=cfg.head_dim, store_dtype=torch.bfloat16)
         self.pool = UnifiedKVPool(
             total_bytes=buffer.numel(),
-            sub_pool_specs=[
-                MHASubPoolSpec(name="full", layer_num=layers, grow_direction="up", **spec),
-                MHASubPoolSpec(name="swa", layer_num=layers, grow_direction="down", **spec),
-            ],
+            sub_pool_specs=sub_pool_specs(cfg),
             device=cfg.device,
             page_size=cfg.page_size,
             buffer=buffer,
@@ -230,11 +226,20 @@ def run_bytes(runs):
     return int(runs[:, 2].sum()) if len(runs) else 0
 
 
+def sub_pool_specs(cfg):
+    """The full and SWA sub-pools, bf16 K and V rows of cfg.layers layers each."""
+    spec = dict(head_num=cfg.heads, head_dim=cfg.head_dim, store_dtype=torch.bfloat16)
+    return [
+        MHASubPoolSpec(name="full", layer_num=cfg.layers, grow_direction="up", **spec),
+        MHASubPoolSpec(name="swa", layer_num=cfg.layers, grow_direction="down", **spec),
+    ]
+
+
 def new_buffer(cfg):
     """The engine's KV buffer: room for both sub-pools' tokens and one page of padding."""
-    token_bytes = 2 * cfg.layers * cfg.heads * cfg.head_dim * 2
-    pages = 2 * (cfg.pool_tokens // cfg.page_size + 2)
-    buffer = torch.zeros(pages * cfg.page_size * token_bytes, dtype=torch.uint8, device=cfg.device)
+    page_bytes = sum(spec.page_bytes(cfg.page_size) for spec in sub_pool_specs(cfg))
+    pages = cfg.pool_tokens // cfg.page_size + 2
+    buffer = torch.zeros(pages * page_bytes, dtype=torch.uint8, device=cfg.device)
     return buffer if cfg.device.startswith("cuda") else buffer.share_memory_()
 
 
