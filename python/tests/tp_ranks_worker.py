@@ -88,12 +88,20 @@ def build(model, device, page_size, lazy, total_bytes):
 
 
 class Event:
-    """A forward-done marker completed by hand, at the same step on every rank."""
+    """A forward-done marker completed by hand, at the same step on every rank. A GPU
+    backend that must move a page the forward writes waits for it as for a real forward,
+    which ends on its own: the marker completes itself when polled long enough."""
+
+    MAX_POLLS = 1000
 
     def __init__(self):
         self.done = False
+        self.polls = 0
 
     def query(self):
+        self.polls += 1
+        if self.polls > self.MAX_POLLS:
+            self.done = True
         return self.done
 
 

@@ -17,6 +17,7 @@
 // transfer gate, a different geometry or compaction mode.
 //
 // Reproduce one seed: kvpool_tests_<backend> "[tp-ranks]" --kvpool-seed N
+#include "self_completing_token.hpp"
 #include "test_config.hpp"
 #include "test_random.hpp"
 #include "tp_ranks_run.hpp"
@@ -273,7 +274,9 @@ private:
 
     // A forward is launched (its token, one per rank, writes a few requests'
     // last tokens); now and then the oldest forward completes, on every rank
-    // at once, and pages awaiting it drain.
+    // at once, and pages awaiting it drain. A GPU backend that must move a
+    // page the forward writes waits for it as for a real forward, which ends
+    // on its own: the token completes itself when polled long enough.
     std::string op_forward() {
         if (!forwards_.empty() && rng_.chance(0.5)) {
             for (const auto& token : forwards_.front())
@@ -285,9 +288,9 @@ private:
         Tokens writes;
         for (std::size_t i : pick(book_.requests.size(), rng_.uniform(0, 4)))
             writes.push_back(book_.requests[i].tokens.back());
-        std::vector<std::shared_ptr<ManualToken>> tokens;
+        std::vector<std::shared_ptr<SelfCompletingToken>> tokens;
         const auto launch = [&](Rank& r) {
-            tokens.push_back(std::make_shared<ManualToken>());
+            tokens.push_back(std::make_shared<SelfCompletingToken>());
             r.forward(tokens.back(), writes);
         };
         for (auto& rank : ranks_)
@@ -335,7 +338,7 @@ private:
     bool short_ = false; // the last allocation found no room
     Book book_;
     std::optional<Book> window_; // the book at the open backup window
-    std::vector<std::vector<std::shared_ptr<ManualToken>>> forwards_;
+    std::vector<std::vector<std::shared_ptr<SelfCompletingToken>>> forwards_;
 };
 
 } // namespace
