@@ -18,11 +18,12 @@ import pytest
 from kvpool import _lib, layout, transfer
 
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "kvpool", "c_api.h")
-# c_api.h and the parts it includes
-HEADERS = [HEADER] + [
-    os.path.join(os.path.dirname(HEADER), part)
-    for part in ("c_api_transfer.h", "c_api_layout.h", "c_api_digest.h")
-]
+# c_api.h and the parts it includes (a new part is found by its #include line)
+with open(HEADER) as _f:
+    HEADERS = [HEADER] + [
+        os.path.join(os.path.dirname(HEADER), part)
+        for part in re.findall(r'^#include "(c_api_\w+\.h)"', _f.read(), re.M)
+    ]
 
 # ctypes class -> the C typedef it mirrors
 STRUCTS = {
