@@ -450,7 +450,8 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
         SAME(w_gate(x, token, b->tokens[r], b->len[r], b->slots, ns),
              w_gate(y, token, b->tokens[r], b->len[r], b->slots, ns), "gate_transfer");
         kvpool_token_release(token);
-    } else if (op == 7) { /* a backup window opens, or closes (restore or commit) */
+    } else if (op == 7 || (x->snapshot != NULL && rnd(3) == 0)) {
+        /* a backup window opens, or (soon: frees wait for it) closes by restore or commit */
         if (x->snapshot == NULL) {
             SAME(w_backup(x), w_backup(y), "backup_state");
             *saved = *b;
@@ -467,8 +468,9 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
         EXPECT(memcmp(out_x, out_y, (size_t)b->len[r] * sizeof *out_x) == 0);
     } else if (op >= 9 && has_own_hooks(x)) {
         int hook = (int)rnd(8);
-        if (hook == 6 && (x->snapshot != NULL || rnd(8) != 0))
-            hook = 7; /* clear rarely, and outside a window */
+        if ((hook == 6 && rnd(8) != 0) || ((hook == 4 || hook == 6) && x->snapshot != NULL))
+            hook = 7; /* clear rarely; free groups and clear outside a window (one refused
+                         there leaves its group open, for a free after the window) */
         if (hook == 4) { /* a free group around a request's free */
             SAME(w_hook(x, 4, NULL, NULL, 0, NULL), w_hook(y, 4, NULL, NULL, 0, NULL),
                  "free_group_begin");
