@@ -47,8 +47,7 @@ KVPOOL_C_EXPORT void kvpool_kv_destroy(kvpool_kv_allocator* kv);
 
 /* The KVPOOL_KV_* kind, and the number of sides (1 for a side, 2 for a pair, 3
  * for the tri-pool). */
-KVPOOL_C_EXPORT kvpool_status kvpool_kv_kind(const kvpool_kv_allocator* kv, int* kind,
-                                             int* sides);
+KVPOOL_C_EXPORT kvpool_status kvpool_kv_kind(const kvpool_kv_allocator* kv, int* kind, int* sides);
 /* A handle on side which, numbered as kvpool_*_side numbers them (0: the full
  * side, which mints the token ids; a side's only side is itself); destroyed
  * with kvpool_allocator_destroy. Stands for kvpool_*_side. */
@@ -56,8 +55,7 @@ KVPOOL_C_EXPORT kvpool_status kvpool_kv_side(kvpool_kv_allocator* kv, int which,
                                              kvpool_allocator** out);
 /* KV tokens one allocation gets now: kvpool_side_state.available_size of a
  * side, available_size of the composite's sizes struct. */
-KVPOOL_C_EXPORT kvpool_status kvpool_kv_available_size(const kvpool_kv_allocator* kv,
-                                                       int64_t* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_kv_available_size(const kvpool_kv_allocator* kv, int64_t* out);
 
 /* Allocation, as kvpool_allocator_alloc, _alloc_extend and _alloc_decode (a
  * composite: every KV side or none, asking its eviction callback when short). */
@@ -85,8 +83,7 @@ KVPOOL_C_EXPORT kvpool_status kvpool_kv_free(kvpool_kv_allocator* kv, void* stre
                                              const int64_t* virtual_tokens_host, int64_t count);
 /* Tokens that left the window: the sliding-window side only (kvpool_*_free_swa). */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_free_swa(kvpool_kv_allocator* kv, void* stream,
-                                                 const int64_t* virtual_tokens_host,
-                                                 int64_t count);
+                                                 const int64_t* virtual_tokens_host, int64_t count);
 /* Frees on any side between these two calls compact together. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_free_group_begin(kvpool_kv_allocator* kv);
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_free_group_end(kvpool_kv_allocator* kv, void* stream);
@@ -108,12 +105,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_kv_set_inflight_forward(kvpool_kv_allocator
 /* The move gate (kvpool_allocator_gate_transfer) on these tokens on every KV
  * side and on these state slots (host arrays; slot_count must be 0 without a
  * state side); checked on every side first. */
-KVPOOL_C_EXPORT kvpool_status kvpool_kv_gate_transfer(kvpool_kv_allocator* kv,
-                                                      const kvpool_token* token,
-                                                      const int64_t* virtual_tokens_host,
-                                                      int64_t count,
-                                                      const int64_t* state_slots_host,
-                                                      int64_t slot_count);
+KVPOOL_C_EXPORT kvpool_status kvpool_kv_gate_transfer(
+    kvpool_kv_allocator* kv, const kvpool_token* token, const int64_t* virtual_tokens_host,
+    int64_t count, const int64_t* state_slots_host, int64_t slot_count);
 /* Virtual -> physical token ids of the full side (side 0), as
  * kvpool_allocator_translate. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_translate(const kvpool_kv_allocator* kv, void* stream,
@@ -124,8 +118,7 @@ KVPOOL_C_EXPORT kvpool_status kvpool_kv_translate(const kvpool_kv_allocator* kv,
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_set_eviction_callback(kvpool_kv_allocator* kv,
                                                               kvpool_evict_fn evict, void* user);
 /* kvpool_*_state_digest (c_api_digest.h). */
-KVPOOL_C_EXPORT kvpool_status kvpool_kv_state_digest(const kvpool_kv_allocator* kv,
-                                                     uint64_t* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_kv_state_digest(const kvpool_kv_allocator* kv, uint64_t* out);
 
 /* The backup window over every side (kvpool_*_backup_state, _restore_state,
  * _commit_state). A snapshot of another allocator, of a closed window, or

@@ -61,10 +61,9 @@ static int make_world(world* w, int kind, int via_kv, int lazy) {
         CHECK(kvpool_mamba_pair_create(w->pool, "full", "mamba", &o, &o, &w->mamba));
         w->sides = 2;
     } else {
-        const kvpool_sub_pool_spec s[3] = {
-            {"mamba", STATE_BYTES, 1, KVPOOL_GROW_UP, 0, 0.0},
-            {"swa", SWA_BYTES, PAGE, KVPOOL_GROW_FLOATING, 0, 0.5},
-            {"full", FULL_BYTES, PAGE, KVPOOL_GROW_DOWN, 0, 0.0}};
+        const kvpool_sub_pool_spec s[3] = {{"mamba", STATE_BYTES, 1, KVPOOL_GROW_UP, 0, 0.0},
+                                           {"swa", SWA_BYTES, PAGE, KVPOOL_GROW_FLOATING, 0, 0.5},
+                                           {"full", FULL_BYTES, PAGE, KVPOOL_GROW_DOWN, 0, 0.0}};
         CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 3, NULL, NULL, &w->pool));
         CHECK(kvpool_mamba_swa_create(w->pool, "full", "swa", "mamba", &o, &o, &o, &w->tri));
         w->sides = 3;
@@ -119,17 +118,23 @@ static int has_own_hooks(const world* w) {
     return w->kind == KVPOOL_KV_SIDE || w->kind == KVPOOL_KV_MAMBA_SWA;
 }
 /* The state side's index. */
-static int state_side(const world* w) { return w->kind == KVPOOL_KV_MAMBA_PAIR ? 1 : 2; }
+static int state_side(const world* w) {
+    return w->kind == KVPOOL_KV_MAMBA_PAIR ? 1 : 2;
+}
 
 /* ---- each op: through kvpool_kv_*, or the kind's own entry point */
 static kvpool_status w_alloc(world* w, int64_t n, int64_t* out, int* ok) {
     if (w->via_kv)
         return kvpool_kv_alloc(w->kv, NULL, n, out, ok);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE: return kvpool_allocator_alloc(w->a, NULL, n, out, ok);
-    case KVPOOL_KV_SWA_PAIR: return kvpool_swa_pair_alloc(w->swa, NULL, n, out, ok);
-    case KVPOOL_KV_MAMBA_PAIR: return kvpool_mamba_pair_alloc(w->mamba, NULL, n, out, ok);
-    default: return kvpool_mamba_swa_alloc(w->tri, NULL, n, out, ok);
+    case KVPOOL_KV_SIDE:
+        return kvpool_allocator_alloc(w->a, NULL, n, out, ok);
+    case KVPOOL_KV_SWA_PAIR:
+        return kvpool_swa_pair_alloc(w->swa, NULL, n, out, ok);
+    case KVPOOL_KV_MAMBA_PAIR:
+        return kvpool_mamba_pair_alloc(w->mamba, NULL, n, out, ok);
+    default:
+        return kvpool_mamba_swa_alloc(w->tri, NULL, n, out, ok);
     }
 }
 
@@ -143,8 +148,7 @@ static kvpool_status w_extend(world* w, const int64_t* prefix, const int64_t* se
     case KVPOOL_KV_SWA_PAIR:
         return kvpool_swa_pair_alloc_extend(w->swa, NULL, prefix, seq, batch, last, out, n, ok);
     case KVPOOL_KV_MAMBA_PAIR:
-        return kvpool_mamba_pair_alloc_extend(w->mamba, NULL, prefix, seq, batch, last, out, n,
-                                              ok);
+        return kvpool_mamba_pair_alloc_extend(w->mamba, NULL, prefix, seq, batch, last, out, n, ok);
     default:
         return kvpool_mamba_swa_alloc_extend(w->tri, NULL, prefix, seq, batch, last, out, n, ok);
     }
@@ -155,12 +159,14 @@ static kvpool_status w_decode(world* w, const int64_t* seq, int64_t batch, const
     if (w->via_kv)
         return kvpool_kv_alloc_decode(w->kv, NULL, seq, batch, last, out, ok);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE: return kvpool_allocator_alloc_decode(w->a, NULL, seq, batch, last, out, ok);
+    case KVPOOL_KV_SIDE:
+        return kvpool_allocator_alloc_decode(w->a, NULL, seq, batch, last, out, ok);
     case KVPOOL_KV_SWA_PAIR:
         return kvpool_swa_pair_alloc_decode(w->swa, NULL, seq, batch, last, out, ok);
     case KVPOOL_KV_MAMBA_PAIR:
         return kvpool_mamba_pair_alloc_decode(w->mamba, NULL, seq, batch, last, out, ok);
-    default: return kvpool_mamba_swa_alloc_decode(w->tri, NULL, seq, batch, last, out, ok);
+    default:
+        return kvpool_mamba_swa_alloc_decode(w->tri, NULL, seq, batch, last, out, ok);
     }
 }
 
@@ -176,9 +182,12 @@ static kvpool_status w_free(world* w, const int64_t* ids, int64_t n) {
     if (w->via_kv)
         return kvpool_kv_free(w->kv, NULL, ids, n);
     switch (w->kind) {
-    case KVPOOL_KV_SWA_PAIR: return kvpool_swa_pair_free(w->swa, NULL, ids, n);
-    case KVPOOL_KV_MAMBA_SWA: return kvpool_mamba_swa_free(w->tri, NULL, ids, n);
-    default: return kvpool_allocator_free(w->side[0], NULL, ids, n, 0); /* the full side */
+    case KVPOOL_KV_SWA_PAIR:
+        return kvpool_swa_pair_free(w->swa, NULL, ids, n);
+    case KVPOOL_KV_MAMBA_SWA:
+        return kvpool_mamba_swa_free(w->tri, NULL, ids, n);
+    default:
+        return kvpool_allocator_free(w->side[0], NULL, ids, n, 0); /* the full side */
     }
 }
 
@@ -195,11 +204,14 @@ static kvpool_status w_gate(world* w, const kvpool_token* t, const int64_t* ids,
     if (w->via_kv)
         return kvpool_kv_gate_transfer(w->kv, t, ids, n, slots, ns);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE: return kvpool_allocator_gate_transfer(w->a, t, ids, n);
-    case KVPOOL_KV_SWA_PAIR: return kvpool_swa_pair_gate_transfer(w->swa, t, ids, n);
+    case KVPOOL_KV_SIDE:
+        return kvpool_allocator_gate_transfer(w->a, t, ids, n);
+    case KVPOOL_KV_SWA_PAIR:
+        return kvpool_swa_pair_gate_transfer(w->swa, t, ids, n);
     case KVPOOL_KV_MAMBA_PAIR:
         return kvpool_mamba_pair_gate_transfer(w->mamba, t, ids, n, slots, ns);
-    default: return kvpool_mamba_swa_gate_transfer(w->tri, t, ids, n, slots, ns);
+    default:
+        return kvpool_mamba_swa_gate_transfer(w->tri, t, ids, n, slots, ns);
     }
 }
 
@@ -237,10 +249,14 @@ static kvpool_status w_digest(world* w, uint64_t* out) {
     if (w->via_kv)
         return kvpool_kv_state_digest(w->kv, out);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE: return kvpool_allocator_state_digest(w->a, out);
-    case KVPOOL_KV_SWA_PAIR: return kvpool_swa_pair_state_digest(w->swa, out);
-    case KVPOOL_KV_MAMBA_PAIR: return kvpool_mamba_pair_state_digest(w->mamba, out);
-    default: return kvpool_mamba_swa_state_digest(w->tri, out);
+    case KVPOOL_KV_SIDE:
+        return kvpool_allocator_state_digest(w->a, out);
+    case KVPOOL_KV_SWA_PAIR:
+        return kvpool_swa_pair_state_digest(w->swa, out);
+    case KVPOOL_KV_MAMBA_PAIR:
+        return kvpool_mamba_pair_state_digest(w->mamba, out);
+    default:
+        return kvpool_mamba_swa_state_digest(w->tri, out);
     }
 }
 
@@ -290,41 +306,41 @@ static kvpool_status w_close_window(world* w, int restore) {
 /* The hooks of the side and the tri-pool: 0 set_latest_forward_done(t),
  * 1 set_inflight_forward(t, ids), 2 flush, 3 drain_pending_reuse,
  * 4 free_group_begin, 5 free_group_end, 6 clear, 7 check_invariants. */
-static kvpool_status w_hook(world* w, int hook, const kvpool_token* t, const int64_t* ids, int64_t n,
-                            int64_t* moved) {
+static kvpool_status w_hook(world* w, int hook, const kvpool_token* t, const int64_t* ids,
+                            int64_t n, int64_t* moved) {
     const int side = w->kind == KVPOOL_KV_SIDE;
     kvpool_kv_allocator* kv = w->kv;
     switch (hook) {
     case 0:
-        return kv ? kvpool_kv_set_latest_forward_done(kv, t)
+        return kv     ? kvpool_kv_set_latest_forward_done(kv, t)
                : side ? kvpool_allocator_set_latest_forward_done(w->a, t)
                       : kvpool_mamba_swa_set_latest_forward_done(w->tri, t);
     case 1:
-        return kv ? kvpool_kv_set_inflight_forward(kv, t, ids, n)
+        return kv     ? kvpool_kv_set_inflight_forward(kv, t, ids, n)
                : side ? kvpool_allocator_set_inflight_forward(w->a, t, ids, n)
                       : kvpool_mamba_swa_set_inflight_forward(w->tri, t, ids, n);
     case 2:
-        return kv ? kvpool_kv_flush(kv, NULL, moved)
+        return kv     ? kvpool_kv_flush(kv, NULL, moved)
                : side ? kvpool_allocator_flush(w->a, NULL, 0, moved)
                       : kvpool_mamba_swa_flush_opportunistic(w->tri, NULL, moved);
     case 3:
-        return kv ? kvpool_kv_drain_pending_reuse(kv)
+        return kv     ? kvpool_kv_drain_pending_reuse(kv)
                : side ? kvpool_allocator_drain_pending_reuse(w->a)
                       : kvpool_mamba_swa_drain_pending_reuse(w->tri);
     case 4:
-        return kv ? kvpool_kv_free_group_begin(kv)
+        return kv     ? kvpool_kv_free_group_begin(kv)
                : side ? kvpool_allocator_free_group_begin(w->a)
                       : kvpool_mamba_swa_free_group_begin(w->tri);
     case 5:
-        return kv ? kvpool_kv_free_group_end(kv, NULL)
+        return kv     ? kvpool_kv_free_group_end(kv, NULL)
                : side ? kvpool_allocator_free_group_end(w->a, NULL)
                       : kvpool_mamba_swa_free_group_end(w->tri, NULL);
     case 6:
-        return kv ? kvpool_kv_clear(kv, NULL)
+        return kv     ? kvpool_kv_clear(kv, NULL)
                : side ? kvpool_allocator_clear(w->a, NULL)
                       : kvpool_mamba_swa_clear(w->tri, NULL);
     default:
-        return kv ? kvpool_kv_check_invariants(kv, NULL)
+        return kv     ? kvpool_kv_check_invariants(kv, NULL)
                : side ? kvpool_allocator_check_invariants(w->a, NULL)
                       : kvpool_mamba_swa_check_invariants(w->tri, NULL);
     }
@@ -348,13 +364,15 @@ static int done_query(void* user) {
 /* The forwards' markers, numbered as made: those before forwards_done are done
  * (both worlds share them). */
 static intptr_t forwards_made, forwards_done;
-static int forward_query(void* user) { return (intptr_t)user < forwards_done; }
+static int forward_query(void* user) {
+    return (intptr_t)user < forwards_done;
+}
 
 static int same_status(kvpool_status a, kvpool_status b, const char* op, int step) {
     if (a == b)
         return 0;
-    fprintf(stderr, "kv_test: step %d, %s: status %d by its own call, %d through kvpool_kv\n",
-            step, op, a, b);
+    fprintf(stderr, "kv_test: step %d, %s: status %d by its own call, %d through kvpool_kv\n", step,
+            op, a, b);
     return 1;
 }
 #define SAME(a, b, op)                                                                             \
@@ -369,15 +387,17 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
     int ok_x = 0, ok_y = 0, r = (int)rnd(MAX_REQS);
     const int op = (int)rnd(12);
     if (rnd(6) == 0)
-        forwards_done = forwards_made; /* the forwards in flight complete */
+        forwards_done = forwards_made;            /* the forwards in flight complete */
     if (op == 0 || (op == 1 && b->len[r] == 0)) { /* a new request: prefill or plain alloc */
         if (b->len[r] != 0)
             return 0;
         const int64_t prefix = 0, seq = 1 + rnd(12), none = -1;
         const int plain = rnd(3) == 0;
         const int64_t n = plain ? PAGE * (1 + rnd(3)) : seq;
-        SAME(plain ? w_alloc(x, n, out_x, &ok_x) : w_extend(x, &prefix, &seq, 1, &none, out_x, n, &ok_x),
-             plain ? w_alloc(y, n, out_y, &ok_y) : w_extend(y, &prefix, &seq, 1, &none, out_y, n, &ok_y),
+        SAME(plain ? w_alloc(x, n, out_x, &ok_x)
+                   : w_extend(x, &prefix, &seq, 1, &none, out_x, n, &ok_x),
+             plain ? w_alloc(y, n, out_y, &ok_y)
+                   : w_extend(y, &prefix, &seq, 1, &none, out_y, n, &ok_y),
              "alloc / alloc_extend");
         EXPECT(ok_x == ok_y && (!ok_x || memcmp(out_x, out_y, (size_t)n * sizeof *out_x) == 0));
         if (ok_x) {
@@ -408,8 +428,8 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
             }
         if (batch == 0)
             return 0;
-        SAME(w_decode(x, seq, batch, last, out_x, &ok_x), w_decode(y, seq, batch, last, out_y, &ok_y),
-             "alloc_decode");
+        SAME(w_decode(x, seq, batch, last, out_x, &ok_x),
+             w_decode(y, seq, batch, last, out_y, &ok_y), "alloc_decode");
         EXPECT(ok_x == ok_y && (!ok_x || memcmp(out_x, out_y, (size_t)batch * sizeof *out_x) == 0));
         for (int i = 0; ok_x && i < batch; ++i)
             b->tokens[which[i]][b->len[which[i]]++] = out_x[i];
@@ -430,8 +450,7 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
             const int64_t n = 1 + rnd(3);
             SAME(w_state_slots(x, n, out_x, &ok_x), w_state_slots(y, n, out_y, &ok_y),
                  "alloc_state_slots");
-            EXPECT(ok_x == ok_y &&
-                   (!ok_x || memcmp(out_x, out_y, (size_t)n * sizeof *out_x) == 0));
+            EXPECT(ok_x == ok_y && (!ok_x || memcmp(out_x, out_y, (size_t)n * sizeof *out_x) == 0));
             for (int i = 0; ok_x && i < n; ++i)
                 b->slots[b->slot_count++] = out_x[i];
         } else if (b->slot_count > 0) {
@@ -469,8 +488,8 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
     } else if (op >= 9 && has_own_hooks(x)) {
         int hook = (int)rnd(8);
         if ((hook == 6 && rnd(8) != 0) || ((hook == 4 || hook == 6) && x->snapshot != NULL))
-            hook = 7; /* clear rarely; free groups and clear outside a window (one refused
-                         there leaves its group open, for a free after the window) */
+            hook = 7;    /* clear rarely; free groups and clear outside a window (one refused
+                            there leaves its group open, for a free after the window) */
         if (hook == 4) { /* a free group around a request's free */
             SAME(w_hook(x, 4, NULL, NULL, 0, NULL), w_hook(y, 4, NULL, NULL, 0, NULL),
                  "free_group_begin");
@@ -547,8 +566,7 @@ static int refusals(void) {
     CHECK(kvpool_kv_state_digest(side.kv, &before));
     EXPECT(kvpool_kv_free_swa(side.kv, NULL, ids, 4) == KVPOOL_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(kvpool_last_error(), "a side has no sliding-window side") != NULL);
-    EXPECT(kvpool_kv_alloc_state_slots(swa.kv, NULL, 1, ids, &ok) ==
-           KVPOOL_ERROR_INVALID_ARGUMENT);
+    EXPECT(kvpool_kv_alloc_state_slots(swa.kv, NULL, 1, ids, &ok) == KVPOOL_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(kvpool_last_error(), "the SWA pair has no state slots") != NULL);
     EXPECT(kvpool_kv_gate_transfer(side.kv, NULL, ids, 4, &slot, 1) ==
            KVPOOL_ERROR_INVALID_ARGUMENT);
