@@ -269,7 +269,14 @@ class _KV:
 
 
 class _Snapshot(_Handle):
+    """A backup window's snapshot (kvpool_kv_snapshot); each kind of allocator takes only
+    its own subclass."""
+
     _destroy = lib.kvpool_kv_snapshot_destroy
+
+
+class _SideSnapshot(_Snapshot):
+    pass
 
 
 class _PairSnapshot(_Snapshot):
@@ -285,7 +292,7 @@ class Side(_KV, _Handle):
 
     _destroy = lib.kvpool_allocator_destroy
     _as_kv = lib.kvpool_allocator_kv
-    _snapshot = _Snapshot
+    _snapshot = _SideSnapshot
 
     def __init__(self, handle, buffer):
         super().__init__(handle)
