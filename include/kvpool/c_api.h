@@ -93,8 +93,7 @@ enum {
 /* 1 if this library serves device (a KVPOOL_DEVICE_*), else 0. */
 KVPOOL_C_EXPORT int kvpool_serves(int device);
 KVPOOL_C_EXPORT int kvpool_is_initialized(void);
-/* Initialises Kokkos on the current device (no-op when already initialised,
- * by kvpool or by the program). */
+/* Initialises Kokkos on the current device (no-op if kvpool or the program already has). */
 KVPOOL_C_EXPORT kvpool_status kvpool_initialize(void);
 /* Finalises Kokkos once no handle is left (at once if none is), if kvpool
  * initialised it. */
@@ -106,7 +105,7 @@ KVPOOL_C_EXPORT int64_t kvpool_live_handles(void);
  * What a problem report needs (`python -m kvpool` prints it). */
 
 /* The C API's version: raised when a declaration here or in its parts changes or is added. */
-#define KVPOOL_C_API_VERSION 4
+#define KVPOOL_C_API_VERSION 5
 /* KVPOOL_C_API_VERSION of the header the library was built from. */
 KVPOOL_C_EXPORT int kvpool_c_api_version(void);
 /* kvpool's version, "MAJOR.MINOR.PATCH": the CMake project's, which the Python
@@ -697,4 +696,5 @@ kvpool_hybrid_req_pool_check_invariants(const kvpool_hybrid_req_pool* pool, void
 #include "c_api_transfer.h" /* the PD transfer descriptors */
 #include "c_api_layout.h"   /* the view descriptors */
 #include "c_api_digest.h"   /* the state digests of tensor-parallel ranks */
+#include "c_api_kv.h"       /* the KV-allocator handle: one entry point per shared op */
 #endif /* KVPOOL_C_API_H */

@@ -336,6 +336,37 @@ _SIGNATURES = {
     "kvpool_swa_pair_state_digest": (_P, _PU64),
     "kvpool_mamba_pair_state_digest": (_P, _PU64),
     "kvpool_mamba_swa_state_digest": (_P, _PU64),
+    # the KV-allocator handle (c_api_kv.h): one entry point per op every allocator shares
+    "kvpool_allocator_kv": (_P, _PP),
+    "kvpool_swa_pair_kv": (_P, _PP),
+    "kvpool_mamba_pair_kv": (_P, _PP),
+    "kvpool_mamba_swa_kv": (_P, _PP),
+    "kvpool_kv_destroy": (_P,),
+    "kvpool_kv_kind": (_P, _PI, _PI),
+    "kvpool_kv_side": (_P, c_int, _PP),
+    "kvpool_kv_available_size": (_P, _PI64),
+    "kvpool_kv_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_kv_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_kv_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_kv_alloc_state_slots": (_P, _P, _I64, _P, _PI),
+    "kvpool_kv_free": (_P, _P, _P, _I64),
+    "kvpool_kv_free_swa": (_P, _P, _P, _I64),
+    "kvpool_kv_free_group_begin": (_P,),
+    "kvpool_kv_free_group_end": (_P, _P),
+    "kvpool_kv_flush": (_P, _P, _PI64),
+    "kvpool_kv_drain_pending_reuse": (_P,),
+    "kvpool_kv_set_latest_forward_done": (_P, _P),
+    "kvpool_kv_set_inflight_forward": (_P, _P, _P, _I64),
+    "kvpool_kv_gate_transfer": (_P, _P, _P, _I64, _P, _I64),
+    "kvpool_kv_translate": (_P, _P, _P, _I64, _P, c_int),
+    "kvpool_kv_set_eviction_callback": (_P, EVICT_FN, _P),
+    "kvpool_kv_state_digest": (_P, _PU64),
+    "kvpool_kv_backup_state": (_P, _PP),
+    "kvpool_kv_restore_state": (_P, _P, _P),
+    "kvpool_kv_commit_state": (_P, _P),
+    "kvpool_kv_snapshot_destroy": (_P,),
+    "kvpool_kv_clear": (_P, _P),
+    "kvpool_kv_check_invariants": (_P, _P),
 }
 
 _OTHER_RESTYPES = {
@@ -361,6 +392,8 @@ _OTHER_RESTYPES = {
     "kvpool_req_pool_destroy": None,
     "kvpool_hybrid_req_pool_destroy": None,
     "kvpool_transfer_destroy": None,
+    "kvpool_kv_destroy": None,
+    "kvpool_kv_snapshot_destroy": None,
 }
 
 CALLBACK_FAILED = errors.CallbackError.code

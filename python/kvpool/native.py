@@ -58,6 +58,10 @@ class _Handle:
         return tensor
 
     def __del__(self):
+        kv = getattr(self, "_kv", None)
+        if kv:
+            lib.kvpool_kv_destroy(kv)
+            self._kv = None
         h = getattr(self, "_h", None)
         if h:
             type(self)._destroy(h)
@@ -67,15 +71,6 @@ class _Handle:
 def _new(create, *args):
     out = c_void_p()
     check(create(*args, byref(out)))
-    return out.value
-
-
-def _digest(fn, handle):
-    """A state digest (README, "Tensor-parallel ranks"): a 64-bit int of every host table
-    that decides the object's future calls, equal on ranks that made the same calls. Host
-    only: no device read, no synchronisation."""
-    out = c_uint64()
-    check(fn(handle, byref(out)))
     return out.value
 
 
@@ -152,17 +147,19 @@ class UnifiedBuffer(_Handle):
         return self._exported("bytes", data.value, (size.value,), torch.uint8)
 
 
-class _Allocates:
-    """alloc, alloc_extend and alloc_decode of a side, of the SWA pair or of the tri-pool
-    (both KV sides or neither), through the C functions the class names. Ids come back as
-    device tensors, None when there is no room."""
+class _KV:
+    """What every allocator (a side, the SWA pair, the Mamba pair, the tri-pool) shares,
+    through its KV handle (``kvpool_kv_allocator``, c_api_kv.h): one C entry point per op,
+    whatever the allocator. Ids come back as device tensors, None when there is no room."""
 
-    _c_alloc = _c_alloc_extend = _c_alloc_decode = None
+    _as_kv = None  # the C call that gives the allocator's KV handle
+    _snapshot = None  # the class of what backup_state() returns
 
-    def _init_allocates(self):
-        """What every call reuses: the result flag with its reference made once, and an empty
-        int64 tensor on the device whose new_empty makes each result (a fresh tensor, without
-        torch.empty's parsing of dtype and device)."""
+    def _init_kv(self):
+        """The KV handle, and what every call reuses: the result flag with its reference made
+        once, and an empty int64 tensor on the device whose new_empty makes each result (a
+        fresh tensor, without torch.empty's parsing of dtype and device)."""
+        self._kv = _new(type(self)._as_kv, self._h)
         self._ok = c_int()
         self._ok_ref = byref(self._ok)
         self._no_ids = torch.empty(0, dtype=torch.int64, device=self.device)
@@ -171,7 +168,7 @@ class _Allocates:
         """need_size virtual token ids (a multiple of the page size)."""
         n = int(need_size)
         out = self._no_ids.new_empty(n if n > 0 else 0)
-        status = self._c_alloc(self._h, self._stream(), n, out.data_ptr(), self._ok_ref)
+        status = lib.kvpool_kv_alloc(self._kv, self._stream(), n, out.data_ptr(), self._ok_ref)
         if status:
             raise_status(status)
         return out if self._ok.value else None
@@ -188,8 +185,8 @@ class _Allocates:
         last = device_ids(last_loc, "last_loc", self.device, seq.n)
         n = int(extend_num_tokens)
         out = self._no_ids.new_empty(n)
-        status = self._c_alloc_extend(
-            self._h,
+        status = lib.kvpool_kv_alloc_extend(
+            self._kv,
             self._stream(),
             prefix.ptr,
             seq.ptr,
@@ -208,21 +205,94 @@ class _Allocates:
         seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
         last = device_ids(last_loc, "last_loc", self.device, seq.n)
         out = self._no_ids.new_empty(seq.n)
-        status = self._c_alloc_decode(
-            self._h, self._stream(), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), self._ok_ref
+        status = lib.kvpool_kv_alloc_decode(
+            self._kv, self._stream(), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), self._ok_ref
         )
         if status:
             raise_status(status)
         return out if self._ok.value else None
 
+    def gate_transfer(self, marker, virtual_tokens, state_slots=()):
+        """Move gate: a transfer reads the pages of these virtual tokens (on every KV side)
+        and these state slots until marker (an object with query(), or a recorded
+        torch.cuda.Event) says it is done; no compaction moves or overwrites them meanwhile
+        (see the C API's kvpool_allocator_gate_transfer), checked on every side before any
+        changes. An eager free that would is refused with InvalidStateError unless marker is
+        a device event."""
+        _token, handle = token_handle(marker)
+        ids = host_ids(virtual_tokens, "virtual_tokens")
+        slots = host_ids(state_slots, "state_slots")
+        check(lib.kvpool_kv_gate_transfer(self._kv, handle, ids.ptr, ids.n, slots.ptr, slots.n))
 
-class Side(_Allocates, _Handle):
+    def free_group_begin(self):
+        """Frees (on any side) until free_group_end compact together."""
+        check(lib.kvpool_kv_free_group_begin(self._kv))
+
+    def free_group_end(self):
+        check(lib.kvpool_kv_free_group_end(self._kv, self._stream()))
+
+    def drain_pending_reuse(self):
+        check(lib.kvpool_kv_drain_pending_reuse(self._kv))
+
+    def state_digest(self):
+        """A state digest (README, "Tensor-parallel ranks"): a 64-bit int of every host table
+        that decides the object's future calls (a composite's: its sides' combined), equal on
+        ranks that made the same calls. Host only: no device read, no synchronisation."""
+        out = c_uint64()
+        check(lib.kvpool_kv_state_digest(self._kv, byref(out)))
+        return out.value
+
+    # ---------------------------------------------------------------- state windows
+    # Over every side at once: a restore or commit changes all or (on error) none.
+    def backup_state(self):
+        return self._snapshot(_new(lib.kvpool_kv_backup_state, self._kv))
+
+    def restore_state(self, snapshot):
+        check(lib.kvpool_kv_restore_state(self._kv, self._stream(), self._of(snapshot)))
+
+    def commit_state(self, snapshot):
+        check(lib.kvpool_kv_commit_state(self._kv, self._of(snapshot)))
+
+    def _of(self, snapshot):
+        if not isinstance(snapshot, self._snapshot):
+            raise _lib.errors.InvalidArgumentError(
+                f"a {type(self).__name__}'s state is what its backup_state() returned, not "
+                f"{type(snapshot).__name__}"
+            )
+        return snapshot._h
+
+    def clear(self):
+        check(lib.kvpool_kv_clear(self._kv, self._stream()))
+
+    def check_invariants(self):
+        check(lib.kvpool_kv_check_invariants(self._kv, self._stream()))
+
+
+class _Snapshot(_Handle):
+    """A backup window's snapshot (kvpool_kv_snapshot); each kind of allocator takes only
+    its own subclass."""
+
+    _destroy = lib.kvpool_kv_snapshot_destroy
+
+
+class _SideSnapshot(_Snapshot):
+    pass
+
+
+class _PairSnapshot(_Snapshot):
+    pass
+
+
+class _TriPoolSnapshot(_Snapshot):
+    pass
+
+
+class Side(_KV, _Handle):
     """One side of a unified buffer (a MultiEndedAllocator): standalone, or a pair's."""
 
     _destroy = lib.kvpool_allocator_destroy
-    _c_alloc = lib.kvpool_allocator_alloc
-    _c_alloc_extend = lib.kvpool_allocator_alloc_extend
-    _c_alloc_decode = lib.kvpool_allocator_alloc_decode
+    _as_kv = lib.kvpool_allocator_kv
+    _snapshot = _SideSnapshot
 
     def __init__(self, handle, buffer):
         super().__init__(handle)
@@ -232,7 +302,7 @@ class Side(_Allocates, _Handle):
         self.info = _lib.SideInfo()
         check(lib.kvpool_allocator_info(handle, byref(self.info)))
         self._state = _lib.SideState()
-        self._init_allocates()
+        self._init_kv()
         self._n = c_int64()
         self._tables = None
         self._move = None
@@ -267,10 +337,6 @@ class Side(_Allocates, _Handle):
         c = _lib.SideCounters()
         check(lib.kvpool_allocator_counters(self._h, byref(c)))
         return {name: getattr(c, name) for name, _ in c._fields_}
-
-    def state_digest(self):
-        """This side's digest (int): its tables, as _digest says."""
-        return _digest(lib.kvpool_allocator_state_digest, self._h)
 
     def state_string(self):
         s = c_char_p()
@@ -349,12 +415,6 @@ class Side(_Allocates, _Handle):
         if status:
             raise_status(status)
 
-    def free_group_begin(self):
-        check(lib.kvpool_allocator_free_group_begin(self._h))
-
-    def free_group_end(self):
-        check(lib.kvpool_allocator_free_group_end(self._h, self._stream()))
-
     def flush(self, urgent):
         status = lib.kvpool_allocator_flush(
             self._h, self._stream(), 1 if urgent else 0, byref(self._n)
@@ -363,27 +423,13 @@ class Side(_Allocates, _Handle):
             raise_status(status)
         return self._n.value
 
-    def drain_pending_reuse(self):
-        check(lib.kvpool_allocator_drain_pending_reuse(self._h))
-
     def set_latest_forward_done(self, token_handle_or_none):
-        check(lib.kvpool_allocator_set_latest_forward_done(self._h, token_handle_or_none))
+        """As the composites' set_latest_forward_done, given a token's handle (set_forward_done)."""
+        check(lib.kvpool_kv_set_latest_forward_done(self._kv, token_handle_or_none))
 
     def set_inflight_forward(self, token_handle_or_none, virtual_tokens):
         ids = host_ids(virtual_tokens if virtual_tokens is not None else (), "out_cache_loc")
-        check(
-            lib.kvpool_allocator_set_inflight_forward(self._h, token_handle_or_none, ids.ptr, ids.n)
-        )
-
-    def gate_transfer(self, marker, virtual_tokens):
-        """Move gate: a transfer reads the pages of these virtual tokens until marker
-        (an object with query(), or a recorded torch.cuda.Event) says it is done;
-        no compaction moves or overwrites them meanwhile (see the C API's
-        kvpool_allocator_gate_transfer). An eager free that would is refused with
-        InvalidStateError unless marker is a device event."""
-        _token, handle = token_handle(marker)
-        ids = host_ids(virtual_tokens, "virtual_tokens")
-        check(lib.kvpool_allocator_gate_transfer(self._h, handle, ids.ptr, ids.n))
+        check(lib.kvpool_kv_set_inflight_forward(self._kv, token_handle_or_none, ids.ptr, ids.n))
 
     # ---------------------------------------------------------------- translate
     def translate(self, virtual_tokens, out):
@@ -419,47 +465,17 @@ class Side(_Allocates, _Handle):
             raise_status(status)
         return out
 
-    # ---------------------------------------------------------------- state windows
-    def backup_state(self):
-        return _Snapshot(_new(lib.kvpool_allocator_backup_state, self._h))
-
-    def restore_state(self, snapshot):
-        check(lib.kvpool_allocator_restore_state(self._h, self._stream(), snapshot._h))
-
-    def commit_state(self, snapshot):
-        check(lib.kvpool_allocator_commit_state(self._h, snapshot._h))
-
-    def clear(self):
-        check(lib.kvpool_allocator_clear(self._h, self._stream()))
-
-    def check_invariants(self):
-        check(lib.kvpool_allocator_check_invariants(self._h, self._stream()))
-
-
-class _Snapshot(_Handle):
-    _destroy = lib.kvpool_snapshot_destroy
-
-
-class _PairSnapshot(_Handle):
-    _destroy = lib.kvpool_pair_snapshot_destroy
-
-
-class _TriPoolSnapshot(_Handle):
-    _destroy = lib.kvpool_mamba_swa_snapshot_destroy
-
-
 EvictionShortfall = namedtuple("EvictionShortfall", "side pages bytes requested_pages")
 EvictionShortfall.__doc__ = """What an allocation lacks when it calls the eviction callback: side (the short
 sub-pool's name), pages (of that side, at least 1), bytes (what freeing them opens, at the
 allocation's cost per page: an estimate), requested_pages (what it asks of that side)."""
 
 
-class _Pair(_Handle):
+class _Pair(_KV, _Handle):
     """Sides of one buffer made and kept together by kvpool (a pair, or the tri-pool's
     three): ``sides``, in the order of ``names``."""
 
-    _create = _side = _c_backup_state = _c_restore_state = _c_commit_state = None
-    _c_state_digest = None
+    _create = None
     _snapshot = _PairSnapshot
 
     def __init__(self, buffer, options, names):
@@ -476,13 +492,19 @@ class _Pair(_Handle):
         self.buffer = buffer
         self.device = buffer.device
         self._stream = stream_getter(self.device)
+        self._init_kv()
+        self._n = c_int64()
         self.sides = tuple(
-            Side(_new(cls._side, self._h, which), buffer) for which in range(len(names))
+            Side(_new(lib.kvpool_kv_side, self._kv, which), buffer) for which in range(len(names))
         )
 
-    # ---------------------------------------------------------------- eviction
-    _c_set_eviction_callback = None
+    def sizes(self):
+        status = type(self)._sizes_of(self._h, byref(self._sizes))
+        if status:
+            raise_status(status)
+        return self._sizes
 
+    # ---------------------------------------------------------------- eviction
     def set_eviction_callback(self, evict):
         """evict(shortfall) -> the bytes it freed (any positive number when unknown; 0,
         False or None: it can free nothing more), called with an EvictionShortfall when an
@@ -492,7 +514,7 @@ class _Pair(_Handle):
         raises InvalidStateError, and an exception it raises is re-raised by the
         allocation. None removes it."""
         if evict is None:
-            check(type(self)._c_set_eviction_callback(self._h, _lib.EVICT_FN(), None))
+            check(lib.kvpool_kv_set_eviction_callback(self._kv, _lib.EVICT_FN(), None))
             self._evict = None
             return
 
@@ -508,163 +530,97 @@ class _Pair(_Handle):
                 return -1
 
         fn = _lib.EVICT_FN(on_shortfall)
-        check(type(self)._c_set_eviction_callback(self._h, fn, None))
+        check(lib.kvpool_kv_set_eviction_callback(self._kv, fn, None))
         self._evict = fn  # kept alive while installed
 
-    def state_digest(self):
-        """Every side's digest combined (Side.state_digest)."""
-        return _digest(type(self)._c_state_digest, self._h)
-
-    # ---------------------------------------------------------------- state windows
-    # Over every side at once: a restore or commit changes all or (on error) none.
-    def backup_state(self):
-        return self._snapshot(_new(type(self)._c_backup_state, self._h))
-
-    def restore_state(self, snapshot):
-        check(type(self)._c_restore_state(self._h, self._stream(), self._of(snapshot)))
-
-    def commit_state(self, snapshot):
-        check(type(self)._c_commit_state(self._h, self._of(snapshot)))
-
-    def _of(self, snapshot):
-        if not isinstance(snapshot, self._snapshot):
-            raise _lib.errors.InvalidArgumentError(
-                f"a {type(self).__name__}'s state is what its backup_state() returned, not "
-                f"{type(snapshot).__name__}"
-            )
-        return snapshot._h
-
-
-class _FreesKV:
-    """free and free_swa of a composite whose full side owns the ids and whose
-    sliding-window side binds them (the SWA pair, the tri-pool)."""
-
-    _c_free = _c_free_swa = None
-
+    # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens):
-        """Both KV sides (sliding-window pages already released by free_swa are skipped)."""
+        """Every KV side (the SWA pair's and the tri-pool's sliding-window pages already
+        released by free_swa are skipped; the Mamba pair's full side)."""
         ids = host_ids(virtual_tokens, "free_index")
-        status = type(self)._c_free(self._h, self._stream(), ids.ptr, ids.n)
+        status = lib.kvpool_kv_free(self._kv, self._stream(), ids.ptr, ids.n)
         if status:
             raise_status(status)
 
     def free_swa(self, virtual_tokens):
         """Tokens that left the window: the sliding-window side only."""
         ids = host_ids(virtual_tokens, "free_index")
-        check(type(self)._c_free_swa(self._h, self._stream(), ids.ptr, ids.n))
+        check(lib.kvpool_kv_free_swa(self._kv, self._stream(), ids.ptr, ids.n))
 
+    def flush_opportunistic(self):
+        """One opportunistic lazy compaction pass over every side; pages moved."""
+        check(lib.kvpool_kv_flush(self._kv, self._stream(), byref(self._n)))
+        return self._n.value
 
-class _GatesStateSlots:
-    """gate_transfer of a composite with state slots (the Mamba pair, the tri-pool)."""
+    # ---------------------------------------------------------------- state slots
+    def alloc_state_slots(self, count):
+        """count state slot ids (device int64), or None when there is no room."""
+        out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
+        check(
+            lib.kvpool_kv_alloc_state_slots(
+                self._kv, self._stream(), int(count), out.data_ptr(), self._ok_ref
+            )
+        )
+        return out if self._ok.value else None
 
-    _c_gate_transfer = None
-
-    def gate_transfer(self, marker, virtual_tokens, state_slots=()):
-        """Side.gate_transfer on full tokens and state slots; checked on every side
-        before any changes."""
+    # ---------------------------------------------------------------- the forward's hooks
+    def set_latest_forward_done(self, marker):
+        """The engine's latest forward-done marker (an object with query(), or a recorded
+        torch.cuda.Event; None: no forward in flight), on every side."""
         _token, handle = token_handle(marker)
-        ids = host_ids(virtual_tokens, "virtual_tokens")
-        slots = host_ids(state_slots, "state_slots")
-        check(type(self)._c_gate_transfer(self._h, handle, ids.ptr, ids.n, slots.ptr, slots.n))
+        check(lib.kvpool_kv_set_latest_forward_done(self._kv, handle))
+
+    def set_inflight_forward(self, marker, virtual_tokens):
+        """The forward in flight until marker is done writes these virtual tokens on every
+        KV side (host ids)."""
+        _token, handle = token_handle(marker)
+        ids = host_ids(virtual_tokens if virtual_tokens is not None else (), "out_cache_loc")
+        check(lib.kvpool_kv_set_inflight_forward(self._kv, handle, ids.ptr, ids.n))
 
 
-class SwaPair(_FreesKV, _Allocates, _Pair):
+class SwaPair(_Pair):
     """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
 
     _destroy = lib.kvpool_swa_pair_destroy
     _create = lib.kvpool_swa_pair_create
-    _side = lib.kvpool_swa_pair_side
-    _c_alloc = lib.kvpool_swa_pair_alloc
-    _c_alloc_extend = lib.kvpool_swa_pair_alloc_extend
-    _c_alloc_decode = lib.kvpool_swa_pair_alloc_decode
-    _c_free = lib.kvpool_swa_pair_free
-    _c_free_swa = lib.kvpool_swa_pair_free_swa
-    _c_set_eviction_callback = lib.kvpool_swa_pair_set_eviction_callback
-    _c_backup_state = lib.kvpool_swa_pair_backup_state
-    _c_restore_state = lib.kvpool_swa_pair_restore_state
-    _c_commit_state = lib.kvpool_swa_pair_commit_state
-    _c_state_digest = lib.kvpool_swa_pair_state_digest
+    _as_kv = lib.kvpool_swa_pair_kv
+    _sizes_of = lib.kvpool_swa_pair_sizes
 
     def __init__(self, buffer, full_options, swa_options, full_name="full", swa_name="swa"):
         super().__init__(buffer, (full_options, swa_options), (full_name, swa_name))
         self.full, self.swa = self.sides
         self._sizes = _lib.SwaSizes()
-        self._init_allocates()
-
-    def sizes(self):
-        status = lib.kvpool_swa_pair_sizes(self._h, byref(self._sizes))
-        if status:
-            raise_status(status)
-        return self._sizes
-
-    def gate_transfer(self, marker, virtual_tokens):
-        """Side.gate_transfer on both sides: the full side's pages, the SWA side's
-        still bound; checked on both before either changes."""
-        _token, handle = token_handle(marker)
-        ids = host_ids(virtual_tokens, "virtual_tokens")
-        check(lib.kvpool_swa_pair_gate_transfer(self._h, handle, ids.ptr, ids.n))
 
 
-class MambaPair(_GatesStateSlots, _Allocates, _Pair):
+class MambaPair(_Pair):
     """The Mamba pair: ``full`` KV (paged) and ``state`` slots (page size 1), own ids each.
     Its alloc, alloc_extend, alloc_decode (the full side's) and alloc_state_slots ask the
     eviction callback when short; the sides' own calls do not."""
 
     _destroy = lib.kvpool_mamba_pair_destroy
     _create = lib.kvpool_mamba_pair_create
-    _side = lib.kvpool_mamba_pair_side
-    _c_alloc = lib.kvpool_mamba_pair_alloc
-    _c_alloc_extend = lib.kvpool_mamba_pair_alloc_extend
-    _c_alloc_decode = lib.kvpool_mamba_pair_alloc_decode
-    _c_set_eviction_callback = lib.kvpool_mamba_pair_set_eviction_callback
-    _c_gate_transfer = lib.kvpool_mamba_pair_gate_transfer
-    _c_backup_state = lib.kvpool_mamba_pair_backup_state
-    _c_restore_state = lib.kvpool_mamba_pair_restore_state
-    _c_commit_state = lib.kvpool_mamba_pair_commit_state
-    _c_state_digest = lib.kvpool_mamba_pair_state_digest
+    _as_kv = lib.kvpool_mamba_pair_kv
+    _sizes_of = lib.kvpool_mamba_pair_sizes
 
     def __init__(self, buffer, full_options, state_options, full_name="full", state_name="mamba"):
         super().__init__(buffer, (full_options, state_options), (full_name, state_name))
         self.full, self.state = self.sides
         self._sizes = _lib.MambaSizes()
-        self._init_allocates()
-
-    def sizes(self):
-        check(lib.kvpool_mamba_pair_sizes(self._h, byref(self._sizes)))
-        return self._sizes
-
-    def alloc_state_slots(self, count):
-        """count state slot ids (device int64), or None when there is no room."""
-        out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
-        check(
-            lib.kvpool_mamba_pair_alloc_state_slots(
-                self._h, self._stream(), int(count), out.data_ptr(), self._ok_ref
-            )
-        )
-        return out if self._ok.value else None
 
 
-class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
+class MambaSwaTriPool(_Pair):
     """The tri-pool: ``state`` slots (up, page size 1), ``swa`` sliding-window KV
     (floating) and ``full`` KV (down) in one buffer. ``full`` mints the token ids and
     ``swa`` binds them (both or neither); state slots own theirs. Each side's translate,
-    tables and state are its Side's; state slots are freed through ``state.free``."""
+    tables and state are its Side's; state slots are freed through ``state.free``.
+    sizes(): available_size (KV tokens one allocation always gets), state_slots_available,
+    state_slot_full_token_cost."""
 
     _destroy = lib.kvpool_mamba_swa_destroy
     _create = lib.kvpool_mamba_swa_create
-    _side = lib.kvpool_mamba_swa_side
+    _as_kv = lib.kvpool_mamba_swa_kv
+    _sizes_of = lib.kvpool_mamba_swa_sizes
     _snapshot = _TriPoolSnapshot
-    _c_alloc = lib.kvpool_mamba_swa_alloc
-    _c_alloc_extend = lib.kvpool_mamba_swa_alloc_extend
-    _c_alloc_decode = lib.kvpool_mamba_swa_alloc_decode
-    _c_free = lib.kvpool_mamba_swa_free
-    _c_free_swa = lib.kvpool_mamba_swa_free_swa
-    _c_set_eviction_callback = lib.kvpool_mamba_swa_set_eviction_callback
-    _c_gate_transfer = lib.kvpool_mamba_swa_gate_transfer
-    _c_backup_state = lib.kvpool_mamba_swa_backup_state
-    _c_restore_state = lib.kvpool_mamba_swa_restore_state
-    _c_commit_state = lib.kvpool_mamba_swa_commit_state
-    _c_state_digest = lib.kvpool_mamba_swa_state_digest
 
     def __init__(
         self,
@@ -683,63 +639,6 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         )
         self.full, self.swa, self.state = self.sides
         self._sizes = _lib.TriPoolSizes()
-        self._init_allocates()
-        self._n = c_int64()
-
-    def sizes(self):
-        """available_size (KV tokens one allocation always gets), state_slots_available,
-        state_slot_full_token_cost."""
-        status = lib.kvpool_mamba_swa_sizes(self._h, byref(self._sizes))
-        if status:
-            raise_status(status)
-        return self._sizes
-
-    def alloc_state_slots(self, count):
-        """count state slot ids (device int64), or None when there is no room."""
-        out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
-        check(
-            lib.kvpool_mamba_swa_alloc_state_slots(
-                self._h, self._stream(), int(count), out.data_ptr(), self._ok_ref
-            )
-        )
-        return out if self._ok.value else None
-
-    def free_group_begin(self):
-        check(lib.kvpool_mamba_swa_free_group_begin(self._h))
-
-    def free_group_end(self):
-        check(lib.kvpool_mamba_swa_free_group_end(self._h, self._stream()))
-
-    def flush_opportunistic(self):
-        """One opportunistic lazy compaction pass over every side; pages moved."""
-        check(
-            lib.kvpool_mamba_swa_flush_opportunistic(
-                self._h, self._stream(), byref(self._n)
-            )
-        )
-        return self._n.value
-
-    def set_latest_forward_done(self, marker):
-        """The engine's latest forward-done marker (an object with query(), or a recorded
-        torch.cuda.Event; None: no forward in flight), on every side."""
-        _token, handle = token_handle(marker)
-        check(lib.kvpool_mamba_swa_set_latest_forward_done(self._h, handle))
-
-    def set_inflight_forward(self, marker, virtual_tokens):
-        """The forward in flight until marker is done writes these virtual tokens on both
-        KV sides (host ids)."""
-        _token, handle = token_handle(marker)
-        ids = host_ids(virtual_tokens if virtual_tokens is not None else (), "out_cache_loc")
-        check(lib.kvpool_mamba_swa_set_inflight_forward(self._h, handle, ids.ptr, ids.n))
-
-    def drain_pending_reuse(self):
-        check(lib.kvpool_mamba_swa_drain_pending_reuse(self._h))
-
-    def clear(self):
-        check(lib.kvpool_mamba_swa_clear(self._h, self._stream()))
-
-    def check_invariants(self):
-        check(lib.kvpool_mamba_swa_check_invariants(self._h, self._stream()))
 
 
 def set_forward_done(sides, marker):

@@ -18,11 +18,12 @@ import pytest
 from kvpool import _lib, layout, transfer
 
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "kvpool", "c_api.h")
-# c_api.h and the parts it includes
-HEADERS = [HEADER] + [
-    os.path.join(os.path.dirname(HEADER), part)
-    for part in ("c_api_transfer.h", "c_api_layout.h", "c_api_digest.h")
-]
+# c_api.h and the parts it includes (a new part is found by its #include line)
+with open(HEADER) as _f:
+    HEADERS = [HEADER] + [
+        os.path.join(os.path.dirname(HEADER), part)
+        for part in re.findall(r'^#include "(c_api_\w+\.h)"', _f.read(), re.M)
+    ]
 
 # ctypes class -> the C typedef it mirrors
 STRUCTS = {
@@ -164,6 +165,20 @@ def test_every_exported_function_is_declared_with_the_headers_signature():
         if ours != (params, result):
             mismatches.append(f"{name}: C ({params} -> {result}), ctypes ({ours[0]} -> {ours[1]})")
     assert mismatches == []
+
+
+def test_the_kv_handle_has_one_entry_point_per_op_for_every_allocator():
+    """c_api_kv.h is read (found by c_api.h's #include lines): each composite gives a KV handle,
+    and every op is declared once, for all of them."""
+    exported = _exported_functions()
+    assert any(h.endswith("c_api_kv.h") for h in HEADERS)
+    makers = {"kvpool_allocator_kv", "kvpool_swa_pair_kv", "kvpool_mamba_pair_kv",
+              "kvpool_mamba_swa_kv"}
+    assert makers <= set(exported)
+    ops = {name for name in exported if name.startswith("kvpool_kv_")}
+    assert {"kvpool_kv_alloc_decode", "kvpool_kv_free", "kvpool_kv_gate_transfer"} <= ops
+    for name in ops:  # the handle is the first argument of each
+        assert exported[name][1][0] == "ptr", name
 
 
 def test_every_callback_type_matches_its_typedef():

@@ -83,10 +83,10 @@ kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* 
                             "bind_peer: a side can be bound to one peer only");
                     x.side->bind_peer(*y.side);
                     auto group = std::make_shared<PeerGroup>();
-                    group->first = x.owner;
-                    group->second = y.owner;
-                    x.owner = group;
-                    y.owner = group;
+                    group->first = x.owner->held;
+                    group->second = y.owner->held;
+                    x.owner->held = group;
+                    y.owner->held = group;
                 }
             },
             deref(a, "allocator").on, deref(peer, "peer").on);
@@ -297,19 +297,7 @@ kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream
                                          const int64_t* virtual_tokens, int64_t n, void* out,
                                          int out_int32) {
     return on_side(a, [&](const auto& side, auto& ref) {
-        using S = typename std::decay_t<decltype(ref)>::execution_space;
-        require(n >= 0, "translate: negative length");
-        require_reachable<S>(virtual_tokens, n);
-        require_reachable<S>(out, n);
-        const typename kvpool::MultiEndedAllocator<S>::const_index_view in(
-            virtual_tokens, static_cast<std::size_t>(n));
-        if (out_int32)
-            side.translate(
-                ref.space(stream), in,
-                Ids32On<S>(static_cast<std::int32_t*>(out), static_cast<std::size_t>(n)));
-        else
-            side.translate(ref.space(stream), in,
-                           IdsOn<S>(static_cast<index_t*>(out), static_cast<std::size_t>(n)));
+        translate_into(side, ref.space(stream), virtual_tokens, n, out, out_int32 != 0);
     });
 }
 

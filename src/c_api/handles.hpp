@@ -222,6 +222,14 @@ struct SideOwner {
     virtual ~SideOwner() = default;
 };
 
+// What every handle on one side (its side handle, the KV handles and request
+// tables made from it) shares: the owner, replaced by bind_peer with one that
+// keeps both peers alive, for all of them at once.
+struct SideOwners final : SideOwner {
+    explicit SideOwners(std::shared_ptr<SideOwner> o) : held(std::move(o)) {}
+    std::shared_ptr<SideOwner> held;
+};
+
 // A side's KVPOOL_GROW_* code, and the direction of one (an unknown code:
 // invalid_argument, what naming the spec).
 int grow_code(GrowDirection grow);
@@ -235,7 +243,7 @@ template <class S> struct PoolRef : OnSpace<S> {
     std::shared_ptr<PoolOn<S>> pool;
 };
 template <class S> struct SideRef : OnSpace<S> {
-    std::shared_ptr<SideOwner> owner;
+    std::shared_ptr<SideOwners> owner;
     MultiEndedAllocator<S>* side = nullptr;
     std::shared_ptr<PoolOn<S>> pool;
 };
@@ -270,7 +278,7 @@ kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, MultiEndedAl
                                   std::shared_ptr<PoolOn<S>> pool) {
     auto handle = std::make_unique<kvpool_allocator>();
     SideRef<S> ref;
-    ref.owner = std::move(owner);
+    ref.owner = std::make_shared<SideOwners>(std::move(owner));
     ref.side = &side;
     ref.pool = std::move(pool);
     handle->on = std::move(ref);

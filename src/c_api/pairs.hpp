@@ -101,31 +101,34 @@ kvpool_status commit_pair_state(Handle* handle, const Snapshot* snapshot) {
     });
 }
 
-// The composite's eviction callback (kvpool/eviction.hpp) over evict(user, ...);
-// NULL removes it. A negative return is a failed callback: the allocation
-// stops there (KVPOOL_ERROR_CALLBACK).
+// The eviction callback (kvpool/eviction.hpp) over evict(user, ...); empty for
+// NULL. A negative return is a failed callback: the allocation stops there
+// (KVPOOL_ERROR_CALLBACK).
+inline EvictionCallback eviction_callback_of(kvpool_evict_fn evict, void* user) {
+    if (evict == nullptr)
+        return nullptr;
+    return [evict, user](const EvictionShortfall& s) -> std::size_t {
+        const kvpool_shortfall shortfall{s.side.c_str(), s.pages,
+                                         static_cast<std::int64_t>(s.bytes), s.requested_pages};
+        std::int64_t freed = 0;
+        {
+            const NestedCalls nested;
+            freed = evict(user, &shortfall);
+        }
+        if (freed < 0) {
+            note_callback_failure("the eviction callback failed (the allocation was short of " +
+                                  std::to_string(s.pages) + " pages of '" + s.side + "')");
+            return 0;
+        }
+        return static_cast<std::size_t>(freed);
+    };
+}
+
+// The composite's eviction callback; NULL removes it.
 template <class Handle>
 kvpool_status set_pair_eviction_callback(Handle* handle, kvpool_evict_fn evict, void* user) {
     return on_pair(handle, [&](auto& pair, auto&) {
-        if (evict == nullptr) {
-            pair.set_eviction_callback(nullptr);
-            return;
-        }
-        pair.set_eviction_callback([evict, user](const EvictionShortfall& s) -> std::size_t {
-            const kvpool_shortfall shortfall{s.side.c_str(), s.pages,
-                                             static_cast<std::int64_t>(s.bytes), s.requested_pages};
-            std::int64_t freed = 0;
-            {
-                const NestedCalls nested;
-                freed = evict(user, &shortfall);
-            }
-            if (freed < 0) {
-                note_callback_failure("the eviction callback failed (the allocation was short of " +
-                                      std::to_string(s.pages) + " pages of '" + s.side + "')");
-                return 0;
-            }
-            return static_cast<std::size_t>(freed);
-        });
+        pair.set_eviction_callback(eviction_callback_of(evict, user));
     });
 }
 

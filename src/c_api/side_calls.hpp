@@ -68,6 +68,25 @@ struct StateSlotsCall : AllocCall {
     }
 };
 
+// Virtual -> physical token ids of side into out (n entries, int32 or int64;
+// caller memory of the side's device), on space.
+template <class Space>
+void translate_into(const MultiEndedAllocator<Space>& side, const Space& space,
+                    const std::int64_t* virtual_tokens, std::int64_t n, void* out, bool out_int32) {
+    require(n >= 0, "translate: negative length");
+    require_reachable<Space>(virtual_tokens, n);
+    require_reachable<Space>(out, n);
+    const typename MultiEndedAllocator<Space>::const_index_view in(virtual_tokens,
+                                                                   static_cast<std::size_t>(n));
+    if (out_int32)
+        side.translate(
+            space, in,
+            Ids32On<Space>(static_cast<std::int32_t*>(out), static_cast<std::size_t>(n)));
+    else
+        side.translate(space, in,
+                       IdsOn<Space>(static_cast<index_t*>(out), static_cast<std::size_t>(n)));
+}
+
 // Runs call on target on the space's instance: *allocated = 1, or 0 when
 // there is no room (checked before anything runs).
 template <class Call, class Target, class Space>
