@@ -430,6 +430,13 @@ KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_gate_transfer(kvpool_swa_pair* pai
                                                             const kvpool_token* token,
                                                             const int64_t* virtual_tokens_host,
                                                             int64_t count);
+/* One opportunistic lazy compaction pass over both sides in one call, atomic
+ * across them as an allocation is; *moved (may be NULL): pages moved. */
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_flush_opportunistic(kvpool_swa_pair* pair,
+                                                                  void* stream, int64_t* moved);
+/* The engine's latest forward-done token (NULL: none in flight) on both sides. */
+KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_set_latest_forward_done(kvpool_swa_pair* pair,
+                                                                      const kvpool_token* token);
 /* A backup window over both sides (speculative decoding): restore_state undoes
  * every allocation on either side since the snapshot, commit_state keeps them;
  * both sides or neither. Inside it, frees are refused and flushes move nothing.
@@ -487,6 +494,12 @@ KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_alloc_state_slots(kvpool_mamba_p
 KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_gate_transfer(
     kvpool_mamba_pair* pair, const kvpool_token* token, const int64_t* virtual_tokens_host,
     int64_t count, const int64_t* state_slots_host, int64_t slot_count);
+/* As the SWA pair's: one opportunistic flush of both sides, and the latest
+ * forward-done token on both. */
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_flush_opportunistic(kvpool_mamba_pair* pair,
+                                                                    void* stream, int64_t* moved);
+KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_set_latest_forward_done(kvpool_mamba_pair* pair,
+                                                                        const kvpool_token* token);
 /* A backup window over the full side and the state slots, as the SWA pair's.
  * A request table cannot take state slots from a side inside a window (a
  * restore would take them back from under it). */

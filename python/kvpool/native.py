@@ -25,6 +25,10 @@ from ._tensors import (
 )
 from ._tokens import token_handle
 
+_INT64 = torch.int64
+_c_side_free = lib.kvpool_allocator_free
+_c_translate = lib.kvpool_allocator_translate
+
 
 def side_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_on_alloc=False):
     """One side's options: lazy or eager compaction, the opportunistic flush's move cap (<= 0:
@@ -205,11 +209,16 @@ class _Allocates:
 
     def alloc_decode(self, seq_lens_cpu, last_loc):
         """Decode: one token per request; seq_lens_cpu count it already."""
-        seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
-        last = device_ids(last_loc, "last_loc", self.device, seq.n)
-        out = self._no_ids.new_empty(seq.n)
+        seq = seq_lens_cpu
+        if type(seq) is torch.Tensor and seq.is_cpu and seq.dtype is _INT64 and seq.is_contiguous():
+            batch, seq_ptr = seq.numel(), seq.data_ptr()
+        else:
+            seq = host_ids(seq, "seq_lens_cpu")  # held until the call returns
+            batch, seq_ptr = seq.n, seq.ptr
+        last = device_ids(last_loc, "last_loc", self.device, batch)
+        out = self._no_ids.new_empty(batch)
         status = self._c_alloc_decode(
-            self._h, self._stream(), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), self._ok_ref
+            self._h, self._stream(), seq_ptr, batch, last.data_ptr(), out.data_ptr(), self._ok_ref
         )
         if status:
             raise_status(status)
@@ -342,10 +351,13 @@ class Side(_Allocates, _Handle):
 
     # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens, skip_unbound=False):
-        ids = host_ids(virtual_tokens, "free_index")
-        status = lib.kvpool_allocator_free(
-            self._h, self._stream(), ids.ptr, ids.n, 1 if skip_unbound else 0
-        )
+        ids = virtual_tokens
+        if type(ids) is torch.Tensor and ids.is_cpu and ids.dtype is _INT64 and ids.is_contiguous():
+            n, ptr = ids.numel(), ids.data_ptr()
+        else:
+            ids = host_ids(ids, "free_index")  # held until the call returns
+            n, ptr = ids.n, ids.ptr
+        status = _c_side_free(self._h, self._stream(), ptr, n, 1 if skip_unbound else 0)
         if status:
             raise_status(status)
 
@@ -390,7 +402,7 @@ class Side(_Allocates, _Handle):
         """Virtual -> physical token ids into out (int64 or int32, contiguous, same
         number of entries; may be virtual_tokens itself)."""
         src = device_index_input(virtual_tokens, "virtual token ids", self.device)
-        status = lib.kvpool_allocator_translate(
+        status = _c_translate(
             self._h,
             self._stream(),
             src.data_ptr(),
@@ -400,6 +412,51 @@ class Side(_Allocates, _Handle):
         )
         if status:
             raise_status(status)
+        return out
+
+    def translate_into(self, virtual_tokens, out, dtype, what):
+        """translate() with SGLang's out= convention, for the call named what: into out
+        (dtype, the ids' shape, on this side's device; written in place, through a copy if
+        strided) or, when out is None, into a new tensor of dtype. out is checked first."""
+        if out is None:
+            shape = virtual_tokens.shape
+        else:
+            if out.dtype is not dtype:
+                raise _lib.errors.InvalidArgumentError(
+                    f"{what}: out= dtype must be {dtype}, got {out.dtype}"
+                )
+            if out.shape != virtual_tokens.shape:
+                raise _lib.errors.InvalidArgumentError(
+                    f"{what}: out= shape {tuple(out.shape)} must match the ids' shape "
+                    f"{tuple(virtual_tokens.shape)}"
+                )
+            if out.device != self.device:
+                raise _lib.errors.InvalidArgumentError(
+                    f"{what}: out= must be on {self.device}, got {out.device}"
+                )
+        src = virtual_tokens
+        if not (
+            type(src) is torch.Tensor
+            and src.dtype is _INT64
+            and src.device == self.device
+            and src.is_contiguous()
+        ):
+            src = device_index_input(src, "virtual token ids", self.device)
+        stream = self._stream()
+        if out is not None and out.is_contiguous():
+            dst = out
+        elif out is None and dtype is _INT64:
+            dst = self._no_ids.new_empty(shape)
+        else:
+            dst = torch.empty(shape if out is None else out.shape, dtype=dtype, device=self.device)
+        status = _c_translate(
+            self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
+        )
+        if status:
+            raise_status(status)
+        if out is None or dst is out:
+            return dst
+        out.copy_(dst)
         return out
 
     def translate_dense(self, virtual_tokens, out, kernel_page_multiplier):
@@ -459,7 +516,7 @@ class _Pair(_Handle):
     three): ``sides``, in the order of ``names``."""
 
     _create = _side = _c_backup_state = _c_restore_state = _c_commit_state = None
-    _c_state_digest = None
+    _c_state_digest = _c_flush_opportunistic = _c_set_latest_forward_done = None
     _snapshot = _PairSnapshot
 
     def __init__(self, buffer, options, names):
@@ -479,6 +536,23 @@ class _Pair(_Handle):
         self.sides = tuple(
             Side(_new(cls._side, self._h, which), buffer) for which in range(len(names))
         )
+        self._moved = c_int64()
+        self._moved_ref = byref(self._moved)
+
+    # ---------------------------------------------------------------- lazy compaction
+    def flush_opportunistic(self):
+        """One opportunistic lazy compaction pass over every side, in one call (atomic
+        across them); pages moved."""
+        status = self._c_flush_opportunistic(self._h, self._stream(), self._moved_ref)
+        if status:
+            raise_status(status)
+        return self._moved.value
+
+    def set_latest_forward_done(self, marker):
+        """The engine's latest forward-done marker (an object with query(), or a recorded
+        torch.cuda.Event; None: no forward in flight), on every side."""
+        _token, handle = token_handle(marker)
+        check(self._c_set_latest_forward_done(self._h, handle))
 
     # ---------------------------------------------------------------- eviction
     _c_set_eviction_callback = None
@@ -543,8 +617,13 @@ class _FreesKV:
 
     def free(self, virtual_tokens):
         """Both KV sides (sliding-window pages already released by free_swa are skipped)."""
-        ids = host_ids(virtual_tokens, "free_index")
-        status = type(self)._c_free(self._h, self._stream(), ids.ptr, ids.n)
+        ids = virtual_tokens
+        if type(ids) is torch.Tensor and ids.is_cpu and ids.dtype is _INT64 and ids.is_contiguous():
+            n, ptr = ids.numel(), ids.data_ptr()
+        else:
+            ids = host_ids(ids, "free_index")  # held until the call returns
+            n, ptr = ids.n, ids.ptr
+        status = self._c_free(self._h, self._stream(), ptr, n)
         if status:
             raise_status(status)
 
@@ -584,6 +663,8 @@ class SwaPair(_FreesKV, _Allocates, _Pair):
     _c_restore_state = lib.kvpool_swa_pair_restore_state
     _c_commit_state = lib.kvpool_swa_pair_commit_state
     _c_state_digest = lib.kvpool_swa_pair_state_digest
+    _c_flush_opportunistic = lib.kvpool_swa_pair_flush_opportunistic
+    _c_set_latest_forward_done = lib.kvpool_swa_pair_set_latest_forward_done
 
     def __init__(self, buffer, full_options, swa_options, full_name="full", swa_name="swa"):
         super().__init__(buffer, (full_options, swa_options), (full_name, swa_name))
@@ -622,6 +703,8 @@ class MambaPair(_GatesStateSlots, _Allocates, _Pair):
     _c_restore_state = lib.kvpool_mamba_pair_restore_state
     _c_commit_state = lib.kvpool_mamba_pair_commit_state
     _c_state_digest = lib.kvpool_mamba_pair_state_digest
+    _c_flush_opportunistic = lib.kvpool_mamba_pair_flush_opportunistic
+    _c_set_latest_forward_done = lib.kvpool_mamba_pair_set_latest_forward_done
 
     def __init__(self, buffer, full_options, state_options, full_name="full", state_name="mamba"):
         super().__init__(buffer, (full_options, state_options), (full_name, state_name))
@@ -665,6 +748,8 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
     _c_restore_state = lib.kvpool_mamba_swa_restore_state
     _c_commit_state = lib.kvpool_mamba_swa_commit_state
     _c_state_digest = lib.kvpool_mamba_swa_state_digest
+    _c_flush_opportunistic = lib.kvpool_mamba_swa_flush_opportunistic
+    _c_set_latest_forward_done = lib.kvpool_mamba_swa_set_latest_forward_done
 
     def __init__(
         self,
@@ -684,7 +769,6 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
         self.full, self.swa, self.state = self.sides
         self._sizes = _lib.TriPoolSizes()
         self._init_allocates()
-        self._n = c_int64()
 
     def sizes(self):
         """available_size (KV tokens one allocation always gets), state_slots_available,
@@ -709,21 +793,6 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
 
     def free_group_end(self):
         check(lib.kvpool_mamba_swa_free_group_end(self._h, self._stream()))
-
-    def flush_opportunistic(self):
-        """One opportunistic lazy compaction pass over every side; pages moved."""
-        check(
-            lib.kvpool_mamba_swa_flush_opportunistic(
-                self._h, self._stream(), byref(self._n)
-            )
-        )
-        return self._n.value
-
-    def set_latest_forward_done(self, marker):
-        """The engine's latest forward-done marker (an object with query(), or a recorded
-        torch.cuda.Event; None: no forward in flight), on every side."""
-        _token, handle = token_handle(marker)
-        check(lib.kvpool_mamba_swa_set_latest_forward_done(self._h, handle))
 
     def set_inflight_forward(self, marker, virtual_tokens):
         """The forward in flight until marker is done writes these virtual tokens on both

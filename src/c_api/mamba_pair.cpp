@@ -86,6 +86,16 @@ kvpool_status kvpool_mamba_pair_gate_transfer(kvpool_mamba_pair* pair, const kvp
     });
 }
 
+kvpool_status kvpool_mamba_pair_flush_opportunistic(kvpool_mamba_pair* pair, void* stream,
+                                                    int64_t* moved) {
+    return flush_pair_opportunistic(pair, stream, moved);
+}
+
+kvpool_status kvpool_mamba_pair_set_latest_forward_done(kvpool_mamba_pair* pair,
+                                                        const kvpool_token* token) {
+    return set_pair_latest_forward_done(pair, token);
+}
+
 kvpool_status kvpool_mamba_pair_backup_state(kvpool_mamba_pair* pair, kvpool_pair_snapshot** out) {
     return backup_pair_state(pair, out);
 }

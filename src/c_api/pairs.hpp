@@ -101,6 +101,23 @@ kvpool_status commit_pair_state(Handle* handle, const Snapshot* snapshot) {
     });
 }
 
+// The composite's opportunistic flush over all its sides, in one transaction;
+// *moved (may be NULL): pages moved.
+template <class Handle>
+kvpool_status flush_pair_opportunistic(Handle* handle, void* stream, std::int64_t* moved) {
+    return on_pair(handle, [&](auto& pair, auto& ref) {
+        const index_t n = pair.flush_opportunistic(ref.space(stream));
+        if (moved != nullptr)
+            *moved = n;
+    });
+}
+template <class Handle>
+kvpool_status set_pair_latest_forward_done(Handle* handle, const kvpool_token* token) {
+    return on_pair(handle, [&](auto& pair, auto&) {
+        pair.set_latest_forward_done(token ? token->token : nullptr);
+    });
+}
+
 // The composite's eviction callback (kvpool/eviction.hpp) over evict(user, ...);
 // NULL removes it. A negative return is a failed callback: the allocation
 // stops there (KVPOOL_ERROR_CALLBACK).

@@ -90,6 +90,16 @@ kvpool_status kvpool_swa_pair_gate_transfer(kvpool_swa_pair* pair, const kvpool_
     });
 }
 
+kvpool_status kvpool_swa_pair_flush_opportunistic(kvpool_swa_pair* pair, void* stream,
+                                                  int64_t* moved) {
+    return flush_pair_opportunistic(pair, stream, moved);
+}
+
+kvpool_status kvpool_swa_pair_set_latest_forward_done(kvpool_swa_pair* pair,
+                                                      const kvpool_token* token) {
+    return set_pair_latest_forward_done(pair, token);
+}
+
 kvpool_status kvpool_swa_pair_backup_state(kvpool_swa_pair* pair, kvpool_pair_snapshot** out) {
     return backup_pair_state(pair, out);
 }
