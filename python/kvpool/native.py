@@ -30,6 +30,11 @@ _c_side_free = lib.kvpool_allocator_free
 _c_translate = lib.kvpool_allocator_translate
 
 
+def _is_host_int64(x):
+    """Whether x is a CPU int64 contiguous tensor, whose memory the C API reads in place."""
+    return type(x) is torch.Tensor and x.is_cpu and x.dtype is _INT64 and x.is_contiguous()
+
+
 def side_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_on_alloc=False):
     """One side's options: lazy or eager compaction, the opportunistic flush's move cap (<= 0:
     kvpool's default), whether it mints its ids (a pair sets that itself), and handout zeroing
@@ -183,21 +188,27 @@ class _Allocates:
     def alloc_extend(self, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
         """Prefill: request i grows from prefix_lens_cpu[i] to seq_lens_cpu[i] tokens;
         last_loc[i] (device) is its last prefix token."""
-        prefix = host_ids(prefix_lens_cpu, "prefix_lens_cpu")
-        seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
-        if prefix.n != seq.n:
+        prefix, seq = prefix_lens_cpu, seq_lens_cpu
+        if _is_host_int64(prefix) and _is_host_int64(seq):
+            batch, prefix_ptr, seq_ptr = seq.numel(), prefix.data_ptr(), seq.data_ptr()
+            prefix_n = prefix.numel()
+        else:
+            prefix = host_ids(prefix, "prefix_lens_cpu")  # both held until the call returns
+            seq = host_ids(seq, "seq_lens_cpu")
+            batch, prefix_ptr, seq_ptr, prefix_n = seq.n, prefix.ptr, seq.ptr, prefix.n
+        if prefix_n != batch:
             raise _lib.errors.InvalidArgumentError(
-                f"alloc_extend: {prefix.n} prefix lengths but {seq.n} sequence lengths"
+                f"alloc_extend: {prefix_n} prefix lengths but {batch} sequence lengths"
             )
-        last = device_ids(last_loc, "last_loc", self.device, seq.n)
+        last = device_ids(last_loc, "last_loc", self.device, batch)
         n = int(extend_num_tokens)
         out = self._no_ids.new_empty(n)
         status = self._c_alloc_extend(
             self._h,
             self._stream(),
-            prefix.ptr,
-            seq.ptr,
-            seq.n,
+            prefix_ptr,
+            seq_ptr,
+            batch,
             last.data_ptr(),
             out.data_ptr(),
             n,
@@ -210,7 +221,7 @@ class _Allocates:
     def alloc_decode(self, seq_lens_cpu, last_loc):
         """Decode: one token per request; seq_lens_cpu count it already."""
         seq = seq_lens_cpu
-        if type(seq) is torch.Tensor and seq.is_cpu and seq.dtype is _INT64 and seq.is_contiguous():
+        if _is_host_int64(seq):
             batch, seq_ptr = seq.numel(), seq.data_ptr()
         else:
             seq = host_ids(seq, "seq_lens_cpu")  # held until the call returns
@@ -352,7 +363,7 @@ class Side(_Allocates, _Handle):
     # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens, skip_unbound=False):
         ids = virtual_tokens
-        if type(ids) is torch.Tensor and ids.is_cpu and ids.dtype is _INT64 and ids.is_contiguous():
+        if _is_host_int64(ids):
             n, ptr = ids.numel(), ids.data_ptr()
         else:
             ids = host_ids(ids, "free_index")  # held until the call returns
@@ -618,7 +629,7 @@ class _FreesKV:
     def free(self, virtual_tokens):
         """Both KV sides (sliding-window pages already released by free_swa are skipped)."""
         ids = virtual_tokens
-        if type(ids) is torch.Tensor and ids.is_cpu and ids.dtype is _INT64 and ids.is_contiguous():
+        if _is_host_int64(ids):
             n, ptr = ids.numel(), ids.data_ptr()
         else:
             ids = host_ids(ids, "free_index")  # held until the call returns
@@ -718,7 +729,7 @@ class MambaPair(_GatesStateSlots, _Allocates, _Pair):
 
     def alloc_state_slots(self, count):
         """count state slot ids (device int64), or None when there is no room."""
-        out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
+        out = self._no_ids.new_empty(max(int(count), 0))
         check(
             lib.kvpool_mamba_pair_alloc_state_slots(
                 self._h, self._stream(), int(count), out.data_ptr(), self._ok_ref
@@ -780,7 +791,7 @@ class MambaSwaTriPool(_FreesKV, _GatesStateSlots, _Allocates, _Pair):
 
     def alloc_state_slots(self, count):
         """count state slot ids (device int64), or None when there is no room."""
-        out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
+        out = self._no_ids.new_empty(max(int(count), 0))
         check(
             lib.kvpool_mamba_swa_alloc_state_slots(
                 self._h, self._stream(), int(count), out.data_ptr(), self._ok_ref
