@@ -169,12 +169,14 @@ class _Allocates:
     _c_alloc = _c_alloc_extend = _c_alloc_decode = None
 
     def _init_allocates(self):
-        """What every call reuses: the result flag with its reference made once, and an empty
+        """What every call reuses: the result flag with its reference made once, an empty
         int64 tensor on the device whose new_empty makes each result (a fresh tensor, without
-        torch.empty's parsing of dtype and device)."""
+        torch.empty's parsing of dtype and device), and the device's type and index."""
         self._ok = c_int()
         self._ok_ref = byref(self._ok)
         self._no_ids = torch.empty(0, dtype=torch.int64, device=self.device)
+        self._cpu = self.device.type == "cpu"
+        self._index = self.device.index
 
     def alloc(self, need_size):
         """need_size virtual token ids (a multiple of the page size)."""
@@ -200,7 +202,15 @@ class _Allocates:
             raise _lib.errors.InvalidArgumentError(
                 f"alloc_extend: {prefix_n} prefix lengths but {batch} sequence lengths"
             )
-        last = device_ids(last_loc, "last_loc", self.device, batch)
+        last = last_loc
+        if not (  # device_ids' accepted case, inline: it runs on every step
+            type(last) is torch.Tensor
+            and last.dtype is _INT64
+            and (last.is_cpu if self._cpu else last.is_cuda and last.get_device() == self._index)
+            and last.is_contiguous()
+            and last.numel() == batch
+        ):
+            last = device_ids(last, "last_loc", self.device, batch)
         n = int(extend_num_tokens)
         out = self._no_ids.new_empty(n)
         status = self._c_alloc_extend(
@@ -226,7 +236,15 @@ class _Allocates:
         else:
             seq = host_ids(seq, "seq_lens_cpu")  # held until the call returns
             batch, seq_ptr = seq.n, seq.ptr
-        last = device_ids(last_loc, "last_loc", self.device, batch)
+        last = last_loc
+        if not (  # device_ids' accepted case, inline: it runs on every step
+            type(last) is torch.Tensor
+            and last.dtype is _INT64
+            and (last.is_cpu if self._cpu else last.is_cuda and last.get_device() == self._index)
+            and last.is_contiguous()
+            and last.numel() == batch
+        ):
+            last = device_ids(last, "last_loc", self.device, batch)
         out = self._no_ids.new_empty(batch)
         status = self._c_alloc_decode(
             self._h, self._stream(), seq_ptr, batch, last.data_ptr(), out.data_ptr(), self._ok_ref
