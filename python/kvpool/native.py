@@ -25,6 +25,22 @@ from ._tensors import (
 )
 from ._tokens import token_handle
 
+_INT64 = torch.int64
+
+
+def _is_host_int64(x):
+    """Whether x is a CPU int64 contiguous tensor, whose memory the C API reads in place."""
+    return type(x) is torch.Tensor and x.is_cpu and x.dtype is _INT64 and x.is_contiguous()
+
+
+def _host_run(ids, what):
+    """(ids kept alive until the call returns, their address, their count): a CPU int64
+    contiguous tensor read in place, anything else through host_ids (its checks and errors)."""
+    if _is_host_int64(ids):
+        return ids, ids.data_ptr(), ids.numel()
+    held = host_ids(ids, what)
+    return held, held.ptr, held.n
+
 
 def side_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_on_alloc=False):
     """One side's options: lazy or eager compaction, the opportunistic flush's move cap (<= 0:
@@ -157,12 +173,28 @@ class _KV:
 
     def _init_kv(self):
         """The KV handle, and what every call reuses: the result flag with its reference made
-        once, and an empty int64 tensor on the device whose new_empty makes each result (a
-        fresh tensor, without torch.empty's parsing of dtype and device)."""
+        once, an empty int64 tensor on the device whose new_empty makes each result (a fresh
+        tensor, without torch.empty's parsing of dtype and device), and the device's type and
+        index."""
         self._kv = _new(type(self)._as_kv, self._h)
         self._ok = c_int()
         self._ok_ref = byref(self._ok)
         self._no_ids = torch.empty(0, dtype=torch.int64, device=self.device)
+        self._cpu = self.device.type == "cpu"
+        self._index = self.device.index
+
+    def _last_loc(self, last, batch):
+        """last_loc as the C call reads it: device_ids' accepted case checked inline (it runs
+        on every step), anything else through device_ids (its checks and errors)."""
+        if (
+            type(last) is torch.Tensor
+            and last.dtype is _INT64
+            and (last.is_cpu if self._cpu else last.is_cuda and last.get_device() == self._index)
+            and last.is_contiguous()
+            and last.numel() == batch
+        ):
+            return last
+        return device_ids(last, "last_loc", self.device, batch)
 
     def alloc(self, need_size):
         """need_size virtual token ids (a multiple of the page size)."""
@@ -176,21 +208,21 @@ class _KV:
     def alloc_extend(self, prefix_lens_cpu, seq_lens_cpu, last_loc, extend_num_tokens):
         """Prefill: request i grows from prefix_lens_cpu[i] to seq_lens_cpu[i] tokens;
         last_loc[i] (device) is its last prefix token."""
-        prefix = host_ids(prefix_lens_cpu, "prefix_lens_cpu")
-        seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
-        if prefix.n != seq.n:
+        prefix, prefix_ptr, prefix_n = _host_run(prefix_lens_cpu, "prefix_lens_cpu")
+        seq, seq_ptr, batch = _host_run(seq_lens_cpu, "seq_lens_cpu")
+        if prefix_n != batch:
             raise _lib.errors.InvalidArgumentError(
-                f"alloc_extend: {prefix.n} prefix lengths but {seq.n} sequence lengths"
+                f"alloc_extend: {prefix_n} prefix lengths but {batch} sequence lengths"
             )
-        last = device_ids(last_loc, "last_loc", self.device, seq.n)
+        last = self._last_loc(last_loc, batch)
         n = int(extend_num_tokens)
         out = self._no_ids.new_empty(n)
         status = lib.kvpool_kv_alloc_extend(
             self._kv,
             self._stream(),
-            prefix.ptr,
-            seq.ptr,
-            seq.n,
+            prefix_ptr,
+            seq_ptr,
+            batch,
             last.data_ptr(),
             out.data_ptr(),
             n,
@@ -202,11 +234,11 @@ class _KV:
 
     def alloc_decode(self, seq_lens_cpu, last_loc):
         """Decode: one token per request; seq_lens_cpu count it already."""
-        seq = host_ids(seq_lens_cpu, "seq_lens_cpu")
-        last = device_ids(last_loc, "last_loc", self.device, seq.n)
-        out = self._no_ids.new_empty(seq.n)
+        seq, seq_ptr, batch = _host_run(seq_lens_cpu, "seq_lens_cpu")
+        last = self._last_loc(last_loc, batch)
+        out = self._no_ids.new_empty(batch)
         status = lib.kvpool_kv_alloc_decode(
-            self._kv, self._stream(), seq.ptr, seq.n, last.data_ptr(), out.data_ptr(), self._ok_ref
+            self._kv, self._stream(), seq_ptr, batch, last.data_ptr(), out.data_ptr(), self._ok_ref
         )
         if status:
             raise_status(status)
@@ -408,10 +440,8 @@ class Side(_KV, _Handle):
 
     # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens, skip_unbound=False):
-        ids = host_ids(virtual_tokens, "free_index")
-        status = lib.kvpool_allocator_free(
-            self._h, self._stream(), ids.ptr, ids.n, 1 if skip_unbound else 0
-        )
+        ids, ptr, n = _host_run(virtual_tokens, "free_index")
+        status = lib.kvpool_allocator_free(self._h, self._stream(), ptr, n, 1 if skip_unbound else 0)
         if status:
             raise_status(status)
 
@@ -446,6 +476,51 @@ class Side(_KV, _Handle):
         )
         if status:
             raise_status(status)
+        return out
+
+    def translate_into(self, virtual_tokens, out, dtype, what):
+        """translate() with SGLang's out= convention, for the call named what: into out
+        (dtype, the ids' shape, on this side's device; written in place, through a copy if
+        strided) or, when out is None, into a new tensor of dtype. out is checked first."""
+        if out is None:
+            shape = virtual_tokens.shape
+        else:
+            if out.dtype is not dtype:
+                raise _lib.errors.InvalidArgumentError(
+                    f"{what}: out= dtype must be {dtype}, got {out.dtype}"
+                )
+            if out.shape != virtual_tokens.shape:
+                raise _lib.errors.InvalidArgumentError(
+                    f"{what}: out= shape {tuple(out.shape)} must match the ids' shape "
+                    f"{tuple(virtual_tokens.shape)}"
+                )
+            if out.device != self.device:
+                raise _lib.errors.InvalidArgumentError(
+                    f"{what}: out= must be on {self.device}, got {out.device}"
+                )
+        src = virtual_tokens
+        if not (
+            type(src) is torch.Tensor
+            and src.dtype is _INT64
+            and src.device == self.device
+            and src.is_contiguous()
+        ):
+            src = device_index_input(src, "virtual token ids", self.device)
+        stream = self._stream()
+        if out is not None and out.is_contiguous():
+            dst = out
+        elif out is None and dtype is _INT64:
+            dst = self._no_ids.new_empty(shape)
+        else:
+            dst = torch.empty(shape if out is None else out.shape, dtype=dtype, device=self.device)
+        status = lib.kvpool_allocator_translate(
+            self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
+        )
+        if status:
+            raise_status(status)
+        if out is None or dst is out:
+            return dst
+        out.copy_(dst)
         return out
 
     def translate_dense(self, virtual_tokens, out, kernel_page_multiplier):
@@ -537,8 +612,8 @@ class _Pair(_KV, _Handle):
     def free(self, virtual_tokens):
         """Every KV side (the SWA pair's and the tri-pool's sliding-window pages already
         released by free_swa are skipped; the Mamba pair's full side)."""
-        ids = host_ids(virtual_tokens, "free_index")
-        status = lib.kvpool_kv_free(self._kv, self._stream(), ids.ptr, ids.n)
+        ids, ptr, n = _host_run(virtual_tokens, "free_index")
+        status = lib.kvpool_kv_free(self._kv, self._stream(), ptr, n)
         if status:
             raise_status(status)
 
@@ -555,7 +630,7 @@ class _Pair(_KV, _Handle):
     # ---------------------------------------------------------------- state slots
     def alloc_state_slots(self, count):
         """count state slot ids (device int64), or None when there is no room."""
-        out = torch.empty(max(int(count), 0), dtype=torch.int64, device=self.device)
+        out = self._no_ids.new_empty(max(int(count), 0))
         check(
             lib.kvpool_kv_alloc_state_slots(
                 self._kv, self._stream(), int(count), out.data_ptr(), self._ok_ref

@@ -261,8 +261,63 @@ static int swa_pair_decoupled_pages(void) {
     return 0;
 }
 
+/* Both lazy sides compacted by one call: the pages freed below live ones are
+ * holes until kvpool_kv_flush on the pair's KV handle moves the live pages down
+ * on both sides (nothing in flight: no forward-done token) and a later pass
+ * retires them, moving nothing; a NULL handle is refused. */
+static int swa_pair_one_call_flush(void) {
+    kvpool_sub_pool_spec specs[2] = {{"full", 64, 4, KVPOOL_GROW_UP, 0, 0.0},
+                                     {"swa", 96, 4, KVPOOL_GROW_DOWN, 0, 0.0}};
+    kvpool_pool* pool = NULL;
+    kvpool_swa_pair* pair = NULL;
+    kvpool_allocator* full = NULL;
+    kvpool_allocator* swa = NULL;
+    const kvpool_side_options lazy = {1, 1, 0, 0};
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &pool));
+    CHECK(kvpool_swa_pair_create(pool, "full", "swa", &lazy, &lazy, &pair));
+    CHECK(kvpool_swa_pair_side(pair, 0, &full));
+    CHECK(kvpool_swa_pair_side(pair, 1, &swa));
+    kvpool_kv_allocator* kv = NULL;
+    CHECK(kvpool_swa_pair_kv(pair, &kv));
+    CHECK(kvpool_kv_set_latest_forward_done(kv, NULL));
+    int64_t first[8], second[8];
+    int allocated = 0;
+    CHECK(kvpool_swa_pair_alloc(pair, NULL, 8, first, &allocated));
+    EXPECT(allocated);
+    CHECK(kvpool_swa_pair_alloc(pair, NULL, 8, second, &allocated));
+    EXPECT(allocated);
+    CHECK(kvpool_swa_pair_free(pair, NULL, first, 8));
+    kvpool_side_state full_state, swa_state;
+    CHECK(kvpool_allocator_state(full, &full_state));
+    CHECK(kvpool_allocator_state(swa, &swa_state));
+    EXPECT(full_state.hole_pages == 2 && swa_state.hole_pages == 2);
+    int64_t moved = -1;
+    CHECK(kvpool_kv_flush(kv, NULL, &moved));
+    EXPECT(moved == 4); /* two live pages on each side */
+    /* The pages moved from are retired by the next pass, which moves nothing. */
+    CHECK(kvpool_kv_flush(kv, NULL, NULL));
+    CHECK(kvpool_allocator_state(full, &full_state));
+    CHECK(kvpool_allocator_state(swa, &swa_state));
+    EXPECT(full_state.hole_pages == 0 && swa_state.hole_pages == 0);
+    CHECK(kvpool_kv_flush(kv, NULL, &moved));
+    EXPECT(moved == 0);
+    CHECK(kvpool_allocator_check_invariants(full, NULL));
+    CHECK(kvpool_allocator_check_invariants(swa, NULL));
+    EXPECT(kvpool_kv_flush(NULL, NULL, &moved) ==
+           KVPOOL_ERROR_INVALID_ARGUMENT);
+    EXPECT(kvpool_kv_set_latest_forward_done(NULL, NULL) == KVPOOL_ERROR_INVALID_ARGUMENT);
+    kvpool_kv_destroy(kv);
+    kvpool_allocator_destroy(swa);
+    kvpool_allocator_destroy(full);
+    kvpool_swa_pair_destroy(pair);
+    kvpool_pool_destroy(pool);
+    if (kvpool_live_handles() != 0)
+        return fail("one-call flush: handles left");
+    return 0;
+}
+
 int main(void) {
-    if (devices() || swa_pair() || swa_pair_decoupled_pages())
+    if (devices() || swa_pair() || swa_pair_decoupled_pages() || swa_pair_one_call_flush())
         return 1;
     CHECK(kvpool_finalize_when_unused());
     if (kvpool_is_initialized())

@@ -151,13 +151,6 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             f"#joint-available={self.available_size()}"
         )
 
-    # -- every side at once, in one kvpool call --
-    def flush_opportunistic(self) -> int:
-        if not self.lazy_compaction:
-            return 0
-        self._inflight.settle()
-        return self._pair.flush_opportunistic()
-
     def clear(self) -> None:
         """Frees everything; the floating band starts where the layout puts it again."""
         self._inflight.settle()

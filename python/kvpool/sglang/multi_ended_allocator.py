@@ -261,9 +261,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
     ) -> torch.Tensor:
         """Virtual token ids -> physical token ids; tombstones and -1 clamp to the sink (0).
         ``out=`` (int64, same shape) is written in place and returned, and may be virt_tokens."""
-        return _translate_with(
-            self._side.translate, virt_tokens, out, torch.int64, "translate_kv_loc", self.device
-        )
+        return self._side.translate_into(virt_tokens, out, torch.int64, "translate_kv_loc")
 
     @property
     def kernel_page_multiplier(self) -> int:
@@ -373,10 +371,6 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
 def _check_multiplier(value):
     if not isinstance(value, int) or value < 1:
         raise InvalidArgumentError(f"kernel_page_multiplier must be an int >= 1, got {value!r}")
-
-
-def _translate(side, virt_tokens, out, dtype, what, device):
-    return _translate_with(side.translate, virt_tokens, out, dtype, what, device)
 
 
 def _translate_with(translate, virt_tokens, out, dtype, what, device):

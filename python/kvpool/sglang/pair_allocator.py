@@ -6,7 +6,6 @@ from typing import Optional
 
 import torch
 
-from .. import native
 from .base import BaseTokenToKVPoolAllocator, InflightForward
 from .multi_ended_allocator import MultiEndedAllocator
 
@@ -101,7 +100,7 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
 
     # -- lazy compaction hooks --
     def set_latest_forward_done_event(self, event) -> None:
-        native.set_forward_done(self._pair.sides, event)
+        self._pair.set_latest_forward_done(event)
 
     def set_inflight_forward(
         self, forward_done, out_cache_loc_virtual: Optional[torch.Tensor]
@@ -116,4 +115,4 @@ class PairAllocator(BaseTokenToKVPoolAllocator):
         if not self.lazy_compaction:
             return 0
         self._inflight.settle()
-        return sum(side.flush(False) for side in self._pair.sides)
+        return self._pair.flush_opportunistic()

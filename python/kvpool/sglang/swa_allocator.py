@@ -10,7 +10,7 @@ import torch
 
 from .. import native
 from .._tensors import pool_device
-from .multi_ended_allocator import _translate, side_options
+from .multi_ended_allocator import side_options
 from .pair_allocator import PairAllocator
 from .swa_pages import swa_page_size_of
 
@@ -31,13 +31,8 @@ class FullAndSWAKVAllocator(PairAllocator):
         self, kv_indices: torch.Tensor, *, out: Optional[torch.Tensor] = None
     ) -> torch.Tensor:
         """Virtual token ids -> SWA-physical token ids, int32; ``out=`` int32, same shape."""
-        return _translate(
-            self._pair.swa,
-            kv_indices,
-            out,
-            torch.int32,
-            "translate_loc_from_full_to_swa",
-            self.device,
+        return self._pair.swa.translate_into(
+            kv_indices, out, torch.int32, "translate_loc_from_full_to_swa"
         )
 
     # -- allocation: both sides or neither --
