@@ -31,22 +31,38 @@ void BackupWindow::log(const PageBinding& binding, bool from_free_list) {
     r.binding.anchor_before = binding.anchor_before;
     const index_t* const v = binding.virtual_pages.data();
     const index_t* const p = binding.physical_pages.data();
-    for_each_paired_run(v, p, binding.virtual_pages.size(), [&](std::size_t i, std::size_t count) {
-        r.runs.push_back({v[i], p[i], static_cast<index_t>(count)});
-    });
+    const std::size_t n = binding.virtual_pages.size();
+    // One run (a fresh or dense band's prefill) is found by an OR of
+    // differences, which compilers vectorise; others by the run walk.
+    index_t differs = 0;
+    for (std::size_t k = 0; k < n; ++k)
+        differs |=
+            (v[k] ^ (v[0] + static_cast<index_t>(k))) | (p[k] ^ (p[0] + static_cast<index_t>(k)));
+    if (n > 0 && differs == 0)
+        r.runs.push_back({v[0], p[0], static_cast<index_t>(n)});
+    else
+        for_each_paired_run(v, p, n, [&](std::size_t i, std::size_t count) {
+            r.runs.push_back({v[i], p[i], static_cast<index_t>(count)});
+        });
     undo_log_.edit().push_back(std::move(r));
 }
 
 void BackupWindow::expand(UndoRecord& r) {
     std::vector<index_t>& v = r.binding.virtual_pages;
     std::vector<index_t>& p = r.binding.physical_pages;
-    v.clear();
-    p.clear();
+    std::size_t n = 0;
     for (const PageRun& run : r.runs)
+        n += static_cast<std::size_t>(run.count);
+    v.resize(n);
+    p.resize(n);
+    std::size_t at = 0;
+    for (const PageRun& run : r.runs) {
         for (index_t k = 0; k < run.count; ++k) {
-            v.push_back(run.virtual_first + k);
-            p.push_back(run.physical_first + k);
+            v[at + static_cast<std::size_t>(k)] = run.virtual_first + k;
+            p[at + static_cast<std::size_t>(k)] = run.physical_first + k;
         }
+        at += static_cast<std::size_t>(run.count);
+    }
 }
 
 void BackupWindow::check(const AllocatorSnapshot& snapshot, const char* call,
