@@ -224,14 +224,32 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
         return v < tables_.min_virtual_page || v >= tables_.virtual_table_pages ||
                tables_.v2p[v] != unbound;
     };
-    // Ascending ids (a run the peer just minted, the common case) cannot
-    // repeat; others are checked for repeats by marking each page in v2p as it
-    // is checked, marks undone before anything else reads the table.
-    if (std::adjacent_find(virtual_pages, virtual_pages + count,
-                           [](index_t a, index_t b) { return a >= b; }) == virtual_pages + count) {
+    // One run of unbound ids inside the table (what an allocation from a
+    // fresh or dense band mints) is checked with one pass over its rows.
+    // Other ascending ids cannot repeat and are checked one by one; the rest
+    // are checked for repeats by marking each page in v2p as it is checked,
+    // marks undone before anything else reads the table.
+    const auto one_free_run = [&] {
+        if (count == 0 || !consecutive(virtual_pages, static_cast<std::size_t>(count)))
+            return false;
+        const index_t first = virtual_pages[0];
+        if (first < tables_.min_virtual_page || first + count > tables_.virtual_table_pages)
+            return false;
+        // An OR over the run's rows, which compilers vectorise.
+        const index_t* const rows = tables_.v2p.data() + first;
+        index_t bound = 0;
         for (index_t k = 0; k < count; ++k)
-            if (outside_or_bound(virtual_pages[k]))
-                bad.push_back(virtual_pages[k]);
+            bound |= rows[k] ^ unbound;
+        return bound == 0;
+    };
+    const bool ascending =
+        std::adjacent_find(virtual_pages, virtual_pages + count,
+                           [](index_t a, index_t b) { return a >= b; }) == virtual_pages + count;
+    if (ascending) {
+        if (!one_free_run())
+            for (index_t k = 0; k < count; ++k)
+                if (outside_or_bound(virtual_pages[k]))
+                    bad.push_back(virtual_pages[k]);
     } else {
         constexpr index_t seen = unbound - 1;
         index_t checked = 0;

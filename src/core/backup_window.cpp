@@ -22,8 +22,47 @@ AllocatorSnapshot BackupWindow::backup() {
 }
 
 void BackupWindow::log(const PageBinding& binding, bool from_free_list) {
-    if (window_id_ != 0)
-        undo_log_.edit().push_back({binding, from_free_list, next_serial_++});
+    if (window_id_ == 0)
+        return;
+    UndoRecord r{{}, {}, from_free_list, next_serial_++};
+    r.binding.drained_holes = binding.drained_holes;
+    r.binding.hole_positions = binding.hole_positions;
+    r.binding.watermark_before = binding.watermark_before;
+    r.binding.anchor_before = binding.anchor_before;
+    const index_t* const v = binding.virtual_pages.data();
+    const index_t* const p = binding.physical_pages.data();
+    const std::size_t n = binding.virtual_pages.size();
+    // One run (a fresh or dense band's prefill) is found by an OR of
+    // differences, which compilers vectorise; others by the run walk.
+    index_t differs = 0;
+    for (std::size_t k = 0; k < n; ++k)
+        differs |=
+            (v[k] ^ (v[0] + static_cast<index_t>(k))) | (p[k] ^ (p[0] + static_cast<index_t>(k)));
+    if (n > 0 && differs == 0)
+        r.runs.push_back({v[0], p[0], static_cast<index_t>(n)});
+    else
+        for_each_paired_run(v, p, n, [&](std::size_t i, std::size_t count) {
+            r.runs.push_back({v[i], p[i], static_cast<index_t>(count)});
+        });
+    undo_log_.edit().push_back(std::move(r));
+}
+
+void BackupWindow::expand(UndoRecord& r) {
+    std::vector<index_t>& v = r.binding.virtual_pages;
+    std::vector<index_t>& p = r.binding.physical_pages;
+    std::size_t n = 0;
+    for (const PageRun& run : r.runs)
+        n += static_cast<std::size_t>(run.count);
+    v.resize(n);
+    p.resize(n);
+    std::size_t at = 0;
+    for (const PageRun& run : r.runs) {
+        for (index_t k = 0; k < run.count; ++k) {
+            v[at + static_cast<std::size_t>(k)] = run.virtual_first + k;
+            p[at + static_cast<std::size_t>(k)] = run.physical_first + k;
+        }
+        at += static_cast<std::size_t>(run.count);
+    }
 }
 
 void BackupWindow::check(const AllocatorSnapshot& snapshot, const char* call,
@@ -52,8 +91,9 @@ void BackupWindow::commit(const Band& band, const AllocatorSnapshot& snapshot) {
 void BackupWindow::restore(const Band& band, const AllocatorSnapshot& snapshot) {
     check(snapshot, "restore_state", band.geometry.spec.name, band.report);
     while (undo_log_.get().size() > snapshot.undo_depth) {
-        const UndoRecord r = std::move(undo_log_.edit().back());
+        UndoRecord r = std::move(undo_log_.edit().back());
         undo_log_.edit().pop_back();
+        expand(r);
         band.tables.undo_binding(r.binding, r.virtual_pages_from_free_list, band.plan);
     }
     if (snapshot.opened_window)
@@ -65,7 +105,8 @@ void BackupWindow::add_to(StateDigest& digest) const {
     digest.add(next_serial_);
     const std::vector<UndoRecord>& log = undo_log_.get();
     digest.add(log.size());
-    for (const UndoRecord& r : log) {
+    for (UndoRecord r : log) {
+        expand(r);
         digest.add_range(r.binding.virtual_pages);
         digest.add_range(r.binding.physical_pages);
         digest.add(r.binding.drained_holes);

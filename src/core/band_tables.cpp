@@ -1,23 +1,43 @@
 #include <kvpool/detail/core/band_tables.hpp>
 #include <kvpool/detail/state_digest.hpp>
 
+#include <algorithm>
+
 namespace kvpool::detail {
 
 void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, DevicePlan& plan) {
     const auto& virtual_pages = binding.virtual_pages;
     const auto& physical_pages = binding.physical_pages;
+    const std::size_t n = virtual_pages.size();
     const std::size_t drained_holes = binding.drained_holes;
-    for (std::size_t i = 0; i < virtual_pages.size(); ++i) {
-        const index_t v = virtual_pages[i], p = physical_pages[i];
-        v2p.set(v, unbound);
-        p2v.set(p, unbound);
-        plan.set_v2p(v, unbound);
-        plan.set_p2v(p, unbound);
-        page_state.set(p, i < drained_holes ? PageState::hole : PageState::outside);
-    }
+    // A long run's rows go back as one journaled stretch per table; the short
+    // runs of scattered pages row by row, where a stretch each would cost more.
+    constexpr std::size_t min_stretch = 16;
+    for_each_paired_run(
+        virtual_pages.data(), physical_pages.data(), n, [&](std::size_t i, std::size_t count) {
+            const auto v = static_cast<std::size_t>(virtual_pages[i]);
+            const auto p = static_cast<std::size_t>(physical_pages[i]);
+            const std::size_t holes_end = std::clamp(drained_holes, i, i + count) - i;
+            if (count >= min_stretch) {
+                v2p.fill(v, v + count, unbound);
+                p2v.fill(p, p + count, unbound);
+                page_state.fill(p, p + holes_end, PageState::hole);
+                page_state.fill(p + holes_end, p + count, PageState::outside);
+                return;
+            }
+            for (std::size_t k = 0; k < count; ++k) {
+                v2p.set(v + k, unbound);
+                p2v.set(p + k, unbound);
+                page_state.set(p + k, k < holes_end ? PageState::hole : PageState::outside);
+            }
+        });
+    plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
+    plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
+    plan.p2v_index.insert(plan.p2v_index.end(), physical_pages.begin(), physical_pages.end());
+    plan.p2v_value.insert(plan.p2v_value.end(), n, unbound);
     if (binding.hole_positions.empty())
-        for (std::size_t i = drained_holes; i-- > 0;)
-            holes.push_front(physical_pages[i]);
+        holes.insert_front(physical_pages.begin(),
+                           physical_pages.begin() + static_cast<std::ptrdiff_t>(drained_holes));
     else
         for (std::size_t i = 0; i < drained_holes; ++i)
             holes.insert_at(binding.hole_positions[i], physical_pages[i]);

@@ -121,3 +121,26 @@ TEST_CASE("journal: closed, stretches record nothing; a checkpoint keeps the cha
         CHECK(table[i] == 0);
     table.close();
 }
+
+TEST_CASE("journal: a queue's rollback takes back a range inserted at the front among single "
+          "changes",
+          "[journal]") {
+    kvpool::detail::JournaledDeque<index_t> queue;
+    const std::vector<index_t> start{1, 2, 3};
+    queue.assign(start.begin(), start.end());
+    queue.open();
+    queue.push_back(4);
+    const std::vector<index_t> run{10, 11, 12, 13};
+    queue.insert_front(run.begin(), run.end());
+    queue.erase_front(2);
+    queue.push_front(9);
+    queue.insert_front(run.begin(), run.begin());
+    const std::vector<index_t> changed{9, 12, 13, 1, 2, 3, 4};
+    CHECK(std::vector<index_t>(queue.begin(), queue.end()) == changed);
+    queue.rollback();
+    CHECK(std::vector<index_t>(queue.begin(), queue.end()) == start);
+    queue.close();
+    queue.insert_front(run.begin(), run.end());
+    CHECK(queue.size() == start.size() + run.size());
+    CHECK(queue[0] == 10);
+}

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <deque>
+#include <iterator>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -92,6 +93,7 @@ class JournaledTable : public Journal<JournaledTable<T>, TableEntry<T>, std::vec
 public:
     const T& operator[](std::size_t i) const { return items_[i]; }
     std::size_t size() const { return items_.size(); }
+    const T* data() const { return items_.data(); }
 
     void set(std::size_t i, T value) {
         this->log({i, items_[i]});
@@ -214,7 +216,7 @@ private:
     std::vector<std::pair<std::size_t, std::size_t>> found_; // save_stretches' scratch
 };
 
-enum class QueueChange { pushed_back, pushed_front, inserted, erased };
+enum class QueueChange { pushed_back, pushed_front, pushed_front_many, inserted, erased };
 template <class T> struct QueueEntry {
     QueueChange kind;
     std::size_t position;
@@ -244,13 +246,14 @@ public:
         this->log({QueueChange::pushed_front, 0, value});
         items_.push_front(value);
     }
-    // Inserts [first, last) before the front, in order.
+    // Inserts [first, last) before the front, in order; journaled as one
+    // entry (its position field holds the count).
     template <class It> void insert_front(It first, It last) {
-        if (!this->open_)
-            items_.insert(items_.begin(), first, last);
-        else
-            for (It it = last; it != first;)
-                push_front(*--it);
+        const auto count = static_cast<std::size_t>(std::distance(first, last));
+        if (count == 0)
+            return;
+        this->log({QueueChange::pushed_front_many, count, T{}});
+        items_.insert(items_.begin(), first, last);
     }
     template <class It> void insert_back(It first, It last) {
         if (!this->open_)
@@ -310,6 +313,10 @@ private:
                 break;
             case QueueChange::pushed_front:
                 items_.pop_front();
+                break;
+            case QueueChange::pushed_front_many:
+                items_.erase(items_.begin(),
+                             items_.begin() + static_cast<std::ptrdiff_t>(e.position));
                 break;
             case QueueChange::inserted:
                 items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(e.position));

@@ -52,11 +52,22 @@ public:
     void add_to(StateDigest& digest) const;
 
 private:
+    // Virtual pages [virtual_first, virtual_first + count) bound to the
+    // physical pages from physical_first on.
+    struct PageRun {
+        index_t virtual_first, physical_first, count;
+    };
+    // An allocation's binding with its page lists held as runs (a prefill's
+    // thousands of pages are a few), so that logging and a transaction's
+    // copy of the log cost per run, not per page.
     struct UndoRecord {
-        PageBinding binding;
+        PageBinding binding; // all but the page lists
+        std::vector<PageRun> runs;
         bool virtual_pages_from_free_list;
         std::uint64_t serial;
     };
+    // Fills the record's page lists back in from its runs.
+    static void expand(UndoRecord& r);
 
     std::uint64_t window_id_ = 0; // 0: no backup window open
     JournaledValue<std::vector<UndoRecord>> undo_log_;
