@@ -101,19 +101,31 @@ static int devices(void) {
     return 0;
 }
 
+/* The sub-pools of the SWA pair tests: full 64 bytes a token, SWA 96, page size 4. */
+static const kvpool_sub_pool_spec swa_specs[2] = {{"full", 64, 4, KVPOOL_GROW_UP, 0, 0.0},
+                                                  {"swa", 96, 4, KVPOOL_GROW_DOWN, 0, 0.0}};
+
+/* The SWA pair of the tests below over a 64 KiB host pool of swa_specs, and
+ * its two sides; NULL options: the defaults. */
+static int open_swa_pair(const kvpool_side_options* full_options,
+                         const kvpool_side_options* swa_options, kvpool_pool** pool,
+                         kvpool_swa_pair** pair, kvpool_allocator** full, kvpool_allocator** swa) {
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, swa_specs, 2, NULL, NULL, pool));
+    CHECK(kvpool_swa_pair_create(*pool, "full", "swa", full_options, swa_options, pair));
+    CHECK(kvpool_swa_pair_side(*pair, 0, full));
+    CHECK(kvpool_swa_pair_side(*pair, 1, swa));
+    return 0;
+}
+
 static int swa_pair(void) {
-    kvpool_sub_pool_spec specs[2] = {{"full", 64, 4, KVPOOL_GROW_UP, 0, 0.0},
-                                     {"swa", 96, 4, KVPOOL_GROW_DOWN, 0, 0.0}};
     kvpool_pool* pool = NULL;
     kvpool_swa_pair* pair = NULL;
     kvpool_allocator* full = NULL;
     kvpool_allocator* swa = NULL;
     /* is_id_owner 0 on the full side: the pair makes it the owner all the same. */
     const kvpool_side_options full_options = {1, 0, 7};
-    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &pool));
-    CHECK(kvpool_swa_pair_create(pool, "full", "swa", &full_options, NULL, &pair));
-    CHECK(kvpool_swa_pair_side(pair, 0, &full));
-    CHECK(kvpool_swa_pair_side(pair, 1, &swa));
+    if (open_swa_pair(&full_options, NULL, &pool, &pair, &full, &swa))
+        return 1;
     kvpool_side_info full_info, swa_info;
     CHECK(kvpool_allocator_info(full, &full_info));
     CHECK(kvpool_allocator_info(swa, &swa_info));
@@ -178,7 +190,7 @@ static int swa_pair(void) {
     kvpool_allocator* down = NULL;
     kvpool_allocator* other = NULL;
     kvpool_pool* pool2 = NULL;
-    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &pool2));
+    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, swa_specs, 2, NULL, NULL, &pool2));
     CHECK(kvpool_allocator_create(pool2, "full", NULL, NULL, &up));
     CHECK(kvpool_allocator_create(pool2, "swa", NULL, NULL, &down));
     CHECK(kvpool_allocator_create(pool2, "swa", NULL, NULL, &other));
@@ -266,17 +278,13 @@ static int swa_pair_decoupled_pages(void) {
  * on both sides (nothing in flight: no forward-done token) and a later pass
  * retires them, moving nothing; a NULL handle is refused. */
 static int swa_pair_one_call_flush(void) {
-    kvpool_sub_pool_spec specs[2] = {{"full", 64, 4, KVPOOL_GROW_UP, 0, 0.0},
-                                     {"swa", 96, 4, KVPOOL_GROW_DOWN, 0, 0.0}};
     kvpool_pool* pool = NULL;
     kvpool_swa_pair* pair = NULL;
     kvpool_allocator* full = NULL;
     kvpool_allocator* swa = NULL;
     const kvpool_side_options lazy = {1, 1, 0, 0};
-    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 16, specs, 2, NULL, NULL, &pool));
-    CHECK(kvpool_swa_pair_create(pool, "full", "swa", &lazy, &lazy, &pair));
-    CHECK(kvpool_swa_pair_side(pair, 0, &full));
-    CHECK(kvpool_swa_pair_side(pair, 1, &swa));
+    if (open_swa_pair(&lazy, &lazy, &pool, &pair, &full, &swa))
+        return 1;
     kvpool_kv_allocator* kv = NULL;
     CHECK(kvpool_swa_pair_kv(pair, &kv));
     CHECK(kvpool_kv_set_latest_forward_done(kv, NULL));
