@@ -13,19 +13,6 @@
 
 namespace kvpool::detail {
 
-namespace {
-
-// Whether ids[k] == ids[0] + k for every k: an OR of differences, which
-// compilers vectorise, where a loop that stops at the first miss is scalar.
-bool consecutive(const index_t* ids, std::size_t n) {
-    index_t differs = 0;
-    for (std::size_t k = 0; k < n; ++k)
-        differs |= ids[k] ^ (ids[0] + static_cast<index_t>(k));
-    return differs == 0;
-}
-
-} // namespace
-
 bool AllocatorCore::ensure_room(index_t num_pages) {
     if (num_pages <= available_pages(0, 0))
         return true;

@@ -32,13 +32,9 @@ void BackupWindow::log(const PageBinding& binding, bool from_free_list) {
     const index_t* const v = binding.virtual_pages.data();
     const index_t* const p = binding.physical_pages.data();
     const std::size_t n = binding.virtual_pages.size();
-    // One run (a fresh or dense band's prefill) is found by an OR of
-    // differences, which compilers vectorise; others by the run walk.
-    index_t differs = 0;
-    for (std::size_t k = 0; k < n; ++k)
-        differs |=
-            (v[k] ^ (v[0] + static_cast<index_t>(k))) | (p[k] ^ (p[0] + static_cast<index_t>(k)));
-    if (n > 0 && differs == 0)
+    // One run (a fresh or dense band's prefill) is found by a vectorised
+    // check; others by the run walk.
+    if (n > 0 && consecutive(v, n) && consecutive(p, n))
         r.runs.push_back({v[0], p[0], static_cast<index_t>(n)});
     else
         for_each_paired_run(v, p, n, [&](std::size_t i, std::size_t count) {
@@ -47,16 +43,15 @@ void BackupWindow::log(const PageBinding& binding, bool from_free_list) {
     undo_log_.edit().push_back(std::move(r));
 }
 
-void BackupWindow::expand(UndoRecord& r) {
-    std::vector<index_t>& v = r.binding.virtual_pages;
-    std::vector<index_t>& p = r.binding.physical_pages;
+void BackupWindow::expand(const std::vector<PageRun>& runs, std::vector<index_t>& v,
+                          std::vector<index_t>& p) {
     std::size_t n = 0;
-    for (const PageRun& run : r.runs)
+    for (const PageRun& run : runs)
         n += static_cast<std::size_t>(run.count);
     v.resize(n);
     p.resize(n);
     std::size_t at = 0;
-    for (const PageRun& run : r.runs) {
+    for (const PageRun& run : runs) {
         for (index_t k = 0; k < run.count; ++k) {
             v[at + static_cast<std::size_t>(k)] = run.virtual_first + k;
             p[at + static_cast<std::size_t>(k)] = run.physical_first + k;
@@ -93,7 +88,7 @@ void BackupWindow::restore(const Band& band, const AllocatorSnapshot& snapshot) 
     while (undo_log_.get().size() > snapshot.undo_depth) {
         UndoRecord r = std::move(undo_log_.edit().back());
         undo_log_.edit().pop_back();
-        expand(r);
+        expand(r.runs, r.binding.virtual_pages, r.binding.physical_pages);
         band.tables.undo_binding(r.binding, r.virtual_pages_from_free_list, band.plan);
     }
     if (snapshot.opened_window)
@@ -105,10 +100,11 @@ void BackupWindow::add_to(StateDigest& digest) const {
     digest.add(next_serial_);
     const std::vector<UndoRecord>& log = undo_log_.get();
     digest.add(log.size());
-    for (UndoRecord r : log) {
-        expand(r);
-        digest.add_range(r.binding.virtual_pages);
-        digest.add_range(r.binding.physical_pages);
+    std::vector<index_t> virtual_pages, physical_pages;
+    for (const UndoRecord& r : log) {
+        expand(r.runs, virtual_pages, physical_pages);
+        digest.add_range(virtual_pages);
+        digest.add_range(physical_pages);
         digest.add(r.binding.drained_holes);
         digest.add_range(r.binding.hole_positions);
         digest.add_signed(r.binding.watermark_before);

@@ -66,8 +66,9 @@ private:
         bool virtual_pages_from_free_list;
         std::uint64_t serial;
     };
-    // Fills the record's page lists back in from its runs.
-    static void expand(UndoRecord& r);
+    // The page lists runs stand for, into v and p.
+    static void expand(const std::vector<PageRun>& runs, std::vector<index_t>& v,
+                       std::vector<index_t>& p);
 
     std::uint64_t window_id_ = 0; // 0: no backup window open
     JournaledValue<std::vector<UndoRecord>> undo_log_;
