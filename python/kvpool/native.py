@@ -478,10 +478,11 @@ class Side(_KV, _Handle):
             raise_status(status)
         return out
 
-    def translate_into(self, virtual_tokens, out, dtype, what):
+    def translate_into(self, virtual_tokens, out, dtype, what, kernel_page_multiplier=1):
         """translate() with SGLang's out= convention, for the call named what: into out
         (dtype, the ids' shape, on this side's device; written in place, through a copy if
-        strided) or, when out is None, into a new tensor of dtype. out is checked first."""
+        strided) or, when out is None, into a new tensor of dtype. out is checked first. A
+        kernel_page_multiplier above 1 gives translate_dense()'s dense ids (int64)."""
         if out is None:
             shape = virtual_tokens.shape
         else:
@@ -513,9 +514,14 @@ class Side(_KV, _Handle):
             dst = self._no_ids.new_empty(shape)
         else:
             dst = torch.empty(shape if out is None else out.shape, dtype=dtype, device=self.device)
-        status = lib.kvpool_allocator_translate(
-            self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
-        )
+        if kernel_page_multiplier == 1:
+            status = lib.kvpool_allocator_translate(
+                self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
+            )
+        else:
+            status = lib.kvpool_allocator_translate_dense(
+                self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), kernel_page_multiplier
+            )
         if status:
             raise_status(status)
         if out is None or dst is out:

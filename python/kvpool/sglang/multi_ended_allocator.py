@@ -284,14 +284,8 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         the in-flight write sets keep using physical ids: dense ids are for kernels only."""
         if self._kernel_page_multiplier == 1:
             return self.translate_kv_loc(virt_tokens, out=out)
-        m = self._kernel_page_multiplier
-        return _translate_with(
-            lambda ids, dst: self._side.translate_dense(ids, dst, m),
-            virt_tokens,
-            out,
-            torch.int64,
-            "translate_kv_loc_dense",
-            self.device,
+        return self._side.translate_into(
+            virt_tokens, out, torch.int64, "translate_kv_loc_dense", self._kernel_page_multiplier
         )
 
     def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
@@ -371,22 +365,3 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
 def _check_multiplier(value):
     if not isinstance(value, int) or value < 1:
         raise InvalidArgumentError(f"kernel_page_multiplier must be an int >= 1, got {value!r}")
-
-
-def _translate_with(translate, virt_tokens, out, dtype, what, device):
-    """translate(ids, dst) into out (checked) or into a new tensor."""
-    if out is not None:
-        if out.dtype is not dtype:
-            raise InvalidArgumentError(f"{what}: out= dtype must be {dtype}, got {out.dtype}")
-        if out.shape != virt_tokens.shape:
-            raise InvalidArgumentError(
-                f"{what}: out= shape {tuple(out.shape)} must match the ids' shape {tuple(virt_tokens.shape)}"
-            )
-        if out.device != device:
-            raise InvalidArgumentError(f"{what}: out= must be on {device}, got {out.device}")
-        if out.is_contiguous():
-            translate(virt_tokens, out)
-            return out
-        out.copy_(translate(virt_tokens, torch.empty(out.shape, dtype=dtype, device=device)))
-        return out
-    return translate(virt_tokens, torch.empty(virt_tokens.shape, dtype=dtype, device=device))
