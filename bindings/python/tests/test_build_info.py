@@ -9,7 +9,7 @@ import sys
 import kvpool
 from kvpool._lib import LIBRARY_PATH, lib
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 
 
 def _read(path):

@@ -18,7 +18,7 @@ import pytest
 from kvpool import _lib, layout, transfer
 
 HEADER = os.path.join(
-    os.path.dirname(__file__), "..", "..", "bindings", "c", "include", "kvpool", "c_api.h"
+    os.path.dirname(__file__), "..", "..", "c", "include", "kvpool", "c_api.h"
 )
 # c_api.h and the parts it includes (a new part is found by its #include line)
 with open(HEADER) as _f:
