@@ -10,7 +10,7 @@ prefill batch admitted (alloc_extend), every running request decoded
 (alloc_decode), the forward's done event and write set handed over, finished
 requests freed, an opportunistic flush.
 
-usage: KVPOOL_LIBRARY=build/cuda-hopper/lib/libkvpool_c.so PYTHONPATH=python \\
+usage: KVPOOL_LIBRARY=build/cuda-hopper/lib/libkvpool_c.so PYTHONPATH=bindings/python \\
        perf/bench_python.py [--cpp kvpool-bench.json] [--out python-bench.json] [--iterations N] [--filter S]
 KVPOOL_BENCH_TOKENS shrinks the pool (and the Mamba slot count with it), and KVPOOL_BENCH_LAYERS
 the SWA pair's layers per side (32), as for kvpool-bench.

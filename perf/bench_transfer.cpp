@@ -8,10 +8,10 @@
 // copy_runs, against the device's own copy of the same bytes (target: >= 80 %).
 #include "bench_common.hpp"
 
-#include <kvpool/model_geometry.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
-#include <kvpool/transfer_copy.hpp>
-#include <kvpool/transfer_descriptors.hpp>
+#include <kvpool/storage/model_geometry.hpp>
+#include <kvpool/storage/transfer_copy.hpp>
+#include <kvpool/storage/transfer_descriptors.hpp>
 
 namespace {
 

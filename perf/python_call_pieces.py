@@ -6,7 +6,7 @@ made beforehand (the C API and the C++ core), then each piece the binding adds o
 Medians of host time in us over --calls calls, on the device bench_python.py uses; a call
 that allocates runs inside a backup window, restored after each call (untimed).
 
-usage: KVPOOL_LIBRARY=build/cuda-hopper/lib/libkvpool_c.so PYTHONPATH=python \\
+usage: KVPOOL_LIBRARY=build/cuda-hopper/lib/libkvpool_c.so PYTHONPATH=bindings/python \\
        perf/python_call_pieces.py [--calls N]
 KVPOOL_BENCH_TOKENS and KVPOOL_BENCH_LAYERS size the SWA pair as for bench_python.py.
 """

@@ -9,7 +9,7 @@
 #include "sim_pool.hpp"
 #include "workload.hpp"
 
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 
 #include <optional>
 #include <string>

@@ -1,5 +1,5 @@
 #include <kvpool/error.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // The host half of copy_runs: checking the runs and cutting them into chunks.
 #include <kvpool/error.hpp>
-#include <kvpool/transfer_copy.hpp>
+#include <kvpool/storage/transfer_copy.hpp>
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 #include <kvpool/error.hpp>
-#include <kvpool/transfer_descriptors.hpp>
-#include <kvpool/view_descriptors.hpp>
+#include <kvpool/storage/transfer_descriptors.hpp>
+#include <kvpool/storage/view_descriptors.hpp>
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 #include <kvpool/error.hpp>
-#include <kvpool/view_descriptors.hpp>
+#include <kvpool/storage/view_descriptors.hpp>
 
 #include <fmt/format.h>
 

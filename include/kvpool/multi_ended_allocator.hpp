@@ -16,7 +16,7 @@
 #include <kvpool/error.hpp>
 #include <kvpool/kokkos_compat.hpp>
 #include <kvpool/side_occupancy.hpp>
-#include <kvpool/unified_kv_pool.hpp>
+#include <kvpool/storage/unified_kv_pool.hpp>
 
 #include <algorithm>
 #include <deque>

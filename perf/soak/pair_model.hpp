@@ -6,7 +6,7 @@
 
 #include "device_ids.hpp"
 
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 
 #include <utility>
 

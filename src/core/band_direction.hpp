@@ -5,7 +5,7 @@
 // up band whose anchor moves (its first page).
 #pragma once
 
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 
 #include <utility>
 

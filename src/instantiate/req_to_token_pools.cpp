@@ -1,7 +1,7 @@
 // The request tables, plain and hybrid, compiled once for each enabled backend
 // (detail/library_spaces.hpp).
-#include <kvpool/hybrid_req_to_token_pool.hpp>
-#include <kvpool/req_to_token_pool.hpp>
+#include <kvpool/requests/hybrid_req_to_token_pool.hpp>
+#include <kvpool/requests/req_to_token_pool.hpp>
 
 namespace kvpool {
 

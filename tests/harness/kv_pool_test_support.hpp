@@ -5,7 +5,7 @@
 
 #include "test_support.hpp"
 
-#include <kvpool/model_geometry.hpp>
+#include <kvpool/storage/model_geometry.hpp>
 
 #include <cstdint>
 #include <cstring>

@@ -7,8 +7,8 @@
 #pragma once
 
 #include "kv_pool_test_support.hpp"
-#include <kvpool/page_major_pools.hpp>
-#include <kvpool/transfer_descriptors.hpp>
+#include <kvpool/storage/page_major_pools.hpp>
+#include <kvpool/storage/transfer_descriptors.hpp>
 
 #include <cstdint>
 #include <map>

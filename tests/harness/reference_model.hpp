@@ -28,7 +28,7 @@
 
 #include <kvpool/completion_token.hpp>
 #include <kvpool/detail/allocator_core.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 #include <kvpool/types.hpp>
 
 #include <algorithm>

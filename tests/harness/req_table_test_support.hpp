@@ -4,8 +4,8 @@
 
 #include "test_support.hpp"
 
-#include <kvpool/hybrid_req_to_token_pool.hpp>
-#include <kvpool/req_to_token_pool.hpp>
+#include <kvpool/requests/hybrid_req_to_token_pool.hpp>
+#include <kvpool/requests/req_to_token_pool.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

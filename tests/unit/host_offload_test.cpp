@@ -5,9 +5,9 @@
 #include "kv_pool_test_support.hpp"
 
 #include <kvpool/device_faults.hpp>
-#include <kvpool/host_offload.hpp>
-#include <kvpool/page_major_pools.hpp>
-#include <kvpool/per_layer_pools.hpp>
+#include <kvpool/storage/host_offload.hpp>
+#include <kvpool/storage/page_major_pools.hpp>
+#include <kvpool/storage/per_layer_pools.hpp>
 
 #include <cstring>
 #include <vector>

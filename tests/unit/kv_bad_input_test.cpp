@@ -1,8 +1,8 @@
 // KV pools: bad input is refused with an error that names the value.
 #include "kv_pool_test_support.hpp"
 
-#include <kvpool/page_major_pools.hpp>
-#include <kvpool/per_layer_pools.hpp>
+#include <kvpool/storage/page_major_pools.hpp>
+#include <kvpool/storage/per_layer_pools.hpp>
 
 using namespace kvpool;
 using namespace kvpool::test;

@@ -4,9 +4,9 @@
 #include "kv_pool_test_support.hpp"
 
 #include <kvpool/kernels/dispatch.hpp>
-#include <kvpool/kv_mover.hpp>
-#include <kvpool/page_major_pools.hpp>
-#include <kvpool/per_layer_pools.hpp>
+#include <kvpool/storage/kv_mover.hpp>
+#include <kvpool/storage/page_major_pools.hpp>
+#include <kvpool/storage/per_layer_pools.hpp>
 
 #include <set>
 #include <string>

@@ -3,8 +3,8 @@
 // other byte keeps its poison), and the entry bytes of the model geometry.
 #include "kv_pool_test_support.hpp"
 
-#include <kvpool/page_major_pools.hpp>
-#include <kvpool/per_layer_pools.hpp>
+#include <kvpool/storage/page_major_pools.hpp>
+#include <kvpool/storage/per_layer_pools.hpp>
 
 #include <set>
 #include <string>

@@ -2,8 +2,8 @@
 // copy_from against a host model; page-major padding keeps its poison.
 #include "kv_pool_test_support.hpp"
 
-#include <kvpool/page_major_pools.hpp>
-#include <kvpool/per_layer_pools.hpp>
+#include <kvpool/storage/page_major_pools.hpp>
+#include <kvpool/storage/per_layer_pools.hpp>
 
 #include <vector>
 

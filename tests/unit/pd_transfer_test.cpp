@@ -6,7 +6,7 @@
 // pd_transfer_random_test.cpp.
 #include "pd_transfer_support.hpp"
 #include <kvpool/completion_token.hpp>
-#include <kvpool/page_major_pools.hpp>
+#include <kvpool/storage/page_major_pools.hpp>
 
 #include <memory>
 

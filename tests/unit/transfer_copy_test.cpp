@@ -5,7 +5,7 @@
 //
 // Reproduce one seed: kvpool_tests_<backend> "[transfer-copy]" --kvpool-seed N
 #include <kvpool/error.hpp>
-#include <kvpool/transfer_copy.hpp>
+#include <kvpool/storage/transfer_copy.hpp>
 
 #include "kv_pool_test_support.hpp"
 #include "test_config.hpp"

@@ -5,8 +5,8 @@
 // slots, and bad geometry is refused naming what is wrong.
 #include "kv_pool_test_support.hpp"
 
-#include <kvpool/page_major_pools.hpp>
-#include <kvpool/view_descriptors.hpp>
+#include <kvpool/storage/page_major_pools.hpp>
+#include <kvpool/storage/view_descriptors.hpp>
 
 #include <array>
 #include <string>

@@ -17,7 +17,7 @@
 #include <kvpool/detail/core/move_gate.hpp>
 #include <kvpool/detail/core/transaction_log.hpp>
 #include <kvpool/detail/device_plan.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 
 #include <deque>
 #include <string>

@@ -4,7 +4,7 @@
 #include <kvpool/detail/row_storage.hpp>
 #include <kvpool/detail/shape_checks.hpp>
 #include <kvpool/kernels/portable/row_store.hpp>
-#include <kvpool/model_geometry.hpp>
+#include <kvpool/storage/model_geometry.hpp>
 
 #include <string>
 

@@ -5,8 +5,8 @@
 
 #include <kvpool/error.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/kv_dtype.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/kv_dtype.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 
 #include <string>
 #include <type_traits>

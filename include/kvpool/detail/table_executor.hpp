@@ -15,7 +15,7 @@
 #include <kvpool/kernels/page_runs.hpp>
 #include <kvpool/kernels/stream_wait.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/unified_kv_pool.hpp>
+#include <kvpool/storage/unified_kv_pool.hpp>
 
 #include <functional>
 #include <numeric>

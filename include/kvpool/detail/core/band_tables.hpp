@@ -8,7 +8,7 @@
 #include <kvpool/counters.hpp>
 #include <kvpool/detail/device_plan.hpp>
 #include <kvpool/detail/journal.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <kvpool/error.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 #include <kvpool/types.hpp>
 
 #include <string>

@@ -9,7 +9,7 @@ import sys
 import kvpool
 from kvpool._lib import LIBRARY_PATH, lib
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 
 
 def _read(path):
@@ -28,8 +28,9 @@ def test_version_is_the_cmake_projects():
 
 
 def test_c_api_version_is_the_headers():
-    header = re.search(r"#define KVPOOL_C_API_VERSION (\d+)", _read("include/kvpool/c_api.h"))
-    assert lib.kvpool_c_api_version() == int(header.group(1))
+    header = _read("bindings/c/include/kvpool/c_api.h")
+    version = re.search(r"#define KVPOOL_C_API_VERSION (\d+)", header)
+    assert lib.kvpool_c_api_version() == int(version.group(1))
 
 
 def test_build_info_names_kokkos_backends_and_arch():

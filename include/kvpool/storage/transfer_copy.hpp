@@ -10,7 +10,7 @@
 #include <kvpool/kernels/portable/copy_chunks.hpp>
 #include <kvpool/kernels/tools_region.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/transfer_descriptors.hpp>
+#include <kvpool/storage/transfer_descriptors.hpp>
 
 #include <cstdint>
 #include <vector>

@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------ view descriptors
- * The one derivation of the page-major layout (kvpool/view_descriptors.hpp):
+ * The one derivation of the page-major layout (kvpool/storage/view_descriptors.hpp):
  * per layer, where a sub-pool's view starts in the unified buffer, its
  * element type, shape and strides, from which a caller builds its tensors
  * (torch.as_strided) instead of deriving the layout again. Host-side

@@ -1,5 +1,5 @@
-"""The ctypes declarations in kvpool._lib against the C header they mirror (include/kvpool/c_api.h
-and the parts it includes).
+"""The ctypes declarations in kvpool._lib against the C header they mirror
+(bindings/c/include/kvpool/c_api.h and the parts it includes).
 
 Drift between the two is a silent memory bug, not a build error: these tests make it a test
 failure. Every exported function is declared with the same number and kinds of arguments and
@@ -17,7 +17,9 @@ import pytest
 
 from kvpool import _lib, layout, transfer
 
-HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "include", "kvpool", "c_api.h")
+HEADER = os.path.join(
+    os.path.dirname(__file__), "..", "..", "c", "include", "kvpool", "c_api.h"
+)
 # c_api.h and the parts it includes (a new part is found by its #include line)
 with open(HEADER) as _f:
     HEADERS = [HEADER] + [

@@ -11,7 +11,7 @@
 #include <kvpool/detail/shape_checks.hpp>
 #include <kvpool/kernels/row_map.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/model_geometry.hpp>
+#include <kvpool/storage/model_geometry.hpp>
 
 #include <cstdint>
 

@@ -5,7 +5,7 @@
 #include <kvpool/error.hpp>
 #include <kvpool/kernels/portable/fill_bytes.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 
 #include <cstdint>
 #include <string>

@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------ PD transfer descriptors
- * Disaggregated prefill (kvpool/transfer_descriptors.hpp; README, "Disaggregated
+ * Disaggregated prefill (kvpool/storage/transfer_descriptors.hpp; README, "Disaggregated
  * prefill"). A transfer engine registers each end's whole buffer once
  * (kvpool_pool_bytes: base and length); per transfer, each end describes its
  * tokens of each sub-pool as (offset, length) runs over that buffer, gating

@@ -17,9 +17,9 @@
 #include <kvpool/error.hpp>
 #include <kvpool/kernels/row_map.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/model_geometry.hpp>
-#include <kvpool/pool_layout.hpp>
-#include <kvpool/unified_kv_pool.hpp>
+#include <kvpool/storage/model_geometry.hpp>
+#include <kvpool/storage/pool_layout.hpp>
+#include <kvpool/storage/unified_kv_pool.hpp>
 
 #include <string>
 

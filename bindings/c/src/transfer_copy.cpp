@@ -1,8 +1,8 @@
 // C API: a transfer's paired runs copied between two buffers of one device in
-// one launch (kvpool/transfer_copy.hpp).
+// one launch (kvpool/storage/transfer_copy.hpp).
 #include "handles.hpp"
 
-#include <kvpool/transfer_copy.hpp>
+#include <kvpool/storage/transfer_copy.hpp>
 
 using namespace kvpool::capi;
 using kvpool::index_t;

@@ -10,8 +10,8 @@
 
 #include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/kernels/portable/state_tables.hpp>
-#include <kvpool/req_to_token_pool.hpp>
-#include <kvpool/state_slot_allocator.hpp>
+#include <kvpool/requests/req_to_token_pool.hpp>
+#include <kvpool/requests/state_slot_allocator.hpp>
 
 #include <algorithm>
 #include <optional>

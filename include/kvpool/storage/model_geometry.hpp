@@ -4,8 +4,8 @@
 #pragma once
 
 #include <kvpool/error.hpp>
-#include <kvpool/kv_dtype.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/kv_dtype.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 #include <kvpool/types.hpp>
 
 #include <cstdint>

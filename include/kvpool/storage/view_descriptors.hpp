@@ -6,8 +6,8 @@
 // (page_major_pools.hpp). Host only, no Kokkos.
 #pragma once
 
-#include <kvpool/kv_dtype.hpp>
-#include <kvpool/model_geometry.hpp>
+#include <kvpool/storage/kv_dtype.hpp>
+#include <kvpool/storage/model_geometry.hpp>
 #include <kvpool/types.hpp>
 
 #include <array>

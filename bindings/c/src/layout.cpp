@@ -1,8 +1,8 @@
-// C API: per-layer view descriptors (kvpool/view_descriptors.hpp) of the
+// C API: per-layer view descriptors (kvpool/storage/view_descriptors.hpp) of the
 // page-major layouts, for callers that build their tensors from them.
 #include "handles.hpp"
 
-#include <kvpool/view_descriptors.hpp>
+#include <kvpool/storage/view_descriptors.hpp>
 
 #include <algorithm>
 #include <string>

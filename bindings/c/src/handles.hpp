@@ -8,14 +8,14 @@
 
 #include <kvpool/c_api.h>
 #include <kvpool/error.hpp>
-#include <kvpool/hybrid_req_to_token_pool.hpp>
 #include <kvpool/kernels/native_backend.hpp>
 #include <kvpool/mamba_pair.hpp>
 #include <kvpool/mamba_swa_allocator.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
-#include <kvpool/req_to_token_pool.hpp>
+#include <kvpool/requests/hybrid_req_to_token_pool.hpp>
+#include <kvpool/requests/req_to_token_pool.hpp>
+#include <kvpool/storage/unified_kv_pool.hpp>
 #include <kvpool/swa_pair.hpp>
-#include <kvpool/unified_kv_pool.hpp>
 
 #include <cstdint>
 #include <map>

@@ -1,8 +1,8 @@
-// C API: PD transfer descriptors (kvpool/transfer_descriptors.hpp) over a
+// C API: PD transfer descriptors (kvpool/storage/transfer_descriptors.hpp) over a
 // side: describe and gate, the run lists, and the pairing of two ends.
 #include "handles.hpp"
 
-#include <kvpool/transfer_descriptors.hpp>
+#include <kvpool/storage/transfer_descriptors.hpp>
 
 #include <algorithm>
 

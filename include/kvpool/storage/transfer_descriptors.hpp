@@ -10,8 +10,8 @@
 
 #include <kvpool/completion_token.hpp>
 #include <kvpool/error.hpp>
-#include <kvpool/model_geometry.hpp>
-#include <kvpool/pool_layout.hpp>
+#include <kvpool/storage/model_geometry.hpp>
+#include <kvpool/storage/pool_layout.hpp>
 #include <kvpool/types.hpp>
 
 #include <cstdint>
