@@ -300,8 +300,8 @@ private:
     void take_physical(index_t num_pages, PageBinding& out);
     // A floating side's new pages past its holes, from the gaps on both sides.
     void extend_floating(index_t pages, std::vector<index_t>& out);
-    void bind(const std::vector<index_t>& virtual_pages,
-              const std::vector<index_t>& physical_pages);
+    // Writes the binding's pages into the host mirror; sets its one_run.
+    void bind(PageBinding& binding);
     std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,
                                          bool skip_unbound) const;
     void free_pages(const std::vector<index_t>& virtual_pages);
