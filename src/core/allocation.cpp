@@ -53,7 +53,7 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
     return num_pages <= available_pages(0, 0);
 }
 
-void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
+bool AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     std::vector<index_t>& out = binding.physical_pages;
     out.reserve(static_cast<std::size_t>(num_pages));
     const index_t from_holes = std::min<index_t>(num_pages, usable_hole_pages());
@@ -83,7 +83,7 @@ void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     const index_t extend = num_pages - from_holes;
     if (is_floating()) {
         extend_floating(extend, out);
-        return;
+        return false;
     }
     const BandDirection band(geometry_, tables_.anchor);
     tables_.watermark = band.grown(tables_.watermark, extend);
@@ -93,13 +93,14 @@ void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     // binds from the old frontier outward (descending).
     if (band.up() || from_holes == 0) {
         append_run(out, first, last - first);
-        return;
+        return from_holes == 0;
     }
     const std::size_t at = out.size();
     out.resize(at + static_cast<std::size_t>(last - first));
     index_t* const dst = out.data() + at;
     for (index_t k = 0; k < last - first; ++k)
         dst[k] = last - 1 - k;
+    return false;
 }
 
 void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
@@ -124,12 +125,13 @@ void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
     tables_.anchor -= below;
 }
 
-void AllocatorCore::bind(PageBinding& binding) {
+void AllocatorCore::bind(PageBinding& binding, bool virtual_run, bool physical_run) {
     const std::vector<index_t>& virtual_pages = binding.virtual_pages;
     const std::size_t n = virtual_pages.size();
     const index_t* const v = virtual_pages.data();
     const index_t* const p = binding.physical_pages.data();
-    binding.one_run = n > 0 && consecutive(v, n) && consecutive(p, n);
+    binding.one_run =
+        n > 0 && (virtual_run || consecutive(v, n)) && (physical_run || consecutive(p, n));
     if (binding.one_run) {
         // One run (a fresh or dense band's): contiguous fills, each one
         // journaled stretch inside a transaction.
@@ -182,8 +184,8 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
     const auto first = tables_.free_virtual_pages.begin();
     out.virtual_pages.assign(first, first + num_pages);
     tables_.free_virtual_pages.erase_front(static_cast<std::size_t>(num_pages));
-    take_physical(num_pages, out);
-    bind(out);
+    const bool physical_run = take_physical(num_pages, out);
+    bind(out, false, physical_run);
     backup_.log(out, true);
     return true;
 }
@@ -269,8 +271,8 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     out.watermark_before = tables_.watermark;
     out.anchor_before = tables_.anchor;
     out.virtual_pages.assign(virtual_pages, virtual_pages + count);
-    take_physical(count, out);
-    bind(out);
+    const bool physical_run = take_physical(count, out);
+    bind(out, free_run, physical_run);
     backup_.log(out, false);
     return true;
 }
