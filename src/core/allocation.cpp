@@ -53,7 +53,7 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
     return num_pages <= available_pages(0, 0);
 }
 
-void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
+bool AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     std::vector<index_t>& out = binding.physical_pages;
     out.reserve(static_cast<std::size_t>(num_pages));
     const index_t from_holes = std::min<index_t>(num_pages, usable_hole_pages());
@@ -83,7 +83,7 @@ void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     const index_t extend = num_pages - from_holes;
     if (is_floating()) {
         extend_floating(extend, out);
-        return;
+        return false;
     }
     const BandDirection band(geometry_, tables_.anchor);
     tables_.watermark = band.grown(tables_.watermark, extend);
@@ -91,15 +91,16 @@ void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     // Ascending, as the reference binds a pure extension on either side and
     // an up side's always; a down side's extension after drained holes it
     // binds from the old frontier outward (descending).
+    if (band.up() || from_holes == 0) {
+        append_run(out, first, last - first);
+        return from_holes == 0;
+    }
     const std::size_t at = out.size();
     out.resize(at + static_cast<std::size_t>(last - first));
     index_t* const dst = out.data() + at;
-    if (!band.up() && from_holes > 0)
-        for (index_t k = 0; k < last - first; ++k)
-            dst[k] = last - 1 - k;
-    else
-        for (index_t k = 0; k < last - first; ++k)
-            dst[k] = first + k;
+    for (index_t k = 0; k < last - first; ++k)
+        dst[k] = last - 1 - k;
+    return false;
 }
 
 void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
@@ -111,14 +112,8 @@ void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
     const index_t above =
         above_first ? std::min(pages, room_above) : pages - std::min(pages, room_below);
     const index_t below = pages - above;
-    const auto push_run = [&out](index_t first, index_t count) {
-        const std::size_t at = out.size();
-        out.resize(at + static_cast<std::size_t>(count));
-        for (index_t k = 0; k < count; ++k)
-            out[at + static_cast<std::size_t>(k)] = first + k;
-    };
-    const auto push_above = [&] { push_run(tables_.watermark, above); };
-    const auto push_below = [&] { push_run(tables_.anchor - below, below); };
+    const auto push_above = [&] { append_run(out, tables_.watermark, above); };
+    const auto push_below = [&] { append_run(out, tables_.anchor - below, below); };
     if (above_first) {
         push_above();
         push_below();
@@ -130,23 +125,22 @@ void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
     tables_.anchor -= below;
 }
 
-void AllocatorCore::bind(const std::vector<index_t>& virtual_pages,
-                         const std::vector<index_t>& physical_pages) {
+void AllocatorCore::bind(PageBinding& binding, bool virtual_run, bool physical_run) {
+    const std::vector<index_t>& virtual_pages = binding.virtual_pages;
     const std::size_t n = virtual_pages.size();
     const index_t* const v = virtual_pages.data();
-    const index_t* const p = physical_pages.data();
-    const auto live = [](std::size_t) { return PageState::live; };
-    if (n > 0 && consecutive(v, n) && consecutive(p, n)) {
-        // One run (a fresh or dense band's): contiguous fills.
-        const index_t v0 = v[0], p0 = p[0];
-        const auto virtual_at = [v0](std::size_t k) { return static_cast<std::size_t>(v0) + k; };
-        const auto physical_at = [p0](std::size_t k) { return static_cast<std::size_t>(p0) + k; };
-        tables_.v2p.set_each(n, virtual_at,
-                             [p0](std::size_t k) { return p0 + static_cast<index_t>(k); });
-        tables_.p2v.set_each(n, physical_at,
-                             [v0](std::size_t k) { return v0 + static_cast<index_t>(k); });
-        tables_.page_state.set_each(n, physical_at, live);
+    const index_t* const p = binding.physical_pages.data();
+    binding.one_run =
+        n > 0 && (virtual_run || consecutive(v, n)) && (physical_run || consecutive(p, n));
+    if (binding.one_run) {
+        // One run (a fresh or dense band's): contiguous fills, each one
+        // journaled stretch inside a transaction.
+        const auto v0 = static_cast<std::size_t>(v[0]), p0 = static_cast<std::size_t>(p[0]);
+        tables_.v2p.set_run(v0, n, p[0]);
+        tables_.p2v.set_run(p0, n, v[0]);
+        tables_.page_state.fill(p0, p0 + n, PageState::live);
     } else {
+        const auto live = [](std::size_t) { return PageState::live; };
         const auto virtual_at = [v](std::size_t k) { return static_cast<std::size_t>(v[k]); };
         const auto physical_at = [p](std::size_t k) { return static_cast<std::size_t>(p[k]); };
         tables_.v2p.set_each(n, virtual_at, [p](std::size_t k) { return p[k]; });
@@ -190,8 +184,8 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
     const auto first = tables_.free_virtual_pages.begin();
     out.virtual_pages.assign(first, first + num_pages);
     tables_.free_virtual_pages.erase_front(static_cast<std::size_t>(num_pages));
-    take_physical(num_pages, out);
-    bind(out.virtual_pages, out.physical_pages);
+    const bool physical_run = take_physical(num_pages, out);
+    bind(out, false, physical_run);
     backup_.log(out, true);
     return true;
 }
@@ -229,15 +223,19 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
             bound |= rows[k] ^ unbound;
         return bound == 0;
     };
-    const bool ascending =
-        std::adjacent_find(virtual_pages, virtual_pages + count,
-                           [](index_t a, index_t b) { return a >= b; }) == virtual_pages + count;
-    if (ascending) {
-        if (!one_free_run())
-            for (index_t k = 0; k < count; ++k)
-                if (outside_or_bound(virtual_pages[k]))
-                    bad.push_back(virtual_pages[k]);
-    } else {
+    const auto ascending = [&] {
+        return std::adjacent_find(virtual_pages, virtual_pages + count, [](index_t a, index_t b) {
+                   return a >= b;
+               }) == virtual_pages + count;
+    };
+    // The run's check first: one vectorised pass where the order check alone
+    // would be a scalar one.
+    const bool free_run = one_free_run();
+    if (!free_run && ascending()) {
+        for (index_t k = 0; k < count; ++k)
+            if (outside_or_bound(virtual_pages[k]))
+                bad.push_back(virtual_pages[k]);
+    } else if (!free_run) {
         constexpr index_t seen = unbound - 1;
         index_t checked = 0;
         // The marks undo themselves: a transaction need not journal them.
@@ -273,8 +271,8 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
     out.watermark_before = tables_.watermark;
     out.anchor_before = tables_.anchor;
     out.virtual_pages.assign(virtual_pages, virtual_pages + count);
-    take_physical(count, out);
-    bind(out.virtual_pages, out.physical_pages);
+    const bool physical_run = take_physical(count, out);
+    bind(out, free_run, physical_run);
     backup_.log(out, false);
     return true;
 }

@@ -32,9 +32,9 @@ void BackupWindow::log(const PageBinding& binding, bool from_free_list) {
     const index_t* const v = binding.virtual_pages.data();
     const index_t* const p = binding.physical_pages.data();
     const std::size_t n = binding.virtual_pages.size();
-    // One run (a fresh or dense band's prefill) is found by a vectorised
-    // check; others by the run walk.
-    if (n > 0 && consecutive(v, n) && consecutive(p, n))
+    // One run (a fresh or dense band's prefill) was found when it was bound;
+    // others by the run walk.
+    if (binding.one_run)
         r.runs.push_back({v[0], p[0], static_cast<index_t>(n)});
     else
         for_each_paired_run(v, p, n, [&](std::size_t i, std::size_t count) {

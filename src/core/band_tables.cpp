@@ -5,32 +5,47 @@
 
 namespace kvpool::detail {
 
+void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pages, std::size_t n,
+                        PageState state) {
+    // One run (a request's pages from a fresh or dense band): its ends say
+    // so cheaply before a vectorised check, where the run walk is scalar.
+    if (n >= min_stretch_pages &&
+        virtual_pages[n - 1] - virtual_pages[0] == static_cast<index_t>(n) - 1 &&
+        physical_pages[n - 1] - physical_pages[0] == static_cast<index_t>(n) - 1 &&
+        consecutive(virtual_pages, n) && consecutive(physical_pages, n)) {
+        const auto v = static_cast<std::size_t>(virtual_pages[0]);
+        const auto p = static_cast<std::size_t>(physical_pages[0]);
+        v2p.fill(v, v + n, unbound);
+        p2v.fill(p, p + n, unbound);
+        page_state.fill(p, p + n, state);
+        return;
+    }
+    for_each_paired_run(virtual_pages, physical_pages, n, [&](std::size_t i, std::size_t count) {
+        const auto v = static_cast<std::size_t>(virtual_pages[i]);
+        const auto p = static_cast<std::size_t>(physical_pages[i]);
+        if (count >= min_stretch_pages) {
+            v2p.fill(v, v + count, unbound);
+            p2v.fill(p, p + count, unbound);
+            page_state.fill(p, p + count, state);
+            return;
+        }
+        for (std::size_t k = 0; k < count; ++k) {
+            v2p.set(v + k, unbound);
+            p2v.set(p + k, unbound);
+            page_state.set(p + k, state);
+        }
+    });
+}
+
 void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, DevicePlan& plan) {
     const auto& virtual_pages = binding.virtual_pages;
     const auto& physical_pages = binding.physical_pages;
     const std::size_t n = virtual_pages.size();
     const std::size_t drained_holes = binding.drained_holes;
-    // A long run's rows go back as one journaled stretch per table; the short
-    // runs of scattered pages row by row, where a stretch each would cost more.
-    constexpr std::size_t min_stretch = 16;
-    for_each_paired_run(
-        virtual_pages.data(), physical_pages.data(), n, [&](std::size_t i, std::size_t count) {
-            const auto v = static_cast<std::size_t>(virtual_pages[i]);
-            const auto p = static_cast<std::size_t>(physical_pages[i]);
-            const std::size_t holes_end = std::clamp(drained_holes, i, i + count) - i;
-            if (count >= min_stretch) {
-                v2p.fill(v, v + count, unbound);
-                p2v.fill(p, p + count, unbound);
-                page_state.fill(p, p + holes_end, PageState::hole);
-                page_state.fill(p + holes_end, p + count, PageState::outside);
-                return;
-            }
-            for (std::size_t k = 0; k < count; ++k) {
-                v2p.set(v + k, unbound);
-                p2v.set(p + k, unbound);
-                page_state.set(p + k, k < holes_end ? PageState::hole : PageState::outside);
-            }
-        });
+    // The drained holes go back to being holes, the pages past them outside.
+    unbind(virtual_pages.data(), physical_pages.data(), drained_holes, PageState::hole);
+    unbind(virtual_pages.data() + drained_holes, physical_pages.data() + drained_holes,
+           n - drained_holes, PageState::outside);
     plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
     plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
     plan.p2v_index.insert(plan.p2v_index.end(), physical_pages.begin(), physical_pages.end());

@@ -78,12 +78,24 @@ void Compaction::move_pages(const Band& band, const std::vector<index_t>& src, c
 void Compaction::free_eager(const Band& band, MoveGate& gate,
                             const std::vector<index_t>& virtual_pages, CompactionRecord* record) {
     BandTables& t = band.tables;
-    std::vector<index_t> freed;
-    freed.reserve(virtual_pages.size());
-    for (index_t v : virtual_pages)
-        freed.push_back(t.v2p[v]);
-    if (!std::is_sorted(freed.begin(), freed.end()))
-        std::sort(freed.begin(), freed.end());
+    const std::size_t n = virtual_pages.size();
+    // The freed pages' physical pages in the order freed (a run's read as
+    // one), and sorted (a copy only where that order is not).
+    const bool one_run = t.bound_as_one_run(virtual_pages.data(), n);
+    std::vector<index_t> physical, sorted;
+    if (one_run) {
+        append_run(physical, t.v2p[static_cast<std::size_t>(virtual_pages[0])],
+                   static_cast<index_t>(n));
+    } else {
+        physical.reserve(n);
+        for (index_t v : virtual_pages)
+            physical.push_back(t.v2p[v]);
+        if (!std::is_sorted(physical.begin(), physical.end())) {
+            sorted = physical;
+            std::sort(sorted.begin(), sorted.end());
+        }
+    }
+    const std::vector<index_t>& freed = sorted.empty() ? physical : sorted;
     const auto k = static_cast<index_t>(freed.size());
     // The band shrinks by k pages at the frontier; survivors of the vacated
     // positions move into the holes the free leaves inside the kept band. The
@@ -123,15 +135,19 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
     // The forward pass in flight may still read the pages about to move.
     if (latest_forward_done_ && !latest_forward_done_->is_complete())
         band.plan.waits.push_back(latest_forward_done_);
-    for (index_t v : virtual_pages) {
-        const index_t p = t.v2p[v];
-        t.v2p.set(v, unbound);
-        t.p2v.set(p, unbound);
-        t.page_state.set(p, PageState::outside);
-        band.plan.set_v2p(v, unbound);
-        // A hole's p2v entry is rewritten by the move that fills it.
-        if (p >= vacated_lo && p < vacated_hi)
-            band.plan.set_p2v(p, unbound);
+    t.unbind(virtual_pages.data(), physical.data(), n, PageState::outside);
+    DevicePlan& plan = band.plan;
+    plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
+    plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
+    // A hole's p2v entry is rewritten by the move that fills it.
+    if (one_run) {
+        const index_t p0 = physical.front();
+        for (index_t p = std::max(p0, vacated_lo); p < std::min(p0 + k, vacated_hi); ++p)
+            plan.set_p2v(p, unbound);
+    } else {
+        for (index_t p : physical)
+            if (p >= vacated_lo && p < vacated_hi)
+                plan.set_p2v(p, unbound);
     }
     t.live_pages -= k;
     t.watermark = dir.grown(t.watermark, -k);
@@ -148,16 +164,26 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
 
 void Compaction::free_lazy(const Band& band, const std::vector<index_t>& virtual_pages) {
     BandTables& t = band.tables;
-    for (index_t v : virtual_pages) {
-        const index_t p = t.v2p[v];
-        t.v2p.set(v, unbound);
-        t.p2v.set(p, unbound);
-        t.page_state.set(p, PageState::hole);
-        t.holes.push_back(p);
-        band.plan.set_v2p(v, unbound);
-        band.plan.set_p2v(p, unbound);
+    DevicePlan& plan = band.plan;
+    const std::size_t n = virtual_pages.size();
+    // The freed pages' physical pages, in the order freed, are the plan's p2v
+    // rows and the new holes (a run's read as one).
+    const std::size_t at = plan.p2v_index.size();
+    if (t.bound_as_one_run(virtual_pages.data(), n)) {
+        append_run(plan.p2v_index, t.v2p[static_cast<std::size_t>(virtual_pages[0])],
+                   static_cast<index_t>(n));
+    } else {
+        plan.p2v_index.reserve(at + n);
+        for (index_t v : virtual_pages)
+            plan.p2v_index.push_back(t.v2p[v]);
     }
-    t.live_pages -= static_cast<index_t>(virtual_pages.size());
+    const index_t* const physical = plan.p2v_index.data() + at;
+    t.unbind(virtual_pages.data(), physical, n, PageState::hole);
+    t.holes.insert_back(physical, physical + n);
+    plan.p2v_value.insert(plan.p2v_value.end(), n, unbound);
+    plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
+    plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
+    t.live_pages -= static_cast<index_t>(n);
     note_holes_peak(band);
 }
 

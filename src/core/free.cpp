@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
 namespace kvpool::detail {
 
@@ -16,6 +17,10 @@ namespace {
 
 // Each value once, at its first position.
 std::vector<index_t> first_occurrences(std::vector<index_t> values) {
+    // A request's pages in ascending order hold no repeats: nothing to drop.
+    if (std::adjacent_find(values.begin(), values.end(), std::greater_equal<index_t>()) ==
+        values.end())
+        return values;
     std::vector<std::size_t> order(values.size());
     for (std::size_t i = 0; i < order.size(); ++i)
         order[i] = i;
@@ -40,11 +45,34 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
         throw Error(ErrorCode::invalid_argument,
                     fmt::format("{}: negative id count {}", geometry_.spec.name, count));
     std::vector<index_t> pages;
-    pages.reserve(static_cast<std::size_t>(count));
-    std::vector<index_t> outside, unallocated;
     const index_t token_limit = tables_.virtual_table_pages * page_size();
     const index_t ps = page_size();
     const int shift = power_of_two_shift(ps);
+    // A run of consecutive tokens (a request's, at page size 1 a fresh
+    // band's) covers a run of pages: one vectorised pass over their v2p rows
+    // finds them all bound, and the pages are that run, ascending, in every
+    // mode's order. Anything else (an id outside, unbound, or tokens out of
+    // order) takes the token-by-token walk below, which words the errors.
+    if (count > 0 && consecutive(virtual_tokens, static_cast<std::size_t>(count))) {
+        const index_t t0 = virtual_tokens[0];
+        const index_t first = shift >= 0 ? t0 >> shift : t0 / ps;
+        const index_t last = shift >= 0 ? (t0 + count - 1) >> shift : (t0 + count - 1) / ps;
+        if (t0 >= 0 && t0 + count <= token_limit && first >= tables_.min_virtual_page) {
+            // Bound rows hold pages (>= 0) and unbound is negative: the OR
+            // of the rows is negative exactly when one is unbound.
+            static_assert(unbound < 0);
+            const index_t* const rows = tables_.v2p.data();
+            index_t rows_or = 0;
+            for (index_t v = first; v <= last; ++v)
+                rows_or |= rows[v];
+            if (rows_or >= 0) {
+                append_run(pages, first, last - first + 1);
+                return pages;
+            }
+        }
+    }
+    pages.reserve(static_cast<std::size_t>(count));
+    std::vector<index_t> outside, unallocated;
     for (index_t i = 0; i < count; ++i) {
         const index_t t = virtual_tokens[i];
         const index_t page = shift >= 0 ? t >> shift : t / ps;

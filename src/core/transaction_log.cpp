@@ -43,7 +43,13 @@ void TransactionLog::begin_free(const BandTables& tables,
     free_ = {};
     free_.recording = true;
     free_.virtual_pages = virtual_pages;
-    free_.physical_pages.reserve(virtual_pages.size());
+    const std::size_t n = virtual_pages.size();
+    if (tables.bound_as_one_run(virtual_pages.data(), n)) {
+        const index_t* const rows = tables.v2p.data() + virtual_pages[0];
+        free_.physical_pages.assign(rows, rows + n);
+        return;
+    }
+    free_.physical_pages.reserve(n);
     for (index_t v : virtual_pages)
         free_.physical_pages.push_back(tables.v2p[v]);
 }

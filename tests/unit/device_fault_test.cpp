@@ -282,6 +282,50 @@ struct PairCase {
     }
 };
 
+// The SWA pair's frees of a request whose pages are one run on both sides
+// (a fresh band's), long enough for the core's run paths: each table's rows
+// written as one stretch, journaled as one while a transaction is open.
+enum class RunFreeCall { free, free_swa };
+constexpr RunFreeCall run_free_calls[] = {RunFreeCall::free, RunFreeCall::free_swa};
+const char* name_of(RunFreeCall call) {
+    static const char* const names[] = {"free of a run", "free_swa of a run"};
+    return names[static_cast<int>(call)];
+}
+
+struct RunFreeCase {
+    using call_type = RunFreeCall;
+    Pool pool;
+    SwaPair pair;
+    std::vector<index_t> live, request;
+    index_t ps;
+
+    RunFreeCase(CompactionMode mode, index_t page_size, RunFreeCall)
+        : pool(PoolLayout(64 * 1024, {spec("full", 16, page_size, GrowDirection::up),
+                                      spec("swa", 8, page_size, GrowDirection::down)})),
+          pair(pool, mode), ps(page_size) {
+        const auto ids = pair.alloc(Space(), 60 * page_size);
+        REQUIRE(ids);
+        live = to_host(*ids);
+        stamp_tokens(pool, pair.full(), 0, live);
+        stamp_tokens(pool, pair.swa(), 1, live);
+        // Pages [10, 30): inside the band, so that an eager free compacts.
+        request.assign(live.begin() + 10 * page_size, live.begin() + 30 * page_size);
+    }
+    std::vector<Watched> watched() const { return {{pair.full(), 0, live}, {pair.swa(), 1, live}}; }
+    bool applies(RunFreeCall) const { return true; }
+    void prepare(RunFreeCall) {}
+    void run(RunFreeCall call) {
+        switch (call) {
+        case RunFreeCall::free:
+            return pair.free(Space(), request);
+        case RunFreeCall::free_swa:
+            return pair.free_swa(Space(), request);
+        }
+    }
+    bool has_partial(RunFreeCall call) const { return call == RunFreeCall::free; }
+    void partial(RunFreeCall) { pair.free_swa(Space(), request); }
+};
+
 enum class MambaCall {
     alloc_state_slots,
     free_state_slots,
@@ -503,6 +547,14 @@ TEST_CASE("device faults: every call of the SWA pair changes neither side", "[de
         for (index_t ps : {index_t(1), index_t(8)})
             for (PairCall call : pair_calls)
                 check_every_fault<PairCase>(mode, ps, call);
+}
+
+TEST_CASE("device faults: a free of pages bound as one run changes neither side",
+          "[device-faults]") {
+    for (auto mode : {CompactionMode::eager, CompactionMode::lazy})
+        for (index_t ps : {index_t(1), index_t(4)})
+            for (RunFreeCall call : run_free_calls)
+                check_every_fault<RunFreeCase>(mode, ps, call);
 }
 
 TEST_CASE("device faults: every call of the Mamba pair changes neither side", "[device-faults]") {

@@ -297,11 +297,15 @@ private:
     index_t page_limit_above() const;
     bool alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds short_of_ids);
     bool ensure_room(index_t num_pages);
-    void take_physical(index_t num_pages, PageBinding& out);
+    // True when the pages it appended are one ascending run (no hole
+    // drained, one stretch of the gap).
+    bool take_physical(index_t num_pages, PageBinding& out);
     // A floating side's new pages past its holes, from the gaps on both sides.
     void extend_floating(index_t pages, std::vector<index_t>& out);
-    void bind(const std::vector<index_t>& virtual_pages,
-              const std::vector<index_t>& physical_pages);
+    // Writes the binding's pages into the host mirror; sets its one_run.
+    // virtual_run / physical_run: the caller knows that list is one run
+    // (otherwise bind looks).
+    void bind(PageBinding& binding, bool virtual_run, bool physical_run);
     std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,
                                          bool skip_unbound) const;
     void free_pages(const std::vector<index_t>& virtual_pages);

@@ -61,11 +61,16 @@ struct PageBinding {
     std::vector<std::size_t> hole_positions;
     index_t watermark_before = 0;
     index_t anchor_before = 0;
+    // Both lists step by one from entry to entry (one paired run: a fresh or
+    // dense band's prefill), as AllocatorCore::bind found when it bound them,
+    // so that what logs the binding need not look again.
+    bool one_run = false;
     void clear() {
         virtual_pages.clear();
         physical_pages.clear();
         drained_holes = 0;
         hole_positions.clear();
+        one_run = false;
     }
 };
 

@@ -137,6 +137,17 @@ public:
         std::fill(items_.begin() + static_cast<std::ptrdiff_t>(first),
                   items_.begin() + static_cast<std::ptrdiff_t>(last), value);
     }
+    // Entries [first, first + n) set to start, start + 1, ... (a run of
+    // pages bound), journaled as one stretch.
+    void set_run(std::size_t first, std::size_t n, T start) {
+        if (n == 0)
+            return;
+        if (this->open_)
+            save_stretch(first, first + n);
+        T* const items = items_.data() + first;
+        for (std::size_t k = 0; k < n; ++k)
+            items[k] = start + static_cast<T>(k);
+    }
     // Entry i, which save_stretches covered since the opening or the last
     // checkpoint (or the journal is closed).
     void set_unlogged(std::size_t i, T value) { items_[i] = value; }
@@ -216,7 +227,14 @@ private:
     std::vector<std::pair<std::size_t, std::size_t>> found_; // save_stretches' scratch
 };
 
-enum class QueueChange { pushed_back, pushed_front, pushed_front_many, inserted, erased };
+enum class QueueChange {
+    pushed_back,
+    pushed_back_many,
+    pushed_front,
+    pushed_front_many,
+    inserted,
+    erased
+};
 template <class T> struct QueueEntry {
     QueueChange kind;
     std::size_t position;
@@ -255,12 +273,22 @@ public:
         this->log({QueueChange::pushed_front_many, count, T{}});
         items_.insert(items_.begin(), first, last);
     }
+    // Appends [first, last), in order; journaled as one entry.
     template <class It> void insert_back(It first, It last) {
-        if (!this->open_)
-            items_.insert(items_.end(), first, last);
-        else
-            for (It it = first; it != last; ++it)
-                push_back(*it);
+        const auto count = static_cast<std::size_t>(std::distance(first, last));
+        if (count == 0)
+            return;
+        this->log({QueueChange::pushed_back_many, count, T{}});
+        items_.insert(items_.end(), first, last);
+    }
+    // Appends the run first, first + 1, ..., first + count - 1 (a freed run
+    // of ids or pages) without a list of it; journaled as one entry.
+    void insert_back_run(T first, std::size_t count) {
+        if (count == 0)
+            return;
+        this->log({QueueChange::pushed_back_many, count, T{}});
+        for (std::size_t k = 0; k < count; ++k)
+            items_.push_back(first + static_cast<T>(k));
     }
     // Inserts value before position i.
     void insert_at(std::size_t i, T value) {
@@ -310,6 +338,9 @@ private:
             switch (e.kind) {
             case QueueChange::pushed_back:
                 items_.pop_back();
+                break;
+            case QueueChange::pushed_back_many:
+                items_.erase(items_.end() - static_cast<std::ptrdiff_t>(e.position), items_.end());
                 break;
             case QueueChange::pushed_front:
                 items_.pop_front();

@@ -310,6 +310,18 @@ private:
         const auto& pages = binding_.virtual_pages;
         const index_t* const follower_pages =
             fused_follower() ? follower_->binding_.physical_pages.data() : nullptr;
+        // Both sides' bindings one run (as the core found when it bound them,
+        // the follower's of the same ids): one run for the kernels, unsearched.
+        if (!pages.empty() && binding_.one_run &&
+            (!follower_pages || follower_->binding_.one_run)) {
+            kernels::PageRuns runs;
+            runs.count = 1;
+            runs.pages = static_cast<index_t>(pages.size());
+            runs.virtual_start[0] = pages[0];
+            runs.physical_start[0] = binding_.physical_pages[0];
+            runs.follower_start[0] = follower_pages ? follower_pages[0] : runs.physical_start[0];
+            return {0, 0, 0, runs};
+        }
         const kernels::PageRuns runs =
             kernels::find_page_runs(pages.data(), binding_.physical_pages.data(), follower_pages,
                                     static_cast<index_t>(pages.size()));

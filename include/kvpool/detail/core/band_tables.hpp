@@ -10,6 +10,7 @@
 #include <kvpool/detail/journal.hpp>
 #include <kvpool/storage/pool_layout.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +19,11 @@ namespace kvpool::detail {
 class StateDigest;
 
 enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
+
+// Runs of pages at least this long have their table rows written (and
+// journaled) as one stretch per table; shorter ones row by row, where a
+// stretch each would cost more.
+constexpr std::size_t min_stretch_pages = 16;
 
 // The host mirror of the device tables, each physical page's state, the free
 // ids, the hole list and the band's extent.
@@ -40,6 +46,21 @@ struct BandTables {
             return false;
         return page >= min_virtual_page && v2p[page] != unbound;
     }
+    // Whether the n virtual pages are one run (each one more than the last),
+    // at least min_stretch_pages long, bound to one run of physical pages.
+    bool bound_as_one_run(const index_t* virtual_pages, std::size_t n) const {
+        if (n < min_stretch_pages || !consecutive(virtual_pages, n))
+            return false;
+        const index_t first = virtual_pages[0];
+        return first >= 0 && first + static_cast<index_t>(n) <= static_cast<index_t>(v2p.size()) &&
+               v2p[static_cast<std::size_t>(first)] != unbound &&
+               consecutive(v2p.data() + first, n);
+    }
+    // Unbinds virtual_pages[k] from physical_pages[k] in the host mirror, each
+    // physical page left in state: paired runs of min_stretch_pages or more as
+    // one journaled stretch per table, shorter ones row by row.
+    void unbind(const index_t* virtual_pages, const index_t* physical_pages, std::size_t n,
+                PageState state);
     // Takes back the pages binding bound (host tables and plan), holes and
     // free ids back where they were, the extent as before it.
     void undo_binding(const PageBinding& binding, bool from_free_list, DevicePlan& plan);
