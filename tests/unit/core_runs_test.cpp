@@ -76,6 +76,19 @@ std::vector<index_t> random_pages(std::mt19937_64& rng, int count) {
     return pages;
 }
 
+// Both twins, having freed request r, forget it and admit one more: the same state before and
+// after, and the new request placed alike (holes and free ids reused in the same order).
+void forget_and_admit(Twin& a, Twin& b, std::size_t r, std::mt19937_64& rng) {
+    a.requests.erase(a.requests.begin() + static_cast<std::ptrdiff_t>(r));
+    b.requests.erase(b.requests.begin() + static_cast<std::ptrdiff_t>(r));
+    check_same(a, b);
+    const std::vector<index_t> more = random_pages(rng, 1);
+    a.admit(more);
+    b.admit(more);
+    CHECK(a.requests.back() == b.requests.back());
+    check_same(a, b);
+}
+
 } // namespace
 
 TEST_CASE("core runs: a free of a run of tokens leaves what the same tokens with a repeat leave",
@@ -99,14 +112,7 @@ TEST_CASE("core runs: a free of a run of tokens leaves what the same tokens with
                     repeated.insert(repeated.begin() + static_cast<std::ptrdiff_t>(at), run[at]);
                     a.pair.free(Space(), run);
                     b.pair.free(Space(), repeated);
-                    a.requests.erase(a.requests.begin() + static_cast<std::ptrdiff_t>(r));
-                    b.requests.erase(b.requests.begin() + static_cast<std::ptrdiff_t>(r));
-                    check_same(a, b);
-                    const std::vector<index_t> more = random_pages(rng, 1);
-                    a.admit(more);
-                    b.admit(more);
-                    CHECK(a.requests.back() == b.requests.back());
-                    check_same(a, b);
+                    forget_and_admit(a, b, r, rng);
                 }
                 a.check();
                 b.check();
@@ -134,15 +140,7 @@ TEST_CASE("core runs: a lazy free of a run leaves what its pieces freed one by o
                     b.pair.free(Space(),
                                 std::vector<index_t>(run.begin() + from, run.begin() + to));
                 }
-                a.requests.erase(a.requests.begin() + static_cast<std::ptrdiff_t>(r));
-                b.requests.erase(b.requests.begin() + static_cast<std::ptrdiff_t>(r));
-                check_same(a, b);
-                // The holes are reused in the same order.
-                const std::vector<index_t> more = random_pages(rng, 1);
-                a.admit(more);
-                b.admit(more);
-                CHECK(a.requests.back() == b.requests.back());
-                check_same(a, b);
+                forget_and_admit(a, b, r, rng);
             }
             a.check();
             b.check();
