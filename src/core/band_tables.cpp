@@ -7,20 +7,9 @@ namespace kvpool::detail {
 
 void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pages, std::size_t n,
                         PageState state) {
-    // One run (a request's pages from a fresh or dense band): its ends say
-    // so cheaply before a vectorised check, where the run walk is scalar.
-    if (n >= min_stretch_pages &&
-        virtual_pages[n - 1] - virtual_pages[0] == static_cast<index_t>(n) - 1 &&
-        physical_pages[n - 1] - physical_pages[0] == static_cast<index_t>(n) - 1 &&
-        consecutive(virtual_pages, n) && consecutive(physical_pages, n)) {
-        const auto v = static_cast<std::size_t>(virtual_pages[0]);
-        const auto p = static_cast<std::size_t>(physical_pages[0]);
-        v2p.fill(v, v + n, unbound);
-        p2v.fill(p, p + n, unbound);
-        page_state.fill(p, p + n, state);
-        return;
-    }
-    for_each_paired_run(virtual_pages, physical_pages, n, [&](std::size_t i, std::size_t count) {
+    // A run of count pages from virtual_pages[i] and physical_pages[i]: one
+    // journaled stretch per table when long, else row by row.
+    const auto unbind_run = [&](std::size_t i, std::size_t count) {
         const auto v = static_cast<std::size_t>(virtual_pages[i]);
         const auto p = static_cast<std::size_t>(physical_pages[i]);
         if (count >= min_stretch_pages) {
@@ -34,7 +23,16 @@ void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pa
             p2v.set(p + k, unbound);
             page_state.set(p + k, state);
         }
-    });
+    };
+    // One run (a request's pages from a fresh or dense band): its ends say
+    // so cheaply before a vectorised check, where the run walk is scalar.
+    if (n >= min_stretch_pages &&
+        virtual_pages[n - 1] - virtual_pages[0] == static_cast<index_t>(n) - 1 &&
+        physical_pages[n - 1] - physical_pages[0] == static_cast<index_t>(n) - 1 &&
+        consecutive(virtual_pages, n) && consecutive(physical_pages, n))
+        unbind_run(0, n);
+    else
+        for_each_paired_run(virtual_pages, physical_pages, n, unbind_run);
 }
 
 void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, DevicePlan& plan) {
