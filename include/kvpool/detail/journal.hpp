@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <deque>
 #include <iterator>
+#include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -145,8 +146,7 @@ public:
         if (this->open_)
             save_stretch(first, first + n);
         T* const items = items_.data() + first;
-        for (std::size_t k = 0; k < n; ++k)
-            items[k] = start + static_cast<T>(k);
+        std::iota(items, items + n, start);
     }
     // Entry i, which save_stretches covered since the opening or the last
     // checkpoint (or the journal is closed).
@@ -287,8 +287,9 @@ public:
         if (count == 0)
             return;
         this->log({QueueChange::pushed_back_many, count, T{}});
-        for (std::size_t k = 0; k < count; ++k)
-            items_.push_back(first + static_cast<T>(k));
+        const std::size_t at = items_.size();
+        items_.resize(at + count);
+        std::iota(items_.begin() + static_cast<std::ptrdiff_t>(at), items_.end(), first);
     }
     // Inserts value before position i.
     void insert_at(std::size_t i, T value) {

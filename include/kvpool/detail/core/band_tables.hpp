@@ -46,6 +46,26 @@ struct BandTables {
             return false;
         return page >= min_virtual_page && v2p[page] != unbound;
     }
+    // Whether every v2p row of [first, first + count) is bound (resp. unbound),
+    // rows inside the table: one pass over them that compilers vectorise,
+    // where a run's free or its peer binding checks thousands.
+    bool rows_bound(index_t first, index_t count) const {
+        // Bound rows hold pages (>= 0) and unbound is negative: the OR of the
+        // rows is negative exactly when one is unbound.
+        static_assert(unbound < 0);
+        const index_t* const rows = v2p.data() + first;
+        index_t rows_or = 0;
+        for (index_t k = 0; k < count; ++k)
+            rows_or |= rows[k];
+        return rows_or >= 0;
+    }
+    bool rows_unbound(index_t first, index_t count) const {
+        const index_t* const rows = v2p.data() + first;
+        index_t bound = 0;
+        for (index_t k = 0; k < count; ++k)
+            bound |= rows[k] ^ unbound;
+        return bound == 0;
+    }
     // Whether the n virtual pages are one run (each one more than the last),
     // at least min_stretch_pages long, bound to one run of physical pages.
     bool bound_as_one_run(const index_t* virtual_pages, std::size_t n) const {
