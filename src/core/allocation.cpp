@@ -181,9 +181,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
                             transaction_.take_allocation(out, true, backup_.is_open()));
     out.watermark_before = tables_.watermark;
     out.anchor_before = tables_.anchor;
-    const auto first = tables_.free_virtual_pages.begin();
-    out.virtual_pages.assign(first, first + num_pages);
-    tables_.free_virtual_pages.erase_front(static_cast<std::size_t>(num_pages));
+    tables_.free_virtual_pages.take_front(static_cast<std::size_t>(num_pages), out.virtual_pages);
     const bool physical_run = take_physical(num_pages, out);
     bind(out, false, physical_run);
     backup_.log(out, true);

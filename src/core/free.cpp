@@ -172,7 +172,8 @@ void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
     else
         compaction_.free_eager(band(), gate_, virtual_pages, transaction_.free_record());
     if (options_.is_id_owner)
-        tables_.free_virtual_pages.insert_back(virtual_pages.begin(), virtual_pages.end());
+        tables_.free_virtual_pages.insert_back(virtual_pages.data(),
+                                               virtual_pages.data() + virtual_pages.size());
     ++counters_.frees;
     counters_.pages_freed += static_cast<index_t>(virtual_pages.size());
     if (unjournaled)

@@ -32,7 +32,7 @@ struct BandTables {
     index_t min_virtual_page = 0;    // below this, virtual pages are never minted
     index_t watermark = 0;           // up: first page past the band; down: last page below it
     index_t anchor = 0;              // see AllocatorCore::anchor()
-    JournaledDeque<index_t> free_virtual_pages; // id owner only
+    JournaledRuns<index_t> free_virtual_pages; // id owner only
     JournaledTable<index_t> v2p;
     JournaledTable<index_t> p2v;
     JournaledTable<PageState> page_state;
