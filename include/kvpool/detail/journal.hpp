@@ -449,16 +449,18 @@ public:
 
     // Appends the first n ids to out and takes them off (n <= size()).
     void take_front(std::size_t n, std::vector<T>& out) {
-        pop_front_ids(n, [&](T first, T k) {
+        pop_ids<front_end>(n, [&](T first, T k) {
             append_run(out, first, k);
             this->log({RunChange::erased_front, first, k});
         });
     }
     void erase_front(std::size_t n) {
-        pop_front_ids(n, [&](T first, T k) { this->log({RunChange::erased_front, first, k}); });
+        pop_ids<front_end>(n, [&](T first, T k) {
+            this->log({RunChange::erased_front, first, k});
+        });
     }
     void erase_back(std::size_t n) {
-        pop_back_ids(n, [&](T first, T k) { this->log({RunChange::erased_back, first, k}); });
+        pop_ids<back_end>(n, [&](T first, T k) { this->log({RunChange::erased_back, first, k}); });
     }
     // Appends first, first + 1, ..., first + count - 1.
     void insert_back_run(T first, std::size_t count) {
@@ -526,31 +528,22 @@ private:
         }
         items_.ids += static_cast<std::size_t>(count);
     }
-    // n ids off the front (back), a run at a time: each(first, k) sees the
-    // k ids first, first + 1, ... of a run before they go.
-    template <class F> void pop_front_ids(std::size_t n, const F& each) {
+    enum End { front_end, back_end };
+    // n ids off one end, a run at a time: each(first, k) sees the k ids
+    // first, first + 1, ... of a run before they go.
+    template <End end, class F> void pop_ids(std::size_t n, const F& each) {
         auto& runs = items_.runs;
         items_.ids -= n;
         while (n > 0) {
-            IdRun<T>& r = runs.front();
+            IdRun<T>& r = end == front_end ? runs.front() : runs.back();
             const auto k = static_cast<T>(std::min(n, static_cast<std::size_t>(r.count)));
-            each(r.first, k);
-            r.first += k;
+            each(end == front_end ? r.first : r.first + r.count - k, k);
+            if (end == front_end)
+                r.first += k;
             r.count -= k;
-            if (r.count == 0)
+            if (r.count == 0 && end == front_end)
                 runs.pop_front();
-            n -= static_cast<std::size_t>(k);
-        }
-    }
-    template <class F> void pop_back_ids(std::size_t n, const F& each) {
-        auto& runs = items_.runs;
-        items_.ids -= n;
-        while (n > 0) {
-            IdRun<T>& r = runs.back();
-            const auto k = static_cast<T>(std::min(n, static_cast<std::size_t>(r.count)));
-            each(r.first + r.count - k, k);
-            r.count -= k;
-            if (r.count == 0)
+            else if (r.count == 0)
                 runs.pop_back();
             n -= static_cast<std::size_t>(k);
         }
@@ -562,10 +555,10 @@ private:
             this->log_.pop_back();
             switch (e.kind) {
             case RunChange::pushed_back:
-                pop_back_ids(static_cast<std::size_t>(e.count), [](T, T) {});
+                pop_ids<back_end>(static_cast<std::size_t>(e.count), [](T, T) {});
                 break;
             case RunChange::pushed_front:
-                pop_front_ids(static_cast<std::size_t>(e.count), [](T, T) {});
+                pop_ids<front_end>(static_cast<std::size_t>(e.count), [](T, T) {});
                 break;
             case RunChange::erased_back:
                 push_back(e.first, e.count);
