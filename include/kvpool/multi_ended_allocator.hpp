@@ -155,7 +155,9 @@ public:
                 core_.pending_reuse_pages()};
     }
     // The id owner's free virtual pages, in the order allocations take them.
-    const std::deque<index_t>& free_virtual_pages() const { return core_.free_virtual_pages(); }
+    const detail::JournaledRuns<index_t>& free_virtual_pages() const {
+        return core_.free_virtual_pages();
+    }
     // Virtual pages the last successful allocation bound (the ids a non-owner
     // peer binds next).
     const std::vector<index_t>& last_allocated_virtual_pages() const {

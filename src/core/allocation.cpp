@@ -181,9 +181,7 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
                             transaction_.take_allocation(out, true, backup_.is_open()));
     out.watermark_before = tables_.watermark;
     out.anchor_before = tables_.anchor;
-    const auto first = tables_.free_virtual_pages.begin();
-    out.virtual_pages.assign(first, first + num_pages);
-    tables_.free_virtual_pages.erase_front(static_cast<std::size_t>(num_pages));
+    tables_.free_virtual_pages.take_front(static_cast<std::size_t>(num_pages), out.virtual_pages);
     const bool physical_run = take_physical(num_pages, out);
     bind(out, false, physical_run);
     backup_.log(out, true);
@@ -214,14 +212,8 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
         if (count == 0 || !consecutive(virtual_pages, static_cast<std::size_t>(count)))
             return false;
         const index_t first = virtual_pages[0];
-        if (first < tables_.min_virtual_page || first + count > tables_.virtual_table_pages)
-            return false;
-        // An OR over the run's rows, which compilers vectorise.
-        const index_t* const rows = tables_.v2p.data() + first;
-        index_t bound = 0;
-        for (index_t k = 0; k < count; ++k)
-            bound |= rows[k] ^ unbound;
-        return bound == 0;
+        return first >= tables_.min_virtual_page && first + count <= tables_.virtual_table_pages &&
+               tables_.rows_unbound(first, count);
     };
     const auto ascending = [&] {
         return std::adjacent_find(virtual_pages, virtual_pages + count, [](index_t a, index_t b) {

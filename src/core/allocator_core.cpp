@@ -309,11 +309,11 @@ void AllocatorCore::clear() {
         tables_.anchor = std::clamp(tables_.anchor, lowest_free_page(),
                                     std::max(lowest_free_page(), page_limit_above()));
     tables_.watermark = BandDirection(geometry_, tables_.anchor).empty_watermark();
-    std::vector<index_t> free_ids;
+    tables_.free_virtual_pages.clear();
     if (options_.is_id_owner)
-        for (index_t v = tables_.min_virtual_page; v < vpages; ++v)
-            free_ids.push_back(v);
-    tables_.free_virtual_pages.assign(free_ids.begin(), free_ids.end());
+        tables_.free_virtual_pages.insert_back_run(
+            tables_.min_virtual_page,
+            static_cast<std::size_t>(std::max<index_t>(0, vpages - tables_.min_virtual_page)));
     tables_.holes.clear();
     compaction_.clear();
     tables_.live_pages = 0;

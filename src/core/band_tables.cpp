@@ -55,7 +55,7 @@ void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, D
         for (std::size_t i = 0; i < drained_holes; ++i)
             holes.insert_at(binding.hole_positions[i], physical_pages[i]);
     if (from_free_list)
-        free_virtual_pages.insert_front(virtual_pages.begin(), virtual_pages.end());
+        free_virtual_pages.insert_front(virtual_pages.data(), virtual_pages.data() + n);
     watermark = binding.watermark_before;
     anchor = binding.anchor_before;
     live_pages -= static_cast<index_t>(virtual_pages.size());
@@ -67,7 +67,7 @@ void BandTables::add_to(StateDigest& digest) const {
     digest.add_signed(watermark);
     digest.add_signed(anchor);
     digest.add_signed(live_pages);
-    digest.add_range(free_virtual_pages.items());
+    digest.add_range(free_virtual_pages);
     digest.add_table(v2p);
     digest.add_table(p2v);
     digest.add_table(page_state);

@@ -2,6 +2,7 @@
 // way an error message lists ids.
 #pragma once
 
+#include <kvpool/detail/id_runs.hpp>
 #include <kvpool/types.hpp>
 
 #include <fmt/format.h>
@@ -17,39 +18,6 @@ namespace kvpool::detail {
 
 inline index_t ceil_div(index_t a, index_t b) {
     return (a + b - 1) / b;
-}
-
-// The ids value, value + 1, ... as a forward iterator, so that a list takes a
-// run of ids in one insert (no zero fill before it is written).
-class IdCounter {
-public:
-    using iterator_category = std::forward_iterator_tag;
-    using value_type = index_t;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const index_t*;
-    using reference = index_t;
-
-    explicit IdCounter(index_t value) : value_(value) {}
-    index_t operator*() const { return value_; }
-    IdCounter& operator++() {
-        ++value_;
-        return *this;
-    }
-    IdCounter operator++(int) {
-        IdCounter was = *this;
-        ++value_;
-        return was;
-    }
-    bool operator==(const IdCounter& o) const { return value_ == o.value_; }
-    bool operator!=(const IdCounter& o) const { return value_ != o.value_; }
-
-private:
-    index_t value_;
-};
-
-// Appends the run first, first + 1, ..., first + count - 1 to ids.
-inline void append_run(std::vector<index_t>& ids, index_t first, index_t count) {
-    ids.insert(ids.end(), IdCounter(first), IdCounter(first + count));
 }
 
 // At most this many ids are named in an error message.

@@ -57,18 +57,10 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
         const index_t t0 = virtual_tokens[0];
         const index_t first = shift >= 0 ? t0 >> shift : t0 / ps;
         const index_t last = shift >= 0 ? (t0 + count - 1) >> shift : (t0 + count - 1) / ps;
-        if (t0 >= 0 && t0 + count <= token_limit && first >= tables_.min_virtual_page) {
-            // Bound rows hold pages (>= 0) and unbound is negative: the OR
-            // of the rows is negative exactly when one is unbound.
-            static_assert(unbound < 0);
-            const index_t* const rows = tables_.v2p.data();
-            index_t rows_or = 0;
-            for (index_t v = first; v <= last; ++v)
-                rows_or |= rows[v];
-            if (rows_or >= 0) {
-                append_run(pages, first, last - first + 1);
-                return pages;
-            }
+        if (t0 >= 0 && t0 + count <= token_limit && first >= tables_.min_virtual_page &&
+            tables_.rows_bound(first, last - first + 1)) {
+            append_run(pages, first, last - first + 1);
+            return pages;
         }
     }
     pages.reserve(static_cast<std::size_t>(count));
@@ -180,7 +172,8 @@ void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
     else
         compaction_.free_eager(band(), gate_, virtual_pages, transaction_.free_record());
     if (options_.is_id_owner)
-        tables_.free_virtual_pages.insert_back(virtual_pages.begin(), virtual_pages.end());
+        tables_.free_virtual_pages.insert_back(virtual_pages.data(),
+                                               virtual_pages.data() + virtual_pages.size());
     ++counters_.frees;
     counters_.pages_freed += static_cast<index_t>(virtual_pages.size());
     if (unjournaled)

@@ -7,8 +7,12 @@
 
 #include "catch_macros.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <deque>
 #include <random>
 #include <set>
+#include <vector>
 
 using namespace kvpool;
 using kvpool::detail::JournaledTable;
@@ -143,4 +147,123 @@ TEST_CASE("journal: a queue's rollback takes back a range inserted at the front 
     queue.insert_front(run.begin(), run.end());
     CHECK(queue.size() == start.size() + run.size());
     CHECK(queue[0] == 10);
+}
+
+namespace {
+
+// Whether the run queue reads as the model, size and front included, and
+// holds no empty run and no two neighbouring runs that continue each other.
+bool same_as_model(const kvpool::detail::JournaledRuns<index_t>& runs,
+                   const std::deque<index_t>& model, std::mt19937_64& rng) {
+    if (runs.size() != model.size() ||
+        !std::equal(runs.begin(), runs.end(), model.begin(), model.end()))
+        return false;
+    if (!model.empty()) {
+        const std::size_t k = std::uniform_int_distribution<std::size_t>(0, model.size() - 1)(rng);
+        if (runs.front() != model.front() || *(runs.begin() + k) != model[k])
+            return false;
+    }
+    const auto& list = runs.runs();
+    for (std::size_t i = 0; i < list.size(); ++i)
+        if (list[i].count <= 0 || (i > 0 && list[i - 1].first + list[i - 1].count == list[i].first))
+            return false;
+    return true;
+}
+
+} // namespace
+
+TEST_CASE("journal: the free-id runs read as a queue of single ids through every change, and a "
+          "rollback takes them back",
+          "[journal][randomised]") {
+    using kvpool::detail::JournaledRuns;
+    for (const std::uint64_t seed : test::randomised_config().seed_list()) {
+        std::printf("[journal-runs] seed %llu; reproduce: kvpool_tests_%s \"[journal]\" "
+                    "--kvpool-seed %llu\n",
+                    static_cast<unsigned long long>(seed), KVPOOL_TEST_BACKEND_NAME,
+                    static_cast<unsigned long long>(seed));
+        std::fflush(stdout);
+        INFO("seed " << seed);
+        std::mt19937_64 rng(seed);
+        const auto below = [&](std::size_t n) {
+            return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
+        };
+        constexpr index_t ids = 400;
+        JournaledRuns<index_t> runs;
+        std::deque<index_t> model;
+        // Ids not in the queue, a stretch of them (runs and single ids mixed,
+        // in order, reversed or shuffled).
+        const auto absent_ids = [&] {
+            std::vector<index_t> absent;
+            for (index_t v = 0; v < ids; ++v)
+                if (std::find(model.begin(), model.end(), v) == model.end())
+                    absent.push_back(v);
+            if (absent.empty())
+                return absent;
+            const std::size_t first = below(absent.size());
+            const std::size_t n = 1 + below(std::min<std::size_t>(absent.size() - first, 60));
+            std::vector<index_t> out(absent.begin() + static_cast<std::ptrdiff_t>(first),
+                                     absent.begin() + static_cast<std::ptrdiff_t>(first + n));
+            if (below(3) == 0)
+                std::reverse(out.begin(), out.end());
+            else if (below(3) == 0)
+                std::shuffle(out.begin(), out.end(), rng);
+            return out;
+        };
+        for (int round = 0; round < 60; ++round) {
+            INFO("round " << round);
+            runs.open();
+            const std::deque<index_t> before = model;
+            for (int step = 0; step < 12; ++step) {
+                const std::size_t op = below(7);
+                INFO("step " << step << ", op " << op);
+                if (op == 0) {
+                    const auto add = absent_ids();
+                    runs.insert_back(add.data(), add.data() + add.size());
+                    model.insert(model.end(), add.begin(), add.end());
+                } else if (op == 1) {
+                    const auto add = absent_ids();
+                    runs.insert_front(add.data(), add.data() + add.size());
+                    model.insert(model.begin(), add.begin(), add.end());
+                } else if (op == 2) {
+                    auto add = absent_ids();
+                    std::sort(add.begin(), add.end());
+                    const auto run_end = std::adjacent_find(
+                        add.begin(), add.end(), [](index_t a, index_t b) { return b != a + 1; });
+                    const auto n = static_cast<std::size_t>(
+                        run_end == add.end() ? add.size() : run_end - add.begin() + 1);
+                    if (n > 0)
+                        runs.insert_back_run(add[0], n);
+                    model.insert(model.end(), add.begin(),
+                                 add.begin() + static_cast<std::ptrdiff_t>(n));
+                } else if (op == 3 && !model.empty()) {
+                    const std::size_t n = 1 + below(model.size());
+                    std::vector<index_t> out{-7};
+                    runs.take_front(n, out);
+                    std::vector<index_t> expected{-7};
+                    expected.insert(expected.end(), model.begin(),
+                                    model.begin() + static_cast<std::ptrdiff_t>(n));
+                    CHECK(out == expected);
+                    model.erase(model.begin(), model.begin() + static_cast<std::ptrdiff_t>(n));
+                } else if (op == 4 && !model.empty()) {
+                    const std::size_t n = 1 + below(model.size());
+                    runs.erase_front(n);
+                    model.erase(model.begin(), model.begin() + static_cast<std::ptrdiff_t>(n));
+                } else if (op == 5 && !model.empty()) {
+                    const std::size_t n = 1 + below(model.size());
+                    runs.erase_back(n);
+                    model.erase(model.end() - static_cast<std::ptrdiff_t>(n), model.end());
+                } else if (op == 6 && below(4) == 0) {
+                    runs.clear();
+                    model.clear();
+                }
+                REQUIRE(same_as_model(runs, model, rng));
+            }
+            if (below(2) == 0) {
+                runs.rollback();
+                model = before;
+            }
+            runs.close();
+            REQUIRE(same_as_model(runs, model, rng));
+        }
+    }
 }

@@ -90,9 +90,7 @@ public:
     // Holes in the order allocations reuse them (front first).
     const std::deque<index_t>& hole_list() const { return tables_.holes.items(); }
     // Free virtual pages in the order allocations take them (front first).
-    const std::deque<index_t>& free_virtual_pages() const {
-        return tables_.free_virtual_pages.items();
-    }
+    const JournaledRuns<index_t>& free_virtual_pages() const { return tables_.free_virtual_pages; }
     // Rows of the v2p table: the id owner's virtual page space.
     index_t virtual_table_pages() const { return static_cast<index_t>(tables_.v2p.size()); }
     index_t band_pages() const;

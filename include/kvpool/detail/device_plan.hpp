@@ -3,6 +3,7 @@
 #pragma once
 
 #include <kvpool/completion_token.hpp>
+#include <kvpool/detail/id_runs.hpp>
 #include <kvpool/types.hpp>
 
 #include <cstddef>
@@ -73,15 +74,6 @@ struct PageBinding {
         one_run = false;
     }
 };
-
-// Whether ids[k] == ids[0] + k for every k: an OR of differences, which
-// compilers vectorise, where a loop that stops at the first miss is scalar.
-inline bool consecutive(const index_t* ids, std::size_t n) {
-    index_t differs = 0;
-    for (std::size_t k = 0; k < n; ++k)
-        differs |= ids[k] ^ (ids[0] + static_cast<index_t>(k));
-    return differs == 0;
-}
 
 // Calls f(first, count) for each maximal stretch [first, first + count) of
 // positions where both a and b go up by one from entry to entry: the runs a

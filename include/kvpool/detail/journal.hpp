@@ -5,12 +5,14 @@
 // AllocatorCore::rollback_transaction). Closed, the containers log nothing.
 #pragma once
 
+#include <kvpool/detail/id_runs.hpp>
 #include <kvpool/types.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <deque>
 #include <iterator>
+#include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -145,8 +147,7 @@ public:
         if (this->open_)
             save_stretch(first, first + n);
         T* const items = items_.data() + first;
-        for (std::size_t k = 0; k < n; ++k)
-            items[k] = start + static_cast<T>(k);
+        std::iota(items, items + n, start);
     }
     // Entry i, which save_stretches covered since the opening or the last
     // checkpoint (or the journal is closed).
@@ -287,8 +288,7 @@ public:
         if (count == 0)
             return;
         this->log({QueueChange::pushed_back_many, count, T{}});
-        for (std::size_t k = 0; k < count; ++k)
-            items_.push_back(first + static_cast<T>(k));
+        items_.insert(items_.end(), IdCounter(first), IdCounter(first + static_cast<T>(count)));
     }
     // Inserts value before position i.
     void insert_at(std::size_t i, T value) {
@@ -360,6 +360,217 @@ private:
     }
 
     std::deque<T> items_;
+};
+
+// A run of ids: first, first + 1, ..., first + count - 1.
+template <class T> struct IdRun {
+    T first;
+    T count;
+};
+// A queue of distinct ids held as runs, so that taking or returning a run of
+// n ids costs O(runs), not O(n). Neighbouring runs never continue each other
+// (one id sequence has one run list), and the ids read in order are exactly
+// what a deque of single ids would hold.
+template <class T> struct RunList {
+    std::deque<IdRun<T>> runs;
+    std::size_t ids = 0;
+};
+enum class RunChange { pushed_back, pushed_front, erased_back, erased_front };
+template <class T> struct RunEntry {
+    RunChange kind;
+    T first; // erased: the run taken off, to put back
+    T count;
+};
+
+// The free-id queue: ids handed out from the front, returned at either end.
+// Every change logs one entry a run it touches.
+template <class T> class JournaledRuns : public Journal<JournaledRuns<T>, RunEntry<T>, RunList<T>> {
+    using Base = Journal<JournaledRuns<T>, RunEntry<T>, RunList<T>>;
+    friend Base;
+
+public:
+    // The ids in order, one at a time.
+    class const_iterator {
+    public:
+        using iterator_category = std::forward_iterator_tag;
+        using value_type = T;
+        using difference_type = std::ptrdiff_t;
+        using pointer = const T*;
+        using reference = T;
+
+        const_iterator() = default;
+        const_iterator(const std::deque<IdRun<T>>* runs, std::size_t run)
+            : runs_(runs), run_(run) {}
+        T operator*() const { return (*runs_)[run_].first + offset_; }
+        const_iterator& operator++() {
+            if (++offset_ == (*runs_)[run_].count) {
+                ++run_;
+                offset_ = 0;
+            }
+            return *this;
+        }
+        const_iterator operator++(int) {
+            const_iterator was = *this;
+            ++*this;
+            return was;
+        }
+        // n ids on, a run at a time.
+        const_iterator operator+(std::size_t n) const {
+            const_iterator it = *this;
+            while (n > 0) {
+                const auto left = static_cast<std::size_t>((*runs_)[it.run_].count - it.offset_);
+                if (n < left) {
+                    it.offset_ += static_cast<T>(n);
+                    break;
+                }
+                n -= left;
+                ++it.run_;
+                it.offset_ = 0;
+            }
+            return it;
+        }
+        bool operator==(const const_iterator& o) const {
+            return run_ == o.run_ && offset_ == o.offset_;
+        }
+        bool operator!=(const const_iterator& o) const { return !(*this == o); }
+
+    private:
+        const std::deque<IdRun<T>>* runs_ = nullptr;
+        std::size_t run_ = 0;
+        T offset_ = 0;
+    };
+
+    std::size_t size() const { return items_.ids; }
+    bool empty() const { return items_.ids == 0; }
+    const std::deque<IdRun<T>>& runs() const { return items_.runs; }
+    const_iterator begin() const { return {&items_.runs, 0}; }
+    const_iterator end() const { return {&items_.runs, items_.runs.size()}; }
+    T front() const { return items_.runs.front().first; }
+
+    // Appends the first n ids to out and takes them off (n <= size()).
+    void take_front(std::size_t n, std::vector<T>& out) {
+        pop_ids<front_end>(n, [&](T first, T k) {
+            append_run(out, first, k);
+            this->log({RunChange::erased_front, first, k});
+        });
+    }
+    void erase_front(std::size_t n) {
+        pop_ids<front_end>(n, [&](T first, T k) {
+            this->log({RunChange::erased_front, first, k});
+        });
+    }
+    void erase_back(std::size_t n) {
+        pop_ids<back_end>(n, [&](T first, T k) { this->log({RunChange::erased_back, first, k}); });
+    }
+    // Appends first, first + 1, ..., first + count - 1.
+    void insert_back_run(T first, std::size_t count) {
+        if (count == 0)
+            return;
+        this->log({RunChange::pushed_back, T{}, static_cast<T>(count)});
+        push_back(first, static_cast<T>(count));
+    }
+    // Appends [first, last), in order, a run at a time.
+    void insert_back(const T* first, const T* last) {
+        if (first == last)
+            return;
+        this->log({RunChange::pushed_back, T{}, static_cast<T>(last - first)});
+        for_each_run(first, last, [&](T start, T count) { push_back(start, count); });
+    }
+    // Inserts [first, last) before the front, in order.
+    void insert_front(const T* first, const T* last) {
+        if (first == last)
+            return;
+        this->log({RunChange::pushed_front, T{}, static_cast<T>(last - first)});
+        std::vector<IdRun<T>> pieces;
+        for_each_run(first, last, [&](T start, T count) { pieces.push_back({start, count}); });
+        for (auto it = pieces.rbegin(); it != pieces.rend(); ++it)
+            push_front(it->first, it->count);
+    }
+    // Empties the queue (a whole rebuild: the old contents are kept once).
+    void clear() {
+        this->save(items_);
+        // A rollback puts back the saved contents: what changed since the
+        // save goes, and its entries with it.
+        if (this->saved_)
+            this->log_.resize(this->saved_->first);
+        items_ = RunList<T>();
+    }
+
+private:
+    // Calls f(start, count) for each maximal run of [first, last).
+    template <class F> static void for_each_run(const T* first, const T* last, const F& f) {
+        if (consecutive(first, static_cast<std::size_t>(last - first))) {
+            f(*first, static_cast<T>(last - first));
+            return;
+        }
+        const T* start = first;
+        for (const T* p = first + 1; p <= last; ++p)
+            if (p == last || *p != p[-1] + 1) {
+                f(*start, static_cast<T>(p - start));
+                start = p;
+            }
+    }
+    void push_back(T first, T count) {
+        auto& runs = items_.runs;
+        if (!runs.empty() && runs.back().first + runs.back().count == first)
+            runs.back().count += count;
+        else
+            runs.push_back({first, count});
+        items_.ids += static_cast<std::size_t>(count);
+    }
+    void push_front(T first, T count) {
+        auto& runs = items_.runs;
+        if (!runs.empty() && first + count == runs.front().first) {
+            runs.front().first = first;
+            runs.front().count += count;
+        } else {
+            runs.push_front({first, count});
+        }
+        items_.ids += static_cast<std::size_t>(count);
+    }
+    enum End { front_end, back_end };
+    // n ids off one end, a run at a time: each(first, k) sees the k ids
+    // first, first + 1, ... of a run before they go.
+    template <End end, class F> void pop_ids(std::size_t n, const F& each) {
+        auto& runs = items_.runs;
+        items_.ids -= n;
+        while (n > 0) {
+            IdRun<T>& r = end == front_end ? runs.front() : runs.back();
+            const auto k = static_cast<T>(std::min(n, static_cast<std::size_t>(r.count)));
+            each(end == front_end ? r.first : r.first + r.count - k, k);
+            if (end == front_end)
+                r.first += k;
+            r.count -= k;
+            if (r.count == 0 && end == front_end)
+                runs.pop_front();
+            else if (r.count == 0)
+                runs.pop_back();
+            n -= static_cast<std::size_t>(k);
+        }
+    }
+
+    void undo_down_to(std::size_t end) {
+        while (this->log_.size() > end) {
+            const RunEntry<T> e = this->log_.back();
+            this->log_.pop_back();
+            switch (e.kind) {
+            case RunChange::pushed_back:
+                pop_ids<back_end>(static_cast<std::size_t>(e.count), [](T, T) {});
+                break;
+            case RunChange::pushed_front:
+                pop_ids<front_end>(static_cast<std::size_t>(e.count), [](T, T) {});
+                break;
+            case RunChange::erased_back:
+                push_back(e.first, e.count);
+                break;
+            case RunChange::erased_front:
+                push_front(e.first, e.count);
+                break;
+            }
+        }
+    }
+
+    RunList<T> items_;
 };
 
 // Any other value (a small vector, a struct of counters): copied once, on its

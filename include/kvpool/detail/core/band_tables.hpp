@@ -32,7 +32,7 @@ struct BandTables {
     index_t min_virtual_page = 0;    // below this, virtual pages are never minted
     index_t watermark = 0;           // up: first page past the band; down: last page below it
     index_t anchor = 0;              // see AllocatorCore::anchor()
-    JournaledDeque<index_t> free_virtual_pages; // id owner only
+    JournaledRuns<index_t> free_virtual_pages; // id owner only
     JournaledTable<index_t> v2p;
     JournaledTable<index_t> p2v;
     JournaledTable<PageState> page_state;
@@ -45,6 +45,26 @@ struct BandTables {
         if (virtual_token < 0 || page >= virtual_table_pages)
             return false;
         return page >= min_virtual_page && v2p[page] != unbound;
+    }
+    // Whether every v2p row of [first, first + count) is bound (resp. unbound),
+    // rows inside the table: one pass over them that compilers vectorise,
+    // where a run's free or its peer binding checks thousands.
+    bool rows_bound(index_t first, index_t count) const {
+        // Bound rows hold pages (>= 0) and unbound is negative: the OR of the
+        // rows is negative exactly when one is unbound.
+        static_assert(unbound < 0);
+        const index_t* const rows = v2p.data() + first;
+        index_t rows_or = 0;
+        for (index_t k = 0; k < count; ++k)
+            rows_or |= rows[k];
+        return rows_or >= 0;
+    }
+    bool rows_unbound(index_t first, index_t count) const {
+        const index_t* const rows = v2p.data() + first;
+        index_t bound = 0;
+        for (index_t k = 0; k < count; ++k)
+            bound |= rows[k] ^ unbound;
+        return bound == 0;
     }
     // Whether the n virtual pages are one run (each one more than the last),
     // at least min_stretch_pages long, bound to one run of physical pages.
