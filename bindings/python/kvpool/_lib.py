@@ -44,7 +44,7 @@ class SubPoolSpec(ctypes.Structure):
     ]
 
 
-class SideOptions(ctypes.Structure):
+class AllocatorOptions(ctypes.Structure):
     _fields_ = [
         ("lazy", c_int),
         ("is_id_owner", c_int),
@@ -53,7 +53,7 @@ class SideOptions(ctypes.Structure):
     ]
 
 
-class SideInfo(ctypes.Structure):
+class AllocatorInfo(ctypes.Structure):
     _fields_ = [
         ("entry_bytes", c_int64),
         ("page_size", c_int64),
@@ -70,7 +70,7 @@ class SideInfo(ctypes.Structure):
     ]
 
 
-class SideState(ctypes.Structure):
+class AllocatorState(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in (
@@ -89,7 +89,7 @@ class SideState(ctypes.Structure):
     ]
 
 
-class SideCounters(ctypes.Structure):
+class AllocatorCounters(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in (
@@ -145,14 +145,14 @@ class MambaSizes(ctypes.Structure):
     ]
 
 
-class TriPoolSizes(ctypes.Structure):
+class MambaSwaSizes(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in ("available_size", "state_slots_available", "state_slot_full_token_cost")
     ]
 
 
-class HybridOptions(ctypes.Structure):
+class HybridReqToTokenPoolOptions(ctypes.Structure):
     _fields_ = [
         ("enable_mamba_extra_buffer", c_int),
         ("enable_mamba_extra_buffer_lazy", c_int),
@@ -185,13 +185,13 @@ _SIGNATURES = {
     "kvpool_pool_device": (_P, _PI),
     "kvpool_pool_bytes": (_P, _PP, _PI64),
     "kvpool_pool_sink_bytes": (_P, _PI64),
-    "kvpool_allocator_create": (_P, c_char_p, POINTER(SideOptions), _P, _PP),
+    "kvpool_allocator_create": (_P, c_char_p, POINTER(AllocatorOptions), _P, _PP),
     "kvpool_allocator_destroy": (_P,),
     "kvpool_allocator_bind_peer": (_P, _P),
     "kvpool_allocator_set_move_callback": (_P, MOVE_FN, _P),
-    "kvpool_allocator_info": (_P, POINTER(SideInfo)),
-    "kvpool_allocator_state": (_P, POINTER(SideState)),
-    "kvpool_allocator_counters": (_P, POINTER(SideCounters)),
+    "kvpool_allocator_info": (_P, POINTER(AllocatorInfo)),
+    "kvpool_allocator_state": (_P, POINTER(AllocatorState)),
+    "kvpool_allocator_counters": (_P, POINTER(AllocatorCounters)),
     "kvpool_allocator_state_string": (_P, POINTER(c_char_p)),
     "kvpool_allocator_tables": (_P, _PP, _PI64, _PP, _PI64),
     "kvpool_allocator_free_virtual_pages": (_P, _P, _I64, _PI64),
@@ -220,8 +220,8 @@ _SIGNATURES = {
         _P,
         c_char_p,
         c_char_p,
-        POINTER(SideOptions),
-        POINTER(SideOptions),
+        POINTER(AllocatorOptions),
+        POINTER(AllocatorOptions),
         _PP,
     ),
     "kvpool_swa_pair_destroy": (_P,),
@@ -242,8 +242,8 @@ _SIGNATURES = {
         _P,
         c_char_p,
         c_char_p,
-        POINTER(SideOptions),
-        POINTER(SideOptions),
+        POINTER(AllocatorOptions),
+        POINTER(AllocatorOptions),
         _PP,
     ),
     "kvpool_mamba_pair_destroy": (_P,),
@@ -263,14 +263,14 @@ _SIGNATURES = {
         c_char_p,
         c_char_p,
         c_char_p,
-        POINTER(SideOptions),
-        POINTER(SideOptions),
-        POINTER(SideOptions),
+        POINTER(AllocatorOptions),
+        POINTER(AllocatorOptions),
+        POINTER(AllocatorOptions),
         _PP,
     ),
     "kvpool_mamba_swa_destroy": (_P,),
     "kvpool_mamba_swa_side": (_P, c_int, _PP),
-    "kvpool_mamba_swa_sizes": (_P, POINTER(TriPoolSizes)),
+    "kvpool_mamba_swa_sizes": (_P, POINTER(MambaSwaSizes)),
     "kvpool_mamba_swa_alloc": (_P, _P, _I64, _P, _PI),
     "kvpool_mamba_swa_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
     "kvpool_mamba_swa_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
@@ -302,7 +302,7 @@ _SIGNATURES = {
     "kvpool_req_pool_clear": (_P,),
     "kvpool_req_pool_write": (_P, _P, _I64, _I64, _P, _I64),
     "kvpool_req_pool_check_invariants": (_P, _P),
-    "kvpool_hybrid_req_pool_create": (_I64, _I64, _P, POINTER(HybridOptions), _P, _PP),
+    "kvpool_hybrid_req_pool_create": (_I64, _I64, _P, POINTER(HybridReqToTokenPoolOptions), _P, _PP),
     "kvpool_hybrid_req_pool_destroy": (_P,),
     "kvpool_hybrid_req_pool_tables": (_P, _PP, _PI64, _PI64, _PP, _PP, _PI64),
     "kvpool_hybrid_req_pool_available": (_P, _PI64),

@@ -42,11 +42,11 @@ def _host_run(ids, what):
     return held, held.ptr, held.n
 
 
-def side_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_on_alloc=False):
+def allocator_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_on_alloc=False):
     """One side's options: lazy or eager compaction, the opportunistic flush's move cap (<= 0:
     kvpool's default), whether it mints its ids (a pair sets that itself), and handout zeroing
     (every page it hands out has its bytes zeroed in the alloc-bind launch)."""
-    return _lib.SideOptions(
+    return _lib.AllocatorOptions(
         int(bool(lazy)), int(bool(is_id_owner)), int(max_moves_per_flush), int(bool(zero_on_alloc))
     )
 
@@ -101,7 +101,7 @@ def _grow_code(name, grow):
     return _lib.GROW_CODES[grow]
 
 
-class UnifiedBuffer(_Handle):
+class UnifiedKVPool(_Handle):
     """The unified byte buffer: ``sides`` a list of ``(name, entry_bytes, page_size,
     grow)`` or ``(name, entry_bytes, page_size, grow, float_at)``, grow "up", "down" or
     "floating" (a bool: whether it grows down). One side, two growing toward each
@@ -307,7 +307,7 @@ class _Snapshot(_Handle):
     _destroy = lib.kvpool_kv_snapshot_destroy
 
 
-class _SideSnapshot(_Snapshot):
+class _AllocatorSnapshot(_Snapshot):
     pass
 
 
@@ -315,25 +315,25 @@ class _PairSnapshot(_Snapshot):
     pass
 
 
-class _TriPoolSnapshot(_Snapshot):
+class _MambaSWASnapshot(_Snapshot):
     pass
 
 
-class Side(_KV, _Handle):
+class MultiEndedAllocator(_KV, _Handle):
     """One side of a unified buffer (a MultiEndedAllocator): standalone, or a pair's."""
 
     _destroy = lib.kvpool_allocator_destroy
     _as_kv = lib.kvpool_allocator_kv
-    _snapshot = _SideSnapshot
+    _snapshot = _AllocatorSnapshot
 
     def __init__(self, handle, buffer):
         super().__init__(handle)
         self.buffer = buffer
         self.device = buffer.device
         self._stream = stream_getter(self.device)
-        self.info = _lib.SideInfo()
+        self.info = _lib.AllocatorInfo()
         check(lib.kvpool_allocator_info(handle, byref(self.info)))
-        self._state = _lib.SideState()
+        self._state = _lib.AllocatorState()
         self._init_kv()
         self._n = c_int64()
         self._tables = None
@@ -341,7 +341,7 @@ class Side(_KV, _Handle):
 
     @classmethod
     def create(cls, buffer, name, options):
-        """A standalone side of buffer's sub-pool name; options: side_options(...)."""
+        """A standalone side of buffer's sub-pool name; options: allocator_options(...)."""
         return cls(
             _new(
                 lib.kvpool_allocator_create,
@@ -359,14 +359,14 @@ class Side(_KV, _Handle):
 
     # ---------------------------------------------------------------- state
     def state(self):
-        """A SideState with the sizes (in tokens), watermark and page counts, now."""
+        """An AllocatorState with the sizes (in tokens), watermark and page counts, now."""
         status = lib.kvpool_allocator_state(self._h, byref(self._state))
         if status:
             raise_status(status)
         return self._state
 
     def counters(self):
-        c = _lib.SideCounters()
+        c = _lib.AllocatorCounters()
         check(lib.kvpool_allocator_counters(self._h, byref(c)))
         return {name: getattr(c, name) for name, _ in c._fields_}
 
@@ -560,7 +560,7 @@ class _Pair(_KV, _Handle):
     _snapshot = _PairSnapshot
 
     def __init__(self, buffer, options, names):
-        """options: each side's side_options(...); names: each side's sub-pool."""
+        """options: each side's allocator_options(...); names: each side's sub-pool."""
         cls = type(self)
         super().__init__(
             _new(
@@ -576,7 +576,7 @@ class _Pair(_KV, _Handle):
         self._init_kv()
         self._n = c_int64()
         self.sides = tuple(
-            Side(_new(lib.kvpool_kv_side, self._kv, which), buffer) for which in range(len(names))
+            MultiEndedAllocator(_new(lib.kvpool_kv_side, self._kv, which), buffer) for which in range(len(names))
         )
 
     def sizes(self):
@@ -659,7 +659,7 @@ class _Pair(_KV, _Handle):
         check(lib.kvpool_kv_set_inflight_forward(self._kv, handle, ids.ptr, ids.n))
 
 
-class SwaPair(_Pair):
+class UnifiedSWAAllocator(_Pair):
     """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
 
     _destroy = lib.kvpool_swa_pair_destroy
@@ -673,7 +673,7 @@ class SwaPair(_Pair):
         self._sizes = _lib.SwaSizes()
 
 
-class MambaPair(_Pair):
+class UnifiedMambaAllocator(_Pair):
     """The Mamba pair: ``full`` KV (paged) and ``state`` slots (page size 1), own ids each.
     Its alloc, alloc_extend, alloc_decode (the full side's) and alloc_state_slots ask the
     eviction callback when short; the sides' own calls do not."""
@@ -689,11 +689,11 @@ class MambaPair(_Pair):
         self._sizes = _lib.MambaSizes()
 
 
-class MambaSwaTriPool(_Pair):
+class UnifiedMambaSWAAllocator(_Pair):
     """The tri-pool: ``state`` slots (up, page size 1), ``swa`` sliding-window KV
     (floating) and ``full`` KV (down) in one buffer. ``full`` mints the token ids and
     ``swa`` binds them (both or neither); state slots own theirs. Each side's translate,
-    tables and state are its Side's; state slots are freed through ``state.free``.
+    tables and state are its MultiEndedAllocator's; state slots are freed through ``state.free``.
     sizes(): available_size (KV tokens one allocation always gets), state_slots_available,
     state_slot_full_token_cost."""
 
@@ -701,7 +701,7 @@ class MambaSwaTriPool(_Pair):
     _create = lib.kvpool_mamba_swa_create
     _as_kv = lib.kvpool_mamba_swa_kv
     _sizes_of = lib.kvpool_mamba_swa_sizes
-    _snapshot = _TriPoolSnapshot
+    _snapshot = _MambaSWASnapshot
 
     def __init__(
         self,
@@ -719,7 +719,7 @@ class MambaSwaTriPool(_Pair):
             (full_name, swa_name, state_name),
         )
         self.full, self.swa, self.state = self.sides
-        self._sizes = _lib.TriPoolSizes()
+        self._sizes = _lib.MambaSwaSizes()
 
 
 def set_forward_done(sides, marker):
@@ -729,7 +729,7 @@ def set_forward_done(sides, marker):
         side.set_latest_forward_done(handle)
 
 
-class ReqTable(_Handle):
+class ReqToTokenPool(_Handle):
     """A request table: rows 1..size for requests, row 0 the padding row; ``table`` is the live tensor."""
 
     _destroy = lib.kvpool_req_pool_destroy
@@ -781,9 +781,9 @@ class ReqTable(_Handle):
         check(lib.kvpool_req_pool_check_invariants(self._h, self._stream()))
 
 
-class HybridReqTable(_Handle):
+class HybridReqToTokenPool(_Handle):
     """A hybrid model's request table: + request -> Mamba state slot (+ ping-pong
-    track slots), state slots taken from ``states`` (a page-size-1 Side)."""
+    track slots), state slots taken from ``states`` (a page-size-1 MultiEndedAllocator)."""
 
     _destroy = lib.kvpool_hybrid_req_pool_destroy
 
@@ -799,7 +799,7 @@ class HybridReqTable(_Handle):
         self.device = states.device
         self._stream = stream_getter(self.device)
         self.states = states
-        options = _lib.HybridOptions(
+        options = _lib.HybridReqToTokenPoolOptions(
             1 if extra_buffer else 0, 1 if extra_buffer_lazy else 0, int(track_size)
         )
         super().__init__(
@@ -940,19 +940,19 @@ def live_handles():
 
 
 __all__ = [
-    "UnifiedBuffer",
-    "Side",
-    "SwaPair",
-    "MambaPair",
-    "MambaSwaTriPool",
-    "ReqTable",
-    "HybridReqTable",
+    "UnifiedKVPool",
+    "MultiEndedAllocator",
+    "UnifiedSWAAllocator",
+    "UnifiedMambaAllocator",
+    "UnifiedMambaSWAAllocator",
+    "ReqToTokenPool",
+    "HybridReqToTokenPool",
     "set_forward_done",
     "live_handles",
 ]
 
 
-# PD transfer descriptors over a Side (kvpool.transfer), with the rest of the native API.
+# PD transfer descriptors over a MultiEndedAllocator (kvpool.transfer), with the rest of the native API.
 from .transfer import (  # noqa: E402,F401
     TransferDescriptor,
     TransferLayout,

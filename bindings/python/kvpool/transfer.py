@@ -2,7 +2,7 @@
 buffer hold a set of tokens, per sub-pool and per layer, as (offset, length) runs, and the
 copies that carry one end's tokens to the other's.
 
-A transfer engine registers each end's whole buffer once (``UnifiedBuffer.bytes``: one
+A transfer engine registers each end's whole buffer once (``UnifiedKVPool.bytes``: one
 region). Per transfer the sender describes the tokens it sends and the receiver the tokens it
 allocated for them, each gating their pages on the transfer's marker (no compaction moves
 them until it reports done); the engine copies ``pair_pages`` (whole pages, every layer) or
@@ -132,7 +132,7 @@ class TransferDescriptor:
 
 
 def describe_transfer(side, layout, virtual_tokens, marker=None):
-    """One end of a transfer over a ``kvpool.native.Side``: describes the virtual tokens of
+    """One end of a transfer over a ``kvpool.native.MultiEndedAllocator``: describes the virtual tokens of
     its sub-pool (host ids, in transfer order) and, with a marker (``query()`` or a recorded
     device event), gates their pages until it reports done. The sender passes the tokens it
     sends, the receiver the tokens it allocated for them. Bad ids raise, gating nothing."""

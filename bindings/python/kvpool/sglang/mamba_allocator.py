@@ -43,7 +43,7 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
             need_sort,
         )
         self.full_attn_allocator, self.mamba_allocator = self._init_pair(
-            native.MambaPair(
+            native.UnifiedMambaAllocator(
                 unified_buffer._native_for({"full": page_size, "mamba": 1}),
                 side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
                 side_options(

@@ -71,7 +71,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             kvcache,
             need_sort,
         )
-        tri_pool = native.MambaSwaTriPool(
+        tri_pool = native.UnifiedMambaSWAAllocator(
             unified_buffer._native_for({"full": page_size, "swa": swa_ps, "mamba": 1}),
             side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
             side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),

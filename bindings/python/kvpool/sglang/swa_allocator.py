@@ -114,7 +114,7 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             need_sort,
         )
         self.full_attn_allocator, self.swa_attn_allocator = self._init_pair(
-            native.SwaPair(
+            native.UnifiedSWAAllocator(
                 unified_buffer._native_for({"full": page_size, "swa": swa_ps}),
                 side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
                 side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
