@@ -67,7 +67,8 @@ std::vector<kvpool::ByteRun> run_list(const kvpool_byte_run* runs, std::int64_t 
 
 extern "C" {
 
-kvpool_status kvpool_transfer_describe(kvpool_allocator* a, const kvpool_transfer_layout* layout,
+kvpool_status kvpool_transfer_describe(kvpool_multi_ended_allocator* a,
+                                       const kvpool_transfer_layout* layout,
                                        const kvpool_token* token,
                                        const int64_t* virtual_tokens_host, int64_t count,
                                        kvpool_transfer** out) {

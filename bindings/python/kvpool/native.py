@@ -110,7 +110,7 @@ class UnifiedKVPool(_Handle):
     not given). ``buffer``: a uint8 tensor the engine owns, adopted as it is; otherwise
     kvpool allocates the bytes (zeroed) and ``bytes`` exports them."""
 
-    _destroy = lib.kvpool_pool_destroy
+    _destroy = lib.kvpool_unified_kv_pool_destroy
 
     def __init__(self, total_bytes, sides, device, buffer=None):
         self.device = pool_device(device)
@@ -139,7 +139,7 @@ class UnifiedKVPool(_Handle):
             adopt = buffer.data_ptr()
         super().__init__(
             _new(
-                lib.kvpool_pool_create_on,
+                lib.kvpool_unified_kv_pool_create_on,
                 device_code(self.device),
                 int(total_bytes),
                 specs,
@@ -150,7 +150,7 @@ class UnifiedKVPool(_Handle):
         )
         self._adopted = buffer[:total_bytes] if buffer is not None else None
         sink = c_int64()
-        check(lib.kvpool_pool_sink_bytes(self._h, byref(sink)))
+        check(lib.kvpool_unified_kv_pool_sink_bytes(self._h, byref(sink)))
         self.sink_bytes = sink.value
 
     @property
@@ -159,7 +159,7 @@ class UnifiedKVPool(_Handle):
         if self._adopted is not None:
             return self._adopted
         data, size = c_void_p(), c_int64()
-        check(lib.kvpool_pool_bytes(self._h, byref(data), byref(size)))
+        check(lib.kvpool_unified_kv_pool_bytes(self._h, byref(data), byref(size)))
         return self._exported("bytes", data.value, (size.value,), torch.uint8)
 
 
@@ -248,7 +248,7 @@ class _KV:
         """Move gate: a transfer reads the pages of these virtual tokens (on every KV side)
         and these state slots until marker (an object with query(), or a recorded
         torch.cuda.Event) says it is done; no compaction moves or overwrites them meanwhile
-        (see the C API's kvpool_allocator_gate_transfer), checked on every side before any
+        (see the C API's kvpool_multi_ended_allocator_gate_transfer), checked on every side before any
         changes. An eager free that would is refused with InvalidStateError unless marker is
         a device event."""
         _token, handle = token_handle(marker)
@@ -322,8 +322,8 @@ class _MambaSWASnapshot(_Snapshot):
 class MultiEndedAllocator(_KV, _Handle):
     """One side of a unified buffer (a MultiEndedAllocator): standalone, or a pair's."""
 
-    _destroy = lib.kvpool_allocator_destroy
-    _as_kv = lib.kvpool_allocator_kv
+    _destroy = lib.kvpool_multi_ended_allocator_destroy
+    _as_kv = lib.kvpool_multi_ended_allocator_kv
     _snapshot = _AllocatorSnapshot
 
     def __init__(self, handle, buffer):
@@ -332,7 +332,7 @@ class MultiEndedAllocator(_KV, _Handle):
         self.device = buffer.device
         self._stream = stream_getter(self.device)
         self.info = _lib.AllocatorInfo()
-        check(lib.kvpool_allocator_info(handle, byref(self.info)))
+        check(lib.kvpool_multi_ended_allocator_info(handle, byref(self.info)))
         self._state = _lib.AllocatorState()
         self._init_kv()
         self._n = c_int64()
@@ -344,7 +344,7 @@ class MultiEndedAllocator(_KV, _Handle):
         """A standalone side of buffer's sub-pool name; options: allocator_options(...)."""
         return cls(
             _new(
-                lib.kvpool_allocator_create,
+                lib.kvpool_multi_ended_allocator_create,
                 buffer._h,
                 name.encode(),
                 byref(options),
@@ -354,25 +354,25 @@ class MultiEndedAllocator(_KV, _Handle):
         )
 
     def bind_peer(self, peer):
-        check(lib.kvpool_allocator_bind_peer(self._h, peer._h))
+        check(lib.kvpool_multi_ended_allocator_bind_peer(self._h, peer._h))
         self._tables = peer._tables = None  # binding resizes the v2p table
 
     # ---------------------------------------------------------------- state
     def state(self):
         """An AllocatorState with the sizes (in tokens), watermark and page counts, now."""
-        status = lib.kvpool_allocator_state(self._h, byref(self._state))
+        status = lib.kvpool_multi_ended_allocator_state(self._h, byref(self._state))
         if status:
             raise_status(status)
         return self._state
 
     def counters(self):
         c = _lib.AllocatorCounters()
-        check(lib.kvpool_allocator_counters(self._h, byref(c)))
+        check(lib.kvpool_multi_ended_allocator_counters(self._h, byref(c)))
         return {name: getattr(c, name) for name, _ in c._fields_}
 
     def state_string(self):
         s = c_char_p()
-        check(lib.kvpool_allocator_state_string(self._h, byref(s)))
+        check(lib.kvpool_multi_ended_allocator_state_string(self._h, byref(s)))
         return s.value.decode()
 
     def tables(self):
@@ -380,7 +380,7 @@ class MultiEndedAllocator(_KV, _Handle):
         if self._tables is None:
             v2p, v2p_rows, p2v, p2v_rows = c_void_p(), c_int64(), c_void_p(), c_int64()
             check(
-                lib.kvpool_allocator_tables(
+                lib.kvpool_multi_ended_allocator_tables(
                     self._h, byref(v2p), byref(v2p_rows), byref(p2v), byref(p2v_rows)
                 )
             )
@@ -395,17 +395,17 @@ class MultiEndedAllocator(_KV, _Handle):
     def free_virtual_pages(self):
         """The id owner's free virtual pages (host int64 tensor), in the order they are handed out."""
         count = c_int64()
-        check(lib.kvpool_allocator_free_virtual_pages(self._h, None, 0, byref(count)))
+        check(lib.kvpool_multi_ended_allocator_free_virtual_pages(self._h, None, 0, byref(count)))
         out = torch.empty(count.value, dtype=torch.int64)
         check(
-            lib.kvpool_allocator_free_virtual_pages(
+            lib.kvpool_multi_ended_allocator_free_virtual_pages(
                 self._h, out.data_ptr(), out.numel(), byref(count)
             )
         )
         return out
 
     def is_slot_allocated(self, token):
-        check(lib.kvpool_allocator_is_slot_allocated(self._h, int(token), self._ok_ref))
+        check(lib.kvpool_multi_ended_allocator_is_slot_allocated(self._h, int(token), self._ok_ref))
         return bool(self._ok.value)
 
     # ---------------------------------------------------------------- relocation
@@ -414,7 +414,7 @@ class MultiEndedAllocator(_KV, _Handle):
         the call; None restores kvpool's own page move inside the unified buffer."""
         if move is None:
             self._move = None
-            check(lib.kvpool_allocator_set_move_callback(self._h, _lib.MOVE_FN(), None))
+            check(lib.kvpool_multi_ended_allocator_set_move_callback(self._h, _lib.MOVE_FN(), None))
             return
 
         def on_move(_user, src, dst, n):
@@ -426,13 +426,13 @@ class MultiEndedAllocator(_KV, _Handle):
                 return 1
 
         self._move = _lib.MOVE_FN(on_move)  # kept alive while installed
-        check(lib.kvpool_allocator_set_move_callback(self._h, self._move, None))
+        check(lib.kvpool_multi_ended_allocator_set_move_callback(self._h, self._move, None))
 
     # ---------------------------------------------------------------- allocation
     def alloc_with_virtual(self, virtual_pages):
         ids = host_ids(virtual_pages, "virtual_pages")
         check(
-            lib.kvpool_allocator_alloc_with_virtual(
+            lib.kvpool_multi_ended_allocator_alloc_with_virtual(
                 self._h, self._stream(), ids.ptr, ids.n, self._ok_ref
             )
         )
@@ -441,12 +441,12 @@ class MultiEndedAllocator(_KV, _Handle):
     # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens, skip_unbound=False):
         ids, ptr, n = _host_run(virtual_tokens, "free_index")
-        status = lib.kvpool_allocator_free(self._h, self._stream(), ptr, n, 1 if skip_unbound else 0)
+        status = lib.kvpool_multi_ended_allocator_free(self._h, self._stream(), ptr, n, 1 if skip_unbound else 0)
         if status:
             raise_status(status)
 
     def flush(self, urgent):
-        status = lib.kvpool_allocator_flush(
+        status = lib.kvpool_multi_ended_allocator_flush(
             self._h, self._stream(), 1 if urgent else 0, byref(self._n)
         )
         if status:
@@ -466,7 +466,7 @@ class MultiEndedAllocator(_KV, _Handle):
         """Virtual -> physical token ids into out (int64 or int32, contiguous, same
         number of entries; may be virtual_tokens itself)."""
         src = device_index_input(virtual_tokens, "virtual token ids", self.device)
-        status = lib.kvpool_allocator_translate(
+        status = lib.kvpool_multi_ended_allocator_translate(
             self._h,
             self._stream(),
             src.data_ptr(),
@@ -515,11 +515,11 @@ class MultiEndedAllocator(_KV, _Handle):
         else:
             dst = torch.empty(shape if out is None else out.shape, dtype=dtype, device=self.device)
         if kernel_page_multiplier == 1:
-            status = lib.kvpool_allocator_translate(
+            status = lib.kvpool_multi_ended_allocator_translate(
                 self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
             )
         else:
-            status = lib.kvpool_allocator_translate_dense(
+            status = lib.kvpool_multi_ended_allocator_translate_dense(
                 self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), kernel_page_multiplier
             )
         if status:
@@ -534,7 +534,7 @@ class MultiEndedAllocator(_KV, _Handle):
         be virtual_tokens itself): physical page * page_size * kernel_page_multiplier + offset,
         the rows of an MLA side's dense per-layer views."""
         src = device_index_input(virtual_tokens, "virtual token ids", self.device)
-        status = lib.kvpool_allocator_translate_dense(
+        status = lib.kvpool_multi_ended_allocator_translate_dense(
             self._h,
             self._stream(),
             src.data_ptr(),
@@ -662,10 +662,10 @@ class _Pair(_KV, _Handle):
 class UnifiedSWAAllocator(_Pair):
     """The SWA pair: ``full`` mints the virtual ids, ``swa`` binds them; both or neither."""
 
-    _destroy = lib.kvpool_swa_pair_destroy
-    _create = lib.kvpool_swa_pair_create
-    _as_kv = lib.kvpool_swa_pair_kv
-    _sizes_of = lib.kvpool_swa_pair_sizes
+    _destroy = lib.kvpool_unified_swa_allocator_destroy
+    _create = lib.kvpool_unified_swa_allocator_create
+    _as_kv = lib.kvpool_unified_swa_allocator_kv
+    _sizes_of = lib.kvpool_unified_swa_allocator_sizes
 
     def __init__(self, buffer, full_options, swa_options, full_name="full", swa_name="swa"):
         super().__init__(buffer, (full_options, swa_options), (full_name, swa_name))
@@ -678,10 +678,10 @@ class UnifiedMambaAllocator(_Pair):
     Its alloc, alloc_extend, alloc_decode (the full side's) and alloc_state_slots ask the
     eviction callback when short; the sides' own calls do not."""
 
-    _destroy = lib.kvpool_mamba_pair_destroy
-    _create = lib.kvpool_mamba_pair_create
-    _as_kv = lib.kvpool_mamba_pair_kv
-    _sizes_of = lib.kvpool_mamba_pair_sizes
+    _destroy = lib.kvpool_unified_mamba_allocator_destroy
+    _create = lib.kvpool_unified_mamba_allocator_create
+    _as_kv = lib.kvpool_unified_mamba_allocator_kv
+    _sizes_of = lib.kvpool_unified_mamba_allocator_sizes
 
     def __init__(self, buffer, full_options, state_options, full_name="full", state_name="mamba"):
         super().__init__(buffer, (full_options, state_options), (full_name, state_name))
@@ -697,10 +697,10 @@ class UnifiedMambaSWAAllocator(_Pair):
     sizes(): available_size (KV tokens one allocation always gets), state_slots_available,
     state_slot_full_token_cost."""
 
-    _destroy = lib.kvpool_mamba_swa_destroy
-    _create = lib.kvpool_mamba_swa_create
-    _as_kv = lib.kvpool_mamba_swa_kv
-    _sizes_of = lib.kvpool_mamba_swa_sizes
+    _destroy = lib.kvpool_unified_mamba_swa_allocator_destroy
+    _create = lib.kvpool_unified_mamba_swa_allocator_create
+    _as_kv = lib.kvpool_unified_mamba_swa_allocator_kv
+    _sizes_of = lib.kvpool_unified_mamba_swa_allocator_sizes
     _snapshot = _MambaSWASnapshot
 
     def __init__(
@@ -732,14 +732,14 @@ def set_forward_done(sides, marker):
 class ReqToTokenPool(_Handle):
     """A request table: rows 1..size for requests, row 0 the padding row; ``table`` is the live tensor."""
 
-    _destroy = lib.kvpool_req_pool_destroy
+    _destroy = lib.kvpool_req_to_token_pool_destroy
 
     def __init__(self, size, max_context_len, device):
         self.device = pool_device(device)
         self._stream = stream_getter(self.device)
         super().__init__(
             _new(
-                lib.kvpool_req_pool_create_on,
+                lib.kvpool_req_to_token_pool_create_on,
                 device_code(self.device),
                 int(size),
                 int(max_context_len),
@@ -747,7 +747,7 @@ class ReqToTokenPool(_Handle):
             )
         )
         table, rows, columns = c_void_p(), c_int64(), c_int64()
-        check(lib.kvpool_req_pool_table(self._h, byref(table), byref(rows), byref(columns)))
+        check(lib.kvpool_req_to_token_pool_table(self._h, byref(table), byref(rows), byref(columns)))
         self._table = (table.value, (rows.value, columns.value))
         self._ok = c_int()
 
@@ -757,35 +757,35 @@ class ReqToTokenPool(_Handle):
 
     def available_size(self):
         n = c_int64()
-        check(lib.kvpool_req_pool_available(self._h, byref(n)))
+        check(lib.kvpool_req_to_token_pool_available(self._h, byref(n)))
         return n.value
 
     def generation(self, slot):
         n = c_int64()
-        check(lib.kvpool_req_pool_generation(self._h, int(slot), byref(n)))
+        check(lib.kvpool_req_to_token_pool_generation(self._h, int(slot), byref(n)))
         return n.value
 
     def alloc(self, n):
         slots = (c_int64 * max(n, 1))()
-        check(lib.kvpool_req_pool_alloc(self._h, int(n), slots, byref(self._ok)))
+        check(lib.kvpool_req_to_token_pool_alloc(self._h, int(n), slots, byref(self._ok)))
         return list(slots[:n]) if self._ok.value else None
 
     def free(self, slots):
         ids = host_ids(slots, "slots")
-        check(lib.kvpool_req_pool_free(self._h, ids.ptr, ids.n))
+        check(lib.kvpool_req_to_token_pool_free(self._h, ids.ptr, ids.n))
 
     def clear(self):
-        check(lib.kvpool_req_pool_clear(self._h))
+        check(lib.kvpool_req_to_token_pool_clear(self._h))
 
     def check_invariants(self):
-        check(lib.kvpool_req_pool_check_invariants(self._h, self._stream()))
+        check(lib.kvpool_req_to_token_pool_check_invariants(self._h, self._stream()))
 
 
 class HybridReqToTokenPool(_Handle):
     """A hybrid model's request table: + request -> Mamba state slot (+ ping-pong
     track slots), state slots taken from ``states`` (a page-size-1 MultiEndedAllocator)."""
 
-    _destroy = lib.kvpool_hybrid_req_pool_destroy
+    _destroy = lib.kvpool_hybrid_req_to_token_pool_destroy
 
     def __init__(
         self,
@@ -804,7 +804,7 @@ class HybridReqToTokenPool(_Handle):
         )
         super().__init__(
             _new(
-                lib.kvpool_hybrid_req_pool_create,
+                lib.kvpool_hybrid_req_to_token_pool_create,
                 int(size),
                 int(max_context_len),
                 states._h,
@@ -821,7 +821,7 @@ class HybridReqToTokenPool(_Handle):
             c_int64(),
         )
         check(
-            lib.kvpool_hybrid_req_pool_tables(
+            lib.kvpool_hybrid_req_to_token_pool_tables(
                 self._h,
                 byref(table),
                 byref(rows),
@@ -858,11 +858,11 @@ class HybridReqToTokenPool(_Handle):
         return self._table("track_map")
 
     def available_size(self):
-        check(lib.kvpool_hybrid_req_pool_available(self._h, byref(self._n)))
+        check(lib.kvpool_hybrid_req_to_token_pool_available(self._h, byref(self._n)))
         return self._n.value
 
     def generation(self, slot):
-        check(lib.kvpool_hybrid_req_pool_generation(self._h, int(slot), byref(self._n)))
+        check(lib.kvpool_hybrid_req_to_token_pool_generation(self._h, int(slot), byref(self._n)))
         return self._n.value
 
     def alloc(self, mamba_slots):
@@ -870,7 +870,7 @@ class HybridReqToTokenPool(_Handle):
         ids = host_ids(mamba_slots, "mamba_slots")
         slots = (c_int64 * max(ids.n, 1))()
         check(
-            lib.kvpool_hybrid_req_pool_alloc(
+            lib.kvpool_hybrid_req_to_token_pool_alloc(
                 self._h, self._stream(), ids.ptr, ids.n, slots, byref(self._ok)
             )
         )
@@ -878,11 +878,11 @@ class HybridReqToTokenPool(_Handle):
 
     def free(self, slots):
         ids = host_ids(slots, "slots")
-        check(lib.kvpool_hybrid_req_pool_free(self._h, ids.ptr, ids.n))
+        check(lib.kvpool_hybrid_req_to_token_pool_free(self._h, ids.ptr, ids.n))
 
     def free_mamba_cache(self, req, keep_idx=None):
         check(
-            lib.kvpool_hybrid_req_pool_free_mamba_cache(
+            lib.kvpool_hybrid_req_to_token_pool_free_mamba_cache(
                 self._h,
                 self._stream(),
                 int(req),
@@ -897,16 +897,16 @@ class HybridReqToTokenPool(_Handle):
         mamba, nxt = c_int64(), c_int64()
         tracks = (c_int64 * max(self.track_columns, 1))()
         check(
-            lib.kvpool_hybrid_req_pool_request(self._h, int(req), byref(mamba), tracks, byref(nxt))
+            lib.kvpool_hybrid_req_to_token_pool_request(self._h, int(req), byref(mamba), tracks, byref(nxt))
         )
         return mamba.value, list(tracks[: self.track_columns]), nxt.value
 
     def set_next_track_idx(self, req, idx):
-        check(lib.kvpool_hybrid_req_pool_set_next_track_idx(self._h, int(req), int(idx)))
+        check(lib.kvpool_hybrid_req_to_token_pool_set_next_track_idx(self._h, int(req), int(idx)))
 
     def set_track_slot(self, req, idx, value):
         check(
-            lib.kvpool_hybrid_req_pool_set_track_slot(
+            lib.kvpool_hybrid_req_to_token_pool_set_track_slot(
                 self._h, self._stream(), int(req), int(idx), int(value), byref(self._n)
             )
         )
@@ -914,7 +914,7 @@ class HybridReqToTokenPool(_Handle):
 
     def donate_track_slot(self, req, new_slot):
         check(
-            lib.kvpool_hybrid_req_pool_donate_track_slot(
+            lib.kvpool_hybrid_req_to_token_pool_donate_track_slot(
                 self._h, self._stream(), int(req), int(new_slot), byref(self._n)
             )
         )
@@ -922,17 +922,17 @@ class HybridReqToTokenPool(_Handle):
 
     def alloc_track_slot(self, req, idx):
         check(
-            lib.kvpool_hybrid_req_pool_alloc_track_slot(
+            lib.kvpool_hybrid_req_to_token_pool_alloc_track_slot(
                 self._h, self._stream(), int(req), int(idx), byref(self._ok)
             )
         )
         return bool(self._ok.value)
 
     def clear(self):
-        check(lib.kvpool_hybrid_req_pool_clear(self._h, self._stream()))
+        check(lib.kvpool_hybrid_req_to_token_pool_clear(self._h, self._stream()))
 
     def check_invariants(self):
-        check(lib.kvpool_hybrid_req_pool_check_invariants(self._h, self._stream()))
+        check(lib.kvpool_hybrid_req_to_token_pool_check_invariants(self._h, self._stream()))
 
 
 def live_handles():

@@ -12,7 +12,7 @@ extern "C" {
 /* ------------------------------------------------------------------ PD transfer descriptors
  * Disaggregated prefill (kvpool/storage/transfer_descriptors.hpp; README, "Disaggregated
  * prefill"). A transfer engine registers each end's whole buffer once
- * (kvpool_pool_bytes: base and length); per transfer, each end describes its
+ * (kvpool_unified_kv_pool_bytes: base and length); per transfer, each end describes its
  * tokens of each sub-pool as (offset, length) runs over that buffer, gating
  * their pages until the transfer's token completes, and the engine copies the
  * runs the two descriptions pair into. Host-side: the descriptions come from
@@ -56,13 +56,13 @@ typedef struct kvpool_transfer kvpool_transfer;
 
 /* One end of a transfer over side a: describes the virtual tokens (host) of
  * this sub-pool, then gates their pages until token completes, as
- * kvpool_allocator_gate_transfer (token NULL: describes only). The sender
+ * kvpool_multi_ended_allocator_gate_transfer (token NULL: describes only). The sender
  * passes the tokens it sends; the receiver the tokens it allocated for them,
  * in the same order. An unbound id, a layout that does not fit the side, or
  * tokens that do not fill their pages in order (a repeated id): the error
  * names it, nothing is gated and *out is unchanged. A description is host
  * data: it holds no device memory and outlives the side. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_describe(kvpool_allocator* a,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_describe(kvpool_multi_ended_allocator* a,
                                                        const kvpool_transfer_layout* layout,
                                                        const kvpool_token* token,
                                                        const int64_t* virtual_tokens_host,
@@ -98,12 +98,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer* 
  * list the other sent. Whole-page runs pair right only when both ends' tokens
  * sit at the same slots of their pages (a request allocated from a page's
  * first slot on each end); one layer's block runs always do. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_runs(const kvpool_byte_run* src_host,
-                                                        int64_t src_count,
-                                                        const kvpool_byte_run* dst_host,
-                                                        int64_t dst_count,
-                                                        kvpool_copy_run* out_host,
-                                                        int64_t capacity, int64_t* count);
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_runs(
+    const kvpool_byte_run* src_host, int64_t src_count, const kvpool_byte_run* dst_host,
+    int64_t dst_count, kvpool_copy_run* out_host, int64_t capacity, int64_t* count);
 /* The transfer engine's copy for two buffers of one device (CUDA IPC between
  * processes, two pools in one process): the paired runs copied from src
  * (src_bytes long) to dst (dst_bytes long) in one launch on stream (device: a
