@@ -16,7 +16,7 @@ import torch
 
 from .. import native
 from .._tensors import pool_device
-from .multi_ended_allocator import MultiEndedAllocator, side_options
+from .multi_ended_allocator import MultiEndedAllocator, allocator_options
 from .swa_allocator import FullAndSWAKVAllocator
 from .swa_pages import swa_page_size_of
 
@@ -73,9 +73,9 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
         )
         tri_pool = native.UnifiedMambaSWAAllocator(
             unified_buffer._native_for({"full": page_size, "swa": swa_ps, "mamba": 1}),
-            side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
-            side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
-            side_options(
+            allocator_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
+            allocator_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
+            allocator_options(
                 lazy_compaction, mamba_max_moves_per_call, zero_on_alloc=mamba_zero_on_alloc
             ),
         )

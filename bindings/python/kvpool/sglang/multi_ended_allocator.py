@@ -19,7 +19,7 @@ from . import relocation, transfer
 from .base import BaseTokenToKVPoolAllocator, InflightForward
 
 
-def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True, zero_on_alloc=False):
+def allocator_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True, zero_on_alloc=False):
     """A side's kvpool options. The opportunistic flush's move cap is max_moves_per_call, or
     what SGLANG_LAZY_COMPACTION_MAX_MOVES_PER_CALL says when the side is made, as in the reference.
     zero_on_alloc (not in the reference, off as there): the pages the side hands out are zeroed.
@@ -57,7 +57,7 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         side = native.MultiEndedAllocator.create(
             buffer,
             sub_pool_name,
-            side_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc),
+            allocator_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc),
         )
         self._setup(
             side,
