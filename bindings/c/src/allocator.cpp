@@ -115,7 +115,7 @@ kvpool_status kvpool_multi_ended_allocator_set_move_callback(kvpool_multi_ended_
 kvpool_status kvpool_multi_ended_allocator_info(const kvpool_multi_ended_allocator* a,
                                                 kvpool_allocator_info* out) {
     return on_side(a, [&](const auto& side, auto&) {
-        const kvpool::SideGeometry& g = side.geometry();
+        const kvpool::SubPoolGeometry& g = side.geometry();
         kvpool_allocator_info& info = deref(out, "out");
         info.entry_bytes = g.spec.entry_bytes;
         info.page_size = g.page_size();
@@ -135,7 +135,7 @@ kvpool_status kvpool_multi_ended_allocator_info(const kvpool_multi_ended_allocat
 kvpool_status kvpool_multi_ended_allocator_state(const kvpool_multi_ended_allocator* a,
                                                  kvpool_allocator_state* out) {
     return on_side(a, [&](const auto& side, auto&) {
-        const kvpool::SideOccupancy occupancy = side.occupancy();
+        const kvpool::AllocatorOccupancy occupancy = side.occupancy();
         kvpool_allocator_state& state = deref(out, "out");
         state.available_size = side.available_size();
         state.schedulable_available_size = side.schedulable_available_size();

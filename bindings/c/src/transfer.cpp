@@ -17,7 +17,7 @@ struct kvpool_transfer {
 
 namespace {
 
-kvpool::SubPoolTransferLayout layout_of(const kvpool::SideGeometry& side,
+kvpool::SubPoolTransferLayout layout_of(const kvpool::SubPoolGeometry& side,
                                         const kvpool_transfer_layout* layout) {
     require(layout != nullptr, "kvpool_transfer_describe: layout is NULL");
     require(layout->blocks_per_layer > 0,
