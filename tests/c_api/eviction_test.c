@@ -24,7 +24,7 @@ typedef struct {
     kvpool_status inner; /* the status of the allocation tried from inside */
 } cache;
 
-static int64_t evict(void* user, const kvpool_shortfall* s) {
+static int64_t evict(void* user, const kvpool_eviction_shortfall* s) {
     cache* c = (cache*)user;
     ++c->calls;
     kvpool_swa_sizes sizes;
@@ -150,7 +150,7 @@ typedef struct {
     int bad;
 } full_kv;
 
-static int64_t free_full(void* user, const kvpool_shortfall* s) {
+static int64_t free_full(void* user, const kvpool_eviction_shortfall* s) {
     full_kv* k = (full_kv*)user;
     ++k->calls;
     if (strcmp(s->side, "mamba") != 0 || s->pages != 1 || s->requested_pages != 1 ||

@@ -213,8 +213,8 @@ static kvpool_status w_free_swa(world* w, const int64_t* ids, int64_t n) {
     return kvpool_unified_mamba_swa_allocator_free_swa(w->tri, NULL, ids, n);
 }
 
-static kvpool_status w_gate(world* w, const kvpool_token* t, const int64_t* ids, int64_t n,
-                            const int64_t* slots, int64_t ns) {
+static kvpool_status w_gate(world* w, const kvpool_completion_token* t, const int64_t* ids,
+                            int64_t n, const int64_t* slots, int64_t ns) {
     if (w->via_kv)
         return kvpool_kv_gate_transfer(w->kv, t, ids, n, slots, ns);
     switch (w->kind) {
@@ -324,8 +324,8 @@ static kvpool_status w_close_window(world* w, int restore) {
 /* The hooks of the side and the tri-pool: 0 set_latest_forward_done(t),
  * 1 set_inflight_forward(t, ids), 2 flush, 3 drain_pending_reuse,
  * 4 free_group_begin, 5 free_group_end, 6 clear, 7 check_invariants. */
-static kvpool_status w_hook(world* w, int hook, const kvpool_token* t, const int64_t* ids,
-                            int64_t n, int64_t* moved) {
+static kvpool_status w_hook(world* w, int hook, const kvpool_completion_token* t,
+                            const int64_t* ids, int64_t n, int64_t* moved) {
     const int side = w->kind == KVPOOL_KV_MULTI_ENDED_ALLOCATOR;
     kvpool_kv_allocator* kv = w->kv;
     switch (hook) {
@@ -482,12 +482,12 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
                 b->slot_count -= (int)n;
         }
     } else if (op == 6 && b->len[r] > 0) { /* gate a request's pages (and the slots) */
-        kvpool_token* token = NULL;
-        CHECK(kvpool_token_from_query(done_query, NULL, NULL, &token));
+        kvpool_completion_token* token = NULL;
+        CHECK(kvpool_completion_token_from_query(done_query, NULL, NULL, &token));
         const int64_t ns = has_slots(x) ? b->slot_count : 0;
         SAME(w_gate(x, token, b->tokens[r], b->len[r], b->slots, ns),
              w_gate(y, token, b->tokens[r], b->len[r], b->slots, ns), "gate_transfer");
-        kvpool_token_release(token);
+        kvpool_completion_token_release(token);
     } else if (op == 7 || (x->snapshot != NULL && rnd(3) == 0)) {
         /* a backup window opens, or (soon: frees wait for it) closes by restore or commit */
         if (x->snapshot == NULL) {
@@ -521,11 +521,12 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
             hook = 5;
         }
         int64_t moved_x = -1, moved_y = -1;
-        kvpool_token* forward = NULL;
-        CHECK(kvpool_token_from_query(forward_query, NULL, (void*)forwards_made++, &forward));
+        kvpool_completion_token* forward = NULL;
+        CHECK(kvpool_completion_token_from_query(forward_query, NULL, (void*)forwards_made++,
+                                                 &forward));
         const kvpool_status s = w_hook(x, hook, forward, b->tokens[r], b->len[r], &moved_x);
         SAME(s, w_hook(y, hook, forward, b->tokens[r], b->len[r], &moved_y), "a hook");
-        kvpool_token_release(forward);
+        kvpool_completion_token_release(forward);
         EXPECT(moved_x == moved_y);
         if (hook == 6 && s == KVPOOL_OK)
             memset(b, 0, sizeof *b);

@@ -98,7 +98,7 @@ static int transfer(end_t* a, end_t* b, int k, int whole_pages, int cancel) {
     int64_t before[PAGE], sent[3 * PAGE], dst[3 * PAGE], where[3 * PAGE], now[3 * PAGE];
     int ok = 0;
     int* done = &completed[k];
-    kvpool_token* token = NULL;
+    kvpool_completion_token* token = NULL;
     kvpool_transfer *src_t = NULL, *dst_t = NULL;
     kvpool_allocator_state b_state, b_after;
     kvpool_copy_run runs[64];
@@ -109,7 +109,7 @@ static int transfer(end_t* a, end_t* b, int k, int whole_pages, int cancel) {
     CHECK(stamps(a, sent, REQ, 1));
     CHECK(kvpool_multi_ended_allocator_flush(b->full, NULL, 1, &moved));
     CHECK(kvpool_multi_ended_allocator_state(b->full, &b_state));
-    CHECK(kvpool_token_from_query(query, NULL, done, &token));
+    CHECK(kvpool_completion_token_from_query(query, NULL, done, &token));
 
     CHECK(kvpool_transfer_describe(a->full, &layout, token, sent, REQ, &src_t));
     CHECK(kvpool_multi_ended_allocator_alloc(b->full, NULL, 3 * PAGE, dst, &ok));
@@ -155,7 +155,7 @@ static int transfer(end_t* a, end_t* b, int k, int whole_pages, int cancel) {
     CHECK(kvpool_multi_ended_allocator_free(a->full, NULL, sent, 3 * PAGE, 0));
     kvpool_transfer_destroy(src_t);
     kvpool_transfer_destroy(dst_t);
-    kvpool_token_release(token);
+    kvpool_completion_token_release(token);
     CHECK(kvpool_multi_ended_allocator_check_invariants(a->full, NULL));
     CHECK(kvpool_multi_ended_allocator_check_invariants(b->full, NULL));
     return 0;

@@ -283,17 +283,17 @@ kvpool_status kvpool_multi_ended_allocator_drain_pending_reuse(kvpool_multi_ende
     return on_side(a, [&](auto& side, auto&) { side.drain_pending_reuse(); });
 }
 
-kvpool_status kvpool_multi_ended_allocator_set_latest_forward_done(kvpool_multi_ended_allocator* a,
-                                                                   const kvpool_token* token) {
+kvpool_status
+kvpool_multi_ended_allocator_set_latest_forward_done(kvpool_multi_ended_allocator* a,
+                                                     const kvpool_completion_token* token) {
     return on_side(a, [&](auto& side, auto&) {
         side.set_latest_forward_done(token ? token->token : nullptr);
     });
 }
 
-kvpool_status kvpool_multi_ended_allocator_set_inflight_forward(kvpool_multi_ended_allocator* a,
-                                                                const kvpool_token* token,
-                                                                const int64_t* virtual_tokens_host,
-                                                                int64_t count) {
+kvpool_status kvpool_multi_ended_allocator_set_inflight_forward(
+    kvpool_multi_ended_allocator* a, const kvpool_completion_token* token,
+    const int64_t* virtual_tokens_host, int64_t count) {
     return on_side(a, [&](auto& side, auto&) {
         side.set_inflight_forward(token ? token->token : nullptr,
                                   host_ids(virtual_tokens_host, count));
@@ -301,7 +301,7 @@ kvpool_status kvpool_multi_ended_allocator_set_inflight_forward(kvpool_multi_end
 }
 
 kvpool_status kvpool_multi_ended_allocator_gate_transfer(kvpool_multi_ended_allocator* a,
-                                                         const kvpool_token* token,
+                                                         const kvpool_completion_token* token,
                                                          const int64_t* virtual_tokens_host,
                                                          int64_t count) {
     return on_side(a, [&](auto& side, auto&) {

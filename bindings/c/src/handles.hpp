@@ -289,7 +289,7 @@ kvpool_multi_ended_allocator* new_side_handle(std::shared_ptr<SideOwner> owner,
 
 } // namespace kvpool::capi
 
-struct kvpool_token {
+struct kvpool_completion_token {
     kvpool::CompletionTokenPtr token;
 };
 

@@ -247,7 +247,7 @@ template <class Handle> kvpool_status pair_kv(Handle* pair, kvpool_kv_allocator*
     });
 }
 
-kvpool::CompletionTokenPtr token_of(const kvpool_token* token) {
+kvpool::CompletionTokenPtr token_of(const kvpool_completion_token* token) {
     return token != nullptr ? token->token : nullptr;
 }
 
@@ -372,18 +372,19 @@ kvpool_status kvpool_kv_drain_pending_reuse(kvpool_kv_allocator* kv) {
 }
 
 kvpool_status kvpool_kv_set_latest_forward_done(kvpool_kv_allocator* kv,
-                                                const kvpool_token* token) {
+                                                const kvpool_completion_token* token) {
     return on_kv(kv, [&](KvAllocator& k) { k.set_latest_forward_done(token_of(token)); });
 }
 
-kvpool_status kvpool_kv_set_inflight_forward(kvpool_kv_allocator* kv, const kvpool_token* token,
+kvpool_status kvpool_kv_set_inflight_forward(kvpool_kv_allocator* kv,
+                                             const kvpool_completion_token* token,
                                              const int64_t* virtual_tokens_host, int64_t count) {
     return on_kv(kv, [&](KvAllocator& k) {
         k.set_inflight_forward(token_of(token), host_ids(virtual_tokens_host, count));
     });
 }
 
-kvpool_status kvpool_kv_gate_transfer(kvpool_kv_allocator* kv, const kvpool_token* token,
+kvpool_status kvpool_kv_gate_transfer(kvpool_kv_allocator* kv, const kvpool_completion_token* token,
                                       const int64_t* virtual_tokens_host, int64_t count,
                                       const int64_t* state_slots_host, int64_t slot_count) {
     return on_kv(kv, [&](KvAllocator& k) {

@@ -83,7 +83,7 @@ kvpool_unified_mamba_allocator_set_eviction_callback(kvpool_unified_mamba_alloca
 }
 
 kvpool_status kvpool_unified_mamba_allocator_gate_transfer(kvpool_unified_mamba_allocator* pair,
-                                                           const kvpool_token* token,
+                                                           const kvpool_completion_token* token,
                                                            const int64_t* virtual_tokens_host,
                                                            int64_t count,
                                                            const int64_t* state_slots_host,

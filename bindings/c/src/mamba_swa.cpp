@@ -114,7 +114,7 @@ kvpool_unified_mamba_swa_allocator_alloc_state_slots(kvpool_unified_mamba_swa_al
 }
 
 kvpool_status kvpool_unified_mamba_swa_allocator_gate_transfer(
-    kvpool_unified_mamba_swa_allocator* tri, const kvpool_token* token,
+    kvpool_unified_mamba_swa_allocator* tri, const kvpool_completion_token* token,
     const int64_t* virtual_tokens_host, int64_t count, const int64_t* state_slots_host,
     int64_t slot_count) {
     return on_pair(tri, [&](auto& t, auto&) {
@@ -135,13 +135,13 @@ kvpool_unified_mamba_swa_allocator_flush_opportunistic(kvpool_unified_mamba_swa_
 
 kvpool_status
 kvpool_unified_mamba_swa_allocator_set_latest_forward_done(kvpool_unified_mamba_swa_allocator* tri,
-                                                           const kvpool_token* token) {
+                                                           const kvpool_completion_token* token) {
     return on_pair(
         tri, [&](auto& t, auto&) { t.set_latest_forward_done(token ? token->token : nullptr); });
 }
 
 kvpool_status kvpool_unified_mamba_swa_allocator_set_inflight_forward(
-    kvpool_unified_mamba_swa_allocator* tri, const kvpool_token* token,
+    kvpool_unified_mamba_swa_allocator* tri, const kvpool_completion_token* token,
     const int64_t* virtual_tokens_host, int64_t count) {
     return on_pair(tri, [&](auto& t, auto&) {
         t.set_inflight_forward(token ? token->token : nullptr,

@@ -108,8 +108,8 @@ inline EvictionCallback eviction_callback_of(kvpool_evict_fn evict, void* user) 
     if (evict == nullptr)
         return nullptr;
     return [evict, user](const EvictionShortfall& s) -> std::size_t {
-        const kvpool_shortfall shortfall{s.side.c_str(), s.pages,
-                                         static_cast<std::int64_t>(s.bytes), s.requested_pages};
+        const kvpool_eviction_shortfall shortfall{
+            s.side.c_str(), s.pages, static_cast<std::int64_t>(s.bytes), s.requested_pages};
         std::int64_t freed = 0;
         {
             const NestedCalls nested;

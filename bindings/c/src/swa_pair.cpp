@@ -92,7 +92,7 @@ kvpool_status kvpool_unified_swa_allocator_free_swa(kvpool_unified_swa_allocator
 }
 
 kvpool_status kvpool_unified_swa_allocator_gate_transfer(kvpool_unified_swa_allocator* pair,
-                                                         const kvpool_token* token,
+                                                         const kvpool_completion_token* token,
                                                          const int64_t* virtual_tokens_host,
                                                          int64_t count) {
     return on_pair(pair, [&](auto& p, auto&) {

@@ -69,7 +69,7 @@ extern "C" {
 
 kvpool_status kvpool_transfer_describe(kvpool_multi_ended_allocator* a,
                                        const kvpool_transfer_layout* layout,
-                                       const kvpool_token* token,
+                                       const kvpool_completion_token* token,
                                        const int64_t* virtual_tokens_host, int64_t count,
                                        kvpool_transfer** out) {
     return on(a, "allocator", [&](auto& ref) {

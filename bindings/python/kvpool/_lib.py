@@ -122,8 +122,8 @@ class SwaSizes(ctypes.Structure):
     ]
 
 
-class Shortfall(ctypes.Structure):
-    """kvpool_shortfall: what an allocation lacks when it calls the eviction callback."""
+class EvictionShortfall(ctypes.Structure):
+    """kvpool_eviction_shortfall: what an allocation lacks when it calls the eviction callback."""
 
     _fields_ = [
         ("side", ctypes.c_char_p),
@@ -133,7 +133,7 @@ class Shortfall(ctypes.Structure):
     ]
 
 
-EVICT_FN = ctypes.CFUNCTYPE(c_int64, c_void_p, POINTER(Shortfall))
+EVICT_FN = ctypes.CFUNCTYPE(c_int64, c_void_p, POINTER(EvictionShortfall))
 
 
 class MambaSizes(ctypes.Structure):
@@ -175,10 +175,10 @@ _SIGNATURES = {
     "kvpool_device_faults_fail_nth": (c_int, c_int64),
     "kvpool_device_faults_reset": (),
     "kvpool_device_faults_count": (c_int,),
-    "kvpool_token_from_query": (QUERY_FN, RELEASE_FN, _P, _PP),
-    "kvpool_token_from_cuda_event": (_P, RELEASE_FN, _P, _PP),
-    "kvpool_token_from_hip_event": (_P, RELEASE_FN, _P, _PP),
-    "kvpool_token_release": (_P,),
+    "kvpool_completion_token_from_query": (QUERY_FN, RELEASE_FN, _P, _PP),
+    "kvpool_completion_token_from_cuda_event": (_P, RELEASE_FN, _P, _PP),
+    "kvpool_completion_token_from_hip_event": (_P, RELEASE_FN, _P, _PP),
+    "kvpool_completion_token_release": (_P,),
     "kvpool_unified_kv_pool_create": (_I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
     "kvpool_unified_kv_pool_create_on": (c_int, _I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
     "kvpool_unified_kv_pool_destroy": (_P,),
@@ -380,7 +380,7 @@ _OTHER_RESTYPES = {
     "kvpool_live_handles": c_int64,
     "kvpool_device_faults_reset": None,
     "kvpool_device_faults_count": c_int64,
-    "kvpool_token_release": None,
+    "kvpool_completion_token_release": None,
     "kvpool_unified_kv_pool_destroy": None,
     "kvpool_multi_ended_allocator_destroy": None,
     "kvpool_allocator_snapshot_destroy": None,

@@ -35,7 +35,7 @@ STRUCTS = {
     _lib.AllocatorState: "kvpool_allocator_state",
     _lib.AllocatorCounters: "kvpool_allocator_counters",
     _lib.SwaSizes: "kvpool_swa_sizes",
-    _lib.Shortfall: "kvpool_shortfall",
+    _lib.EvictionShortfall: "kvpool_eviction_shortfall",
     _lib.MambaSizes: "kvpool_mamba_sizes",
     _lib.MambaSwaSizes: "kvpool_mamba_swa_sizes",
     _lib.HybridReqToTokenPoolOptions: "kvpool_hybrid_req_to_token_pool_options",

@@ -74,7 +74,7 @@ typedef struct kvpool_unified_swa_allocator kvpool_unified_swa_allocator;
 typedef struct kvpool_unified_mamba_allocator kvpool_unified_mamba_allocator;
 typedef struct kvpool_req_to_token_pool kvpool_req_to_token_pool;
 typedef struct kvpool_hybrid_req_to_token_pool kvpool_hybrid_req_to_token_pool;
-typedef struct kvpool_token kvpool_token;
+typedef struct kvpool_completion_token kvpool_completion_token;
 typedef struct kvpool_allocator_snapshot kvpool_allocator_snapshot;
 typedef struct kvpool_pair_snapshot kvpool_pair_snapshot;
 typedef struct kvpool_unified_mamba_swa_allocator kvpool_unified_mamba_swa_allocator;
@@ -134,16 +134,17 @@ typedef int (*kvpool_query_fn)(void* user); /* 1: done, 0: not yet, <0: failed *
 typedef void (*kvpool_release_fn)(void* user);
 
 /* A marker the host polls with query(user). */
-KVPOOL_C_EXPORT kvpool_status kvpool_token_from_query(kvpool_query_fn query,
-                                                      kvpool_release_fn release, void* user,
-                                                      kvpool_token** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_completion_token_from_query(kvpool_query_fn query,
+                                                                 kvpool_release_fn release,
+                                                                 void* user,
+                                                                 kvpool_completion_token** out);
 /* A cudaEvent_t (CUDA builds): waits become stream waits, not host polls. */
-KVPOOL_C_EXPORT kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release,
-                                                           void* user, kvpool_token** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_completion_token_from_cuda_event(
+    void* event, kvpool_release_fn release, void* user, kvpool_completion_token** out);
 /* A hipEvent_t (HIP builds): waits become stream waits, not host polls. */
-KVPOOL_C_EXPORT kvpool_status kvpool_token_from_hip_event(void* event, kvpool_release_fn release,
-                                                          void* user, kvpool_token** out);
-KVPOOL_C_EXPORT void kvpool_token_release(kvpool_token* token);
+KVPOOL_C_EXPORT kvpool_status kvpool_completion_token_from_hip_event(
+    void* event, kvpool_release_fn release, void* user, kvpool_completion_token** out);
+KVPOOL_C_EXPORT void kvpool_completion_token_release(kvpool_completion_token* token);
 
 /* ------------------------------------------------------------------ unified byte buffer */
 /* Where a sub-pool's band grows (kvpool_sub_pool_spec.grow, kvpool_allocator_info.grow). */
@@ -320,10 +321,10 @@ KVPOOL_C_EXPORT kvpool_status
 kvpool_multi_ended_allocator_drain_pending_reuse(kvpool_multi_ended_allocator* a);
 /* token may be NULL (no forward in flight). kvpool keeps its own reference. */
 KVPOOL_C_EXPORT kvpool_status kvpool_multi_ended_allocator_set_latest_forward_done(
-    kvpool_multi_ended_allocator* a, const kvpool_token* token);
+    kvpool_multi_ended_allocator* a, const kvpool_completion_token* token);
 KVPOOL_C_EXPORT kvpool_status kvpool_multi_ended_allocator_set_inflight_forward(
-    kvpool_multi_ended_allocator* a, const kvpool_token* token, const int64_t* virtual_tokens_host,
-    int64_t count);
+    kvpool_multi_ended_allocator* a, const kvpool_completion_token* token,
+    const int64_t* virtual_tokens_host, int64_t count);
 /* Move gate: a transfer (disaggregated prefill, host offload) reads the pages
  * of these virtual tokens (host) until token completes. No compaction moves
  * or overwrites them meanwhile: a lazy side leaves them where they are (an
@@ -332,8 +333,8 @@ KVPOOL_C_EXPORT kvpool_status kvpool_multi_ended_allocator_set_inflight_forward(
  * backend) is refused with KVPOOL_ERROR_INVALID_STATE until it completes.
  * Ids not allocated, or inside a backup window: an error, nothing gated. */
 KVPOOL_C_EXPORT kvpool_status kvpool_multi_ended_allocator_gate_transfer(
-    kvpool_multi_ended_allocator* a, const kvpool_token* token, const int64_t* virtual_tokens_host,
-    int64_t count);
+    kvpool_multi_ended_allocator* a, const kvpool_completion_token* token,
+    const int64_t* virtual_tokens_host, int64_t count);
 /* Virtual -> physical token ids (tombstones and -1 clamp to the sink, 0). out
  * has n entries, int64 (out_int32 = 0) or int32, and may be in itself. */
 KVPOOL_C_EXPORT kvpool_status kvpool_multi_ended_allocator_translate(
@@ -368,8 +369,8 @@ typedef struct {
     int64_t pages;           /* pages of that side the allocation lacks, >= 1 */
     int64_t bytes;           /* bytes freeing them opens, at the allocation's cost per page */
     int64_t requested_pages; /* pages the allocation asks of that side */
-} kvpool_shortfall;
-typedef int64_t (*kvpool_evict_fn)(void* user, const kvpool_shortfall* shortfall);
+} kvpool_eviction_shortfall;
+typedef int64_t (*kvpool_evict_fn)(void* user, const kvpool_eviction_shortfall* shortfall);
 KVPOOL_C_EXPORT kvpool_status kvpool_unified_swa_allocator_set_eviction_callback(
     kvpool_unified_swa_allocator* pair, kvpool_evict_fn evict, void* user);
 KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_allocator_set_eviction_callback(
@@ -425,7 +426,7 @@ kvpool_unified_swa_allocator_free_swa(kvpool_unified_swa_allocator* pair, void* 
 /* The move gate (kvpool_multi_ended_allocator_gate_transfer) on both sides: the full
  * side's pages and the SWA side's still bound; checked on both first. */
 KVPOOL_C_EXPORT kvpool_status kvpool_unified_swa_allocator_gate_transfer(
-    kvpool_unified_swa_allocator* pair, const kvpool_token* token,
+    kvpool_unified_swa_allocator* pair, const kvpool_completion_token* token,
     const int64_t* virtual_tokens_host, int64_t count);
 /* A backup window over both sides (speculative decoding): restore_state undoes
  * every allocation on either side since the snapshot, commit_state keeps them;
@@ -478,7 +479,7 @@ kvpool_unified_mamba_allocator_alloc_state_slots(kvpool_unified_mamba_allocator*
 /* The move gate (kvpool_multi_ended_allocator_gate_transfer) on full tokens and state
  * slots (host arrays; either count may be 0); checked on both sides first. */
 KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_allocator_gate_transfer(
-    kvpool_unified_mamba_allocator* pair, const kvpool_token* token,
+    kvpool_unified_mamba_allocator* pair, const kvpool_completion_token* token,
     const int64_t* virtual_tokens_host, int64_t count, const int64_t* state_slots_host,
     int64_t slot_count);
 /* A backup window over the full side and the state slots, as the SWA pair's.
@@ -558,7 +559,7 @@ KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_swa_allocator_alloc_state_slo
  * where still bound) and state slots (host arrays; either count may be 0);
  * checked on every side first. */
 KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_swa_allocator_gate_transfer(
-    kvpool_unified_mamba_swa_allocator* tri, const kvpool_token* token,
+    kvpool_unified_mamba_swa_allocator* tri, const kvpool_completion_token* token,
     const int64_t* virtual_tokens_host, int64_t count, const int64_t* state_slots_host,
     int64_t slot_count);
 /* One opportunistic lazy compaction pass over every side; *moved (may be
@@ -568,9 +569,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_swa_allocator_flush_opportuni
 /* The forward's hooks over every side (token may be NULL); the in-flight
  * forward writes these virtual tokens on both KV sides. */
 KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_swa_allocator_set_latest_forward_done(
-    kvpool_unified_mamba_swa_allocator* tri, const kvpool_token* token);
+    kvpool_unified_mamba_swa_allocator* tri, const kvpool_completion_token* token);
 KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_swa_allocator_set_inflight_forward(
-    kvpool_unified_mamba_swa_allocator* tri, const kvpool_token* token,
+    kvpool_unified_mamba_swa_allocator* tri, const kvpool_completion_token* token,
     const int64_t* virtual_tokens_host, int64_t count);
 KVPOOL_C_EXPORT kvpool_status
 kvpool_unified_mamba_swa_allocator_drain_pending_reuse(kvpool_unified_mamba_swa_allocator* tri);

@@ -100,18 +100,19 @@ KVPOOL_C_EXPORT kvpool_status kvpool_kv_drain_pending_reuse(kvpool_kv_allocator*
 
 /* The forward's hooks on every side (token may be NULL), as
  * kvpool_multi_ended_allocator_set_latest_forward_done and _set_inflight_forward. */
-KVPOOL_C_EXPORT kvpool_status kvpool_kv_set_latest_forward_done(kvpool_kv_allocator* kv,
-                                                                const kvpool_token* token);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_kv_set_latest_forward_done(kvpool_kv_allocator* kv, const kvpool_completion_token* token);
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_set_inflight_forward(kvpool_kv_allocator* kv,
-                                                             const kvpool_token* token,
+                                                             const kvpool_completion_token* token,
                                                              const int64_t* virtual_tokens_host,
                                                              int64_t count);
 /* The move gate (kvpool_multi_ended_allocator_gate_transfer) on these tokens on every KV
  * side and on these state slots (host arrays; slot_count must be 0 without a
  * state side); checked on every side first. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_gate_transfer(
-    kvpool_kv_allocator* kv, const kvpool_token* token, const int64_t* virtual_tokens_host,
-    int64_t count, const int64_t* state_slots_host, int64_t slot_count);
+    kvpool_kv_allocator* kv, const kvpool_completion_token* token,
+    const int64_t* virtual_tokens_host, int64_t count, const int64_t* state_slots_host,
+    int64_t slot_count);
 /* Virtual -> physical token ids of the full side (side 0), as
  * kvpool_multi_ended_allocator_translate. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_translate(const kvpool_kv_allocator* kv, void* stream,

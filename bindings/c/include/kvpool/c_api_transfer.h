@@ -64,7 +64,7 @@ typedef struct kvpool_transfer kvpool_transfer;
  * data: it holds no device memory and outlives the side. */
 KVPOOL_C_EXPORT kvpool_status kvpool_transfer_describe(kvpool_multi_ended_allocator* a,
                                                        const kvpool_transfer_layout* layout,
-                                                       const kvpool_token* token,
+                                                       const kvpool_completion_token* token,
                                                        const int64_t* virtual_tokens_host,
                                                        int64_t count, kvpool_transfer** out);
 KVPOOL_C_EXPORT void kvpool_transfer_destroy(kvpool_transfer* t);
