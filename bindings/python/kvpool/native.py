@@ -102,22 +102,22 @@ def _grow_code(name, grow):
 
 
 class UnifiedKVPool(_Handle):
-    """The unified byte buffer: ``sides`` a list of ``(name, entry_bytes, page_size,
-    grow)`` or ``(name, entry_bytes, page_size, grow, float_at)``, grow "up", "down" or
-    "floating" (a bool: whether it grows down). One side, two growing toward each
-    other, or more listed from the low end up: one up, the floating ones, one down; a
-    floating side's empty band starts at float_at, a fraction of the buffer (0.5 when
-    not given). ``buffer``: a uint8 tensor the engine owns, adopted as it is; otherwise
+    """The unified byte buffer: ``sub_pools`` a list of ``(name, entry_bytes, page_size,
+    grow)`` or ``(name, entry_bytes, page_size, grow, float_at)`` (C++'s SubPoolSpec), grow
+    "up", "down" or "floating" (a bool: whether it grows down). One sub-pool, two growing
+    toward each other, or more listed from the low end up: one up, the floating ones, one
+    down; a floating sub-pool's empty band starts at float_at, a fraction of the buffer (0.5
+    when not given). ``buffer``: a uint8 tensor the engine owns, adopted as it is; otherwise
     kvpool allocates the bytes (zeroed) and ``bytes`` exports them."""
 
     _destroy = lib.kvpool_unified_kv_pool_destroy
 
-    def __init__(self, total_bytes, sides, device, buffer=None):
+    def __init__(self, total_bytes, sub_pools, device, buffer=None):
         self.device = pool_device(device)
         self._stream = stream_getter(self.device)
-        self.page_sizes = {name: int(page_size) for name, _, page_size, *_ in sides}
-        specs = (_lib.SubPoolSpec * len(sides))()
-        for spec, (name, entry_bytes, page_size, grow, *float_at) in zip(specs, sides):
+        self.page_sizes = {name: int(page_size) for name, _, page_size, *_ in sub_pools}
+        specs = (_lib.SubPoolSpec * len(sub_pools))()
+        for spec, (name, entry_bytes, page_size, grow, *float_at) in zip(specs, sub_pools):
             spec.name = name.encode()
             spec.entry_bytes = int(entry_bytes)
             spec.page_size = int(page_size)
@@ -143,7 +143,7 @@ class UnifiedKVPool(_Handle):
                 device_code(self.device),
                 int(total_bytes),
                 specs,
-                len(sides),
+                len(sub_pools),
                 adopt,
                 self._stream(),
             )

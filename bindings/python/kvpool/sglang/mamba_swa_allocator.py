@@ -28,7 +28,7 @@ class _StateSlotAllocator(MultiEndedAllocator):
         self._inflight.settle()
         if need_size <= 0:
             return torch.empty(0, dtype=torch.int64, device=self.device)
-        return self._tri_pool.alloc_state_slots(need_size)
+        return self._pair.alloc_state_slots(need_size)
 
 
 class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
@@ -71,7 +71,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             kvcache,
             need_sort,
         )
-        tri_pool = native.UnifiedMambaSWAAllocator(
+        composite = native.UnifiedMambaSWAAllocator(
             unified_buffer._native_for({"full": page_size, "swa": swa_ps, "mamba": 1}),
             allocator_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
             allocator_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
@@ -84,7 +84,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             self.swa_attn_allocator,
             self.mamba_allocator,
         ) = self._init_pair(
-            tri_pool,
+            composite,
             lazy_compaction,
             (
                 ("full", "full_kv_pool", page_size),
@@ -98,7 +98,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             forward_stream,
             allocator_classes=(MultiEndedAllocator, MultiEndedAllocator, _StateSlotAllocator),
         )
-        self.mamba_allocator._tri_pool = tri_pool
+        self.mamba_allocator._pair = composite
         if eviction_callback is not None:
             self.set_eviction_callback(eviction_callback)
 
