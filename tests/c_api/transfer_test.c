@@ -16,7 +16,7 @@ enum { LAYER_PART = PAGE * (K_ROW + V_ROW), PAGE_BYTES = LAYERS * LAYER_PART };
 
 static const int64_t block_offsets[2] = {0, PAGE* K_ROW};
 static const int64_t row_bytes[2] = {K_ROW, V_ROW};
-static const kvpool_transfer_layout layout = {LAYERS, 2, block_offsets, row_bytes, 0};
+static const kvpool_sub_pool_transfer_layout layout = {LAYERS, 2, block_offsets, row_bytes, 0};
 
 typedef struct {
     kvpool_unified_kv_pool* pool;
@@ -26,8 +26,9 @@ typedef struct {
 
 /* What a receiver in another process computes from the two ends' page run
  * lists (kvpool_transfer_pair_runs): the copies pair_pages gives. */
-static int same_from_run_lists(const kvpool_transfer* src, const kvpool_transfer* dst,
-                               const kvpool_copy_run* want, int64_t n) {
+static int same_from_run_lists(const kvpool_transfer_descriptor* src,
+                               const kvpool_transfer_descriptor* dst, const kvpool_copy_run* want,
+                               int64_t n) {
     kvpool_byte_run s[16], d[16];
     kvpool_copy_run got[64];
     int64_t ns = 0, nd = 0, ng = 0;
@@ -99,7 +100,7 @@ static int transfer(end_t* a, end_t* b, int k, int whole_pages, int cancel) {
     int ok = 0;
     int* done = &completed[k];
     kvpool_completion_token* token = NULL;
-    kvpool_transfer *src_t = NULL, *dst_t = NULL;
+    kvpool_transfer_descriptor *src_t = NULL, *dst_t = NULL;
     kvpool_allocator_state b_state, b_after;
     kvpool_copy_run runs[64];
     int64_t n = 0, moved = 0;
@@ -164,7 +165,7 @@ static int transfer(end_t* a, end_t* b, int k, int whole_pages, int cancel) {
 static int bad_input(end_t* a) {
     int64_t tokens[PAGE];
     int ok = 0;
-    kvpool_transfer* t = NULL;
+    kvpool_transfer_descriptor* t = NULL;
     int64_t n = 0;
     CHECK(kvpool_multi_ended_allocator_alloc(a->full, NULL, PAGE, tokens, &ok));
     const int64_t unbound[2] = {tokens[0], 4000};
@@ -172,7 +173,7 @@ static int bad_input(end_t* a) {
                KVPOOL_ERROR_INVALID_ARGUMENT &&
            t == NULL && strstr(kvpool_last_error(), "token 4000 (position 1) is not bound"));
     const int64_t too_long[2] = {K_ROW, 2 * V_ROW};
-    const kvpool_transfer_layout bad = {LAYERS, 2, block_offsets, too_long, 0};
+    const kvpool_sub_pool_transfer_layout bad = {LAYERS, 2, block_offsets, too_long, 0};
     EXPECT(kvpool_transfer_describe(a->full, &bad, NULL, tokens, PAGE, &t) ==
                KVPOOL_ERROR_INVALID_ARGUMENT &&
            t == NULL && strstr(kvpool_last_error(), "block 1"));

@@ -955,7 +955,7 @@ __all__ = [
 # PD transfer descriptors over a MultiEndedAllocator (kvpool.transfer), with the rest of the native API.
 from .transfer import (  # noqa: E402,F401
     TransferDescriptor,
-    TransferLayout,
+    SubPoolTransferLayout,
     copy_runs,
     describe_transfer,
     pair_layer,

@@ -61,7 +61,7 @@ class CopyRun(Structure):
     _fields_ = [("src_offset", c_int64), ("dst_offset", c_int64), ("length", c_int64)]
 
 
-class TransferLayout:
+class SubPoolTransferLayout:
     """A sub-pool's page as a transfer engine sees it: ``layers`` equal parts of a page, each
     holding the same blocks, block b at ``block_offsets[b]`` bytes into the part and
     ``page_size`` rows of ``row_bytes[b]``; ``view_page_size`` (0: the side's) the page of the

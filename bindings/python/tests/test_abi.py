@@ -41,7 +41,7 @@ STRUCTS = {
     _lib.HybridReqToTokenPoolOptions: "kvpool_hybrid_req_to_token_pool_options",
     transfer.ByteRun: "kvpool_byte_run",
     transfer.CopyRun: "kvpool_copy_run",
-    transfer._Layout: "kvpool_transfer_layout",
+    transfer._Layout: "kvpool_sub_pool_transfer_layout",
     transfer._Info: "kvpool_transfer_info",
     layout.ViewDesc: "kvpool_view_desc",
     layout.MHAViewGeometry: "kvpool_mha_view_geometry",

@@ -40,7 +40,7 @@ typedef struct {
     /* 0: the side's page size; else the views' page, a divisor of it: a page
      * of the side is then that many pages here, each laid out as above */
     int64_t view_page_size;
-} kvpool_transfer_layout;
+} kvpool_sub_pool_transfer_layout;
 typedef struct {
     int64_t tokens;
     int64_t pages;      /* distinct pages holding them */
@@ -52,7 +52,7 @@ typedef struct {
     int64_t layer_stride; /* bytes between one layer's part of a page and the next's */
     int64_t blocks_per_layer;
 } kvpool_transfer_info;
-typedef struct kvpool_transfer kvpool_transfer;
+typedef struct kvpool_transfer_descriptor kvpool_transfer_descriptor;
 
 /* One end of a transfer over side a: describes the virtual tokens (host) of
  * this sub-pool, then gates their pages until token completes, as
@@ -62,35 +62,36 @@ typedef struct kvpool_transfer kvpool_transfer;
  * tokens that do not fill their pages in order (a repeated id): the error
  * names it, nothing is gated and *out is unchanged. A description is host
  * data: it holds no device memory and outlives the side. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_describe(kvpool_multi_ended_allocator* a,
-                                                       const kvpool_transfer_layout* layout,
-                                                       const kvpool_completion_token* token,
-                                                       const int64_t* virtual_tokens_host,
-                                                       int64_t count, kvpool_transfer** out);
-KVPOOL_C_EXPORT void kvpool_transfer_destroy(kvpool_transfer* t);
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_get_info(const kvpool_transfer* t,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_describe(
+    kvpool_multi_ended_allocator* a, const kvpool_sub_pool_transfer_layout* layout,
+    const kvpool_completion_token* token, const int64_t* virtual_tokens_host, int64_t count,
+    kvpool_transfer_descriptor** out);
+KVPOOL_C_EXPORT void kvpool_transfer_destroy(kvpool_transfer_descriptor* t);
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_get_info(const kvpool_transfer_descriptor* t,
                                                        kvpool_transfer_info* out);
 /* Each list call copies min(capacity, count) runs into out_host and sets
  * *count to all of them (capacity 0: the count alone). */
 /* The tokens' pages, whole (every layer), consecutive pages merged, in token order. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_page_runs(const kvpool_transfer* t,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_page_runs(const kvpool_transfer_descriptor* t,
                                                         kvpool_byte_run* out_host, int64_t capacity,
                                                         int64_t* count);
 /* Block block of layer layer of the tokens, consecutive rows merged. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_layer_runs(const kvpool_transfer* t, int64_t layer,
-                                                         int64_t block, kvpool_byte_run* out_host,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_layer_runs(const kvpool_transfer_descriptor* t,
+                                                         int64_t layer, int64_t block,
+                                                         kvpool_byte_run* out_host,
                                                          int64_t capacity, int64_t* count);
 /* Whole-page copies from the sender's description to the receiver's: both
  * must hold their tokens at the same slots of their pages (else
  * KVPOOL_ERROR_INVALID_ARGUMENT: copy layer by layer instead). */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_pages(const kvpool_transfer* src,
-                                                         const kvpool_transfer* dst,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_pages(const kvpool_transfer_descriptor* src,
+                                                         const kvpool_transfer_descriptor* dst,
                                                          kvpool_copy_run* out_host,
                                                          int64_t capacity, int64_t* count);
 /* The copies of one layer's block, the runs split where either end's end. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer* src,
-                                                         const kvpool_transfer* dst, int64_t layer,
-                                                         int64_t block, kvpool_copy_run* out_host,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer_descriptor* src,
+                                                         const kvpool_transfer_descriptor* dst,
+                                                         int64_t layer, int64_t block,
+                                                         kvpool_copy_run* out_host,
                                                          int64_t capacity, int64_t* count);
 /* The copies that carry the sender's runs into the receiver's, paired byte by
  * byte in order (both lists must hold the same number of bytes): for ends in
