@@ -107,7 +107,7 @@ class AllocatorCounters(ctypes.Structure):
     ]
 
 
-class SwaSizes(ctypes.Structure):
+class SWASizes(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in (
@@ -145,7 +145,7 @@ class MambaSizes(ctypes.Structure):
     ]
 
 
-class MambaSwaSizes(ctypes.Structure):
+class MambaSWASizes(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in ("available_size", "state_slots_available", "state_slot_full_token_cost")
@@ -226,7 +226,7 @@ _SIGNATURES = {
     ),
     "kvpool_unified_swa_allocator_destroy": (_P,),
     "kvpool_unified_swa_allocator_side": (_P, c_int, _PP),
-    "kvpool_unified_swa_allocator_sizes": (_P, POINTER(SwaSizes)),
+    "kvpool_unified_swa_allocator_sizes": (_P, POINTER(SWASizes)),
     "kvpool_unified_swa_allocator_alloc": (_P, _P, _I64, _P, _PI),
     "kvpool_unified_swa_allocator_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
     "kvpool_unified_swa_allocator_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
@@ -270,7 +270,7 @@ _SIGNATURES = {
     ),
     "kvpool_unified_mamba_swa_allocator_destroy": (_P,),
     "kvpool_unified_mamba_swa_allocator_side": (_P, c_int, _PP),
-    "kvpool_unified_mamba_swa_allocator_sizes": (_P, POINTER(MambaSwaSizes)),
+    "kvpool_unified_mamba_swa_allocator_sizes": (_P, POINTER(MambaSWASizes)),
     "kvpool_unified_mamba_swa_allocator_alloc": (_P, _P, _I64, _P, _PI),
     "kvpool_unified_mamba_swa_allocator_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
     "kvpool_unified_mamba_swa_allocator_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),

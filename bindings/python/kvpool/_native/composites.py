@@ -137,7 +137,7 @@ class UnifiedSWAAllocator(_Pair):
     def __init__(self, buffer, full_options, swa_options, full_name="full", swa_name="swa"):
         super().__init__(buffer, (full_options, swa_options), (full_name, swa_name))
         self.full, self.swa = self.sides
-        self._sizes = _lib.SwaSizes()
+        self._sizes = _lib.SWASizes()
 
 
 class UnifiedMambaAllocator(_Pair):
@@ -186,4 +186,4 @@ class UnifiedMambaSWAAllocator(_Pair):
             (full_name, swa_name, state_name),
         )
         self.full, self.swa, self.state = self.sides
-        self._sizes = _lib.MambaSwaSizes()
+        self._sizes = _lib.MambaSWASizes()
