@@ -39,10 +39,9 @@ def test_every_public_name_imports_from_kvpool_native(name):
     assert namespace[name] is getattr(kvpool.native, name)
 
 
-def test_all_lists_only_public_names():
-    assert set(kvpool.native.__all__) <= set(PUBLIC)
-    for name in kvpool.native.__all__:
-        assert getattr(kvpool.native, name) is not None, name
+def test_every_name_in_all_resolves():
+    missing = [name for name in kvpool.native.__all__ if not hasattr(kvpool.native, name)]
+    assert missing == []
 
 
 def test_kvpool_sglang_imports_whole():
