@@ -63,7 +63,7 @@ struct Placed {
 SubPoolTransferLayout peer_layout(index_t page_size) {
     const SubPoolSpec spec = sub_pool_spec("full", peer_geometry(), page_size, GrowDirection::up);
     const PoolLayout layout(spec.entry_bytes * (3 * request_tokens + 4 * page_size), {spec});
-    return transfer_layout(layout.side("full"), peer_geometry());
+    return transfer_layout(layout.sub_pool("full"), peer_geometry());
 }
 
 // range(0): page size; range(1): fragmented.

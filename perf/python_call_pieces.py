@@ -80,7 +80,7 @@ def main():
         side = pair.full
         whole = median_us(lambda: a.translate_kv_loc(virt, out=translated), n)
         bare = median_us(
-            lambda: lib.kvpool_allocator_translate(
+            lambda: lib.kvpool_multi_ended_allocator_translate(
                 side._h, stream(), virt.data_ptr(), 256, translated.data_ptr(), 0
             ),
             n,

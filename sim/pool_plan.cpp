@@ -190,10 +190,10 @@ std::optional<std::string> split_floor_problem(const ModelConfig& model,
          [](const RequestSpec&, index_t) { return index_t(1); }},
     };
     for (const Side& side : sides) {
-        const auto& layout_sides = plan.layout.sides();
+        const auto& layout_sides = plan.layout.sub_pools();
         const auto found =
             std::find_if(layout_sides.begin(), layout_sides.end(),
-                         [&](const SideGeometry& g) { return g.spec.name == side.name; });
+                         [&](const SubPoolGeometry& g) { return g.spec.name == side.name; });
         if (found == layout_sides.end())
             continue;
         const index_t capacity = found->page_capacity() * found->page_size();

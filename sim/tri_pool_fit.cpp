@@ -2,8 +2,9 @@
 
 namespace kvpool::sim {
 
-bool tri_pool_fits(const SideOccupancy& state, index_t state_slots, const SideOccupancy& window,
-                   index_t window_pages, const SideOccupancy& full, index_t full_pages) {
+bool tri_pool_fits(const AllocatorOccupancy& state, index_t state_slots,
+                   const AllocatorOccupancy& window, index_t window_pages,
+                   const AllocatorOccupancy& full, index_t full_pages) {
     if (state_slots > state.free_virtual_pages || window_pages > window.free_virtual_pages ||
         full_pages > full.free_virtual_pages)
         return false;

@@ -11,7 +11,8 @@
 
 namespace kvpool::sim {
 
-bool tri_pool_fits(const SideOccupancy& state, index_t state_slots, const SideOccupancy& window,
-                   index_t window_pages, const SideOccupancy& full, index_t full_pages);
+bool tri_pool_fits(const AllocatorOccupancy& state, index_t state_slots,
+                   const AllocatorOccupancy& window, index_t window_pages,
+                   const AllocatorOccupancy& full, index_t full_pages);
 
 } // namespace kvpool::sim

@@ -2,8 +2,8 @@
 
 namespace kvpool::sim {
 
-bool two_sided_fits(const SideOccupancy& first, index_t first_pages, const SideOccupancy& second,
-                    index_t second_pages) {
+bool two_sided_fits(const AllocatorOccupancy& first, index_t first_pages,
+                    const AllocatorOccupancy& second, index_t second_pages) {
     if (first_pages > first.free_virtual_pages || second_pages > second.free_virtual_pages)
         return false;
     const index_t spare = first.gap_bytes + first.hole_pages * first.page_bytes +

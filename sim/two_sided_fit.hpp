@@ -8,7 +8,7 @@
 
 namespace kvpool::sim {
 
-bool two_sided_fits(const SideOccupancy& first, index_t first_pages, const SideOccupancy& second,
-                    index_t second_pages);
+bool two_sided_fits(const AllocatorOccupancy& first, index_t first_pages,
+                    const AllocatorOccupancy& second, index_t second_pages);
 
 } // namespace kvpool::sim

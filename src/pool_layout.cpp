@@ -101,7 +101,7 @@ PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
         sink_bytes_ = std::max(sink_bytes_, s.entry_bytes * s.page_size);
     for (std::size_t i = 0; i < specs.size(); ++i) {
         SubPoolSpec& s = specs[i];
-        SideGeometry g;
+        SubPoolGeometry g;
         g.page_bytes = s.entry_bytes * s.page_size;
         g.num_physical_pages = total_bytes / g.page_bytes;
         g.min_page_index = ceil_div(ceil_div(sink_bytes_, s.entry_bytes), s.page_size);
@@ -125,32 +125,33 @@ PoolLayout::PoolLayout(index_t total_bytes, std::vector<SubPoolSpec> specs)
                 static_cast<index_t>(s.float_at * static_cast<double>(g.num_physical_pages)),
                 g.min_page_index, g.num_physical_pages);
         g.spec = std::move(s);
-        sides_.push_back(std::move(g));
+        sub_pools_.push_back(std::move(g));
     }
     order_floating_starts();
 }
 
 void PoolLayout::order_floating_starts() {
-    if (sides_.size() < 3)
+    if (sub_pools_.size() < 3)
         return;
     // Each floating band's start page is its float_at rounded down in its own
     // page size; bands of different page sizes could then start out of order,
     // one empty band inside the next. Each starts at or above the band below
     // it, and at or below the band above it.
-    const auto start_byte = [](const SideGeometry& g) { return g.start_page * g.page_bytes; };
-    for (std::size_t i = 1; i + 1 < sides_.size(); ++i) {
-        SideGeometry& g = sides_[i];
-        g.start_page = std::max(g.start_page, ceil_div(start_byte(sides_[i - 1]), g.page_bytes));
+    const auto start_byte = [](const SubPoolGeometry& g) { return g.start_page * g.page_bytes; };
+    for (std::size_t i = 1; i + 1 < sub_pools_.size(); ++i) {
+        SubPoolGeometry& g = sub_pools_[i];
+        g.start_page =
+            std::max(g.start_page, ceil_div(start_byte(sub_pools_[i - 1]), g.page_bytes));
     }
-    for (std::size_t i = sides_.size() - 2; i >= 1; --i) {
-        SideGeometry& g = sides_[i];
-        g.start_page = std::min(g.start_page, start_byte(sides_[i + 1]) / g.page_bytes);
-        if (g.start_page < g.min_page_index || start_byte(g) < start_byte(sides_[i - 1]))
+    for (std::size_t i = sub_pools_.size() - 2; i >= 1; --i) {
+        SubPoolGeometry& g = sub_pools_[i];
+        g.start_page = std::min(g.start_page, start_byte(sub_pools_[i + 1]) / g.page_bytes);
+        if (g.start_page < g.min_page_index || start_byte(g) < start_byte(sub_pools_[i - 1]))
             throw Error(ErrorCode::invalid_argument,
                         fmt::format("floating sub-pool '{}': a buffer of {} bytes has no page "
                                     "of {} bytes to start its band between '{}' and '{}'",
                                     g.spec.name, total_bytes_, g.page_bytes,
-                                    sides_[i - 1].spec.name, sides_[i + 1].spec.name));
+                                    sub_pools_[i - 1].spec.name, sub_pools_[i + 1].spec.name));
     }
 }
 
@@ -203,23 +204,23 @@ PoolLayout PoolLayout::fixed_split(index_t total_bytes, std::vector<SubPoolSpec>
     return PoolLayout(total_bytes, std::move(specs));
 }
 
-const SideGeometry& PoolLayout::side(std::size_t i) const {
-    if (i >= sides_.size())
-        throw Error(
-            ErrorCode::out_of_range,
-            fmt::format("sub-pool index {} out of range (the buffer has {})", i, sides_.size()));
-    return sides_[i];
+const SubPoolGeometry& PoolLayout::sub_pool(std::size_t i) const {
+    if (i >= sub_pools_.size())
+        throw Error(ErrorCode::out_of_range,
+                    fmt::format("sub-pool index {} out of range (the buffer has {})", i,
+                                sub_pools_.size()));
+    return sub_pools_[i];
 }
 
-std::size_t PoolLayout::side_index(const std::string& name) const {
-    for (std::size_t i = 0; i < sides_.size(); ++i)
-        if (sides_[i].spec.name == name)
+std::size_t PoolLayout::sub_pool_index(const std::string& name) const {
+    for (std::size_t i = 0; i < sub_pools_.size(); ++i)
+        if (sub_pools_[i].spec.name == name)
             return i;
     throw Error(ErrorCode::invalid_argument, fmt::format("no sub-pool named '{}'", name));
 }
 
-const SideGeometry& PoolLayout::side(const std::string& name) const {
-    return sides_[side_index(name)];
+const SubPoolGeometry& PoolLayout::sub_pool(const std::string& name) const {
+    return sub_pools_[sub_pool_index(name)];
 }
 
 } // namespace kvpool

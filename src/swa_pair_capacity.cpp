@@ -4,7 +4,7 @@
 
 namespace kvpool::detail {
 
-index_t swa_pair_available_pages(const AllocatorCore& full, const AllocatorCore& swa) {
+index_t unified_swa_available_pages(const AllocatorCore& full, const AllocatorCore& swa) {
     const index_t full_page_bytes = full.geometry().page_bytes;
     const index_t swa_page_bytes = swa.geometry().page_bytes;
     const index_t ratio = full.page_size() / swa.page_size();

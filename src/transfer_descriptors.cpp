@@ -10,7 +10,7 @@ namespace kvpool {
 
 namespace {
 
-SubPoolTransferLayout layout_of(const SideGeometry& side, const char* what, index_t entry_bytes,
+SubPoolTransferLayout layout_of(const SubPoolGeometry& side, const char* what, index_t entry_bytes,
                                 index_t layers) {
     if (side.spec.entry_bytes != entry_bytes)
         throw Error(ErrorCode::invalid_argument,
@@ -95,7 +95,7 @@ const PageBlock& SubPoolTransferLayout::block(index_t layer, index_t block_in_la
     return blocks[static_cast<std::size_t>(layer * per_layer + block_in_layer)];
 }
 
-SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MHAGeometry& geometry) {
+SubPoolTransferLayout transfer_layout(const SubPoolGeometry& side, const MHAGeometry& geometry) {
     geometry.validate();
     SubPoolTransferLayout layout = layout_of(side, "MHA", geometry.entry_bytes(), geometry.layers);
     const auto views = mha_layer_views(geometry, {layout.page_size, 1, 0});
@@ -107,7 +107,7 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MHAGeometr
     return layout;
 }
 
-SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MLAGeometry& geometry) {
+SubPoolTransferLayout transfer_layout(const SubPoolGeometry& side, const MLAGeometry& geometry) {
     geometry.validate();
     SubPoolTransferLayout layout = layout_of(side, "MLA", geometry.entry_bytes(), geometry.layers);
     const auto views = mla_layer_views(geometry, {layout.page_size, 1, 0});
@@ -116,7 +116,7 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MLAGeometr
     return layout;
 }
 
-SubPoolTransferLayout transfer_layout(const SideGeometry& side,
+SubPoolTransferLayout transfer_layout(const SubPoolGeometry& side,
                                       const MambaStateGeometry& geometry) {
     geometry.validate();
     if (side.page_size() != 1)
@@ -135,7 +135,7 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side,
     return layout;
 }
 
-SubPoolTransferLayout transfer_layout(const SideGeometry& side, index_t layers,
+SubPoolTransferLayout transfer_layout(const SubPoolGeometry& side, index_t layers,
                                       const std::vector<index_t>& block_offsets,
                                       const std::vector<index_t>& row_bytes,
                                       index_t view_page_size) {

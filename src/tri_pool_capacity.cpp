@@ -4,7 +4,7 @@
 
 namespace kvpool::detail {
 
-index_t tri_pool_available_pages(const AllocatorCore& full, const AllocatorCore& swa) {
+index_t unified_mamba_swa_available_pages(const AllocatorCore& full, const AllocatorCore& swa) {
     const index_t full_page = full.geometry().page_bytes;
     const index_t swa_page = swa.geometry().page_bytes;
     const index_t above = swa.gap_above_bytes();              // shared with the full side

@@ -10,7 +10,9 @@
 // tried again. It stops at the first try that succeeds, or when the callback
 // returns 0: the allocation then fails as it would without a callback, and
 // changes nothing (what the callback freed stays freed: those were the
-// engine's own calls).
+// engine's own calls). Every allocation call of a composite asks it (alloc,
+// alloc_extend, alloc_decode, alloc_state_slots); a call on one of its sides
+// (pair.full().alloc(...)) does not.
 //
 // Re-entrancy. The callback runs outside any of the composite's
 // transactions, between two tries, so every call it makes is a call of its

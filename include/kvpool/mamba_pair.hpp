@@ -1,5 +1,6 @@
-// The Mamba pair: full-attention KV (paged) and per-request recurrent state
-// slots (page size 1) in one unified buffer, each side owning its own ids.
+// UnifiedMambaAllocator, the Mamba pair: full-attention KV (paged) and
+// per-request recurrent state slots (page size 1) in one unified buffer, each
+// side owning its own ids.
 #pragma once
 
 #include <kvpool/detail/library_spaces.hpp>

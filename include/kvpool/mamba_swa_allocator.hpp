@@ -1,5 +1,6 @@
-// The tri-pool, for models with full attention, sliding-window attention and
-// Mamba (or linear-attention) state: three bands in one unified buffer,
+// UnifiedMambaSWAAllocator, the tri-pool, for models with full attention,
+// sliding-window attention and Mamba (or linear-attention) state: three bands
+// in one unified buffer,
 //
 //   [ state slots (up) | sliding-window KV (floating) | full KV (down) ]
 //
@@ -104,9 +105,9 @@ public:
 
     // ---- capacity views
     // KV tokens one allocation always gets now (both KV sides, shifts of the
-    // sliding-window band included; see tri_pool_available_pages).
+    // sliding-window band included; see unified_mamba_swa_available_pages).
     index_t available_size() const {
-        return detail::tri_pool_available_pages(full_.core(), swa_.core()) * page_size();
+        return detail::unified_mamba_swa_available_pages(full_.core(), swa_.core()) * page_size();
     }
     // State slots one allocation always gets now (the band's shift included).
     index_t state_slots_available() const { return state_.schedulable_available_size(); }

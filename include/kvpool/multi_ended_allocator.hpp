@@ -6,6 +6,15 @@
 // (detail::TableExecutor) apply each decision to the device tables and the KV
 // bytes in batched launches on the caller's execution-space instance. No call
 // here fences or copies device data to the host, except check_invariants().
+//
+// Terms (README, "Names"): a sub-pool is one kind of KV or state stored in the
+// buffer (SubPoolSpec; its SubPoolGeometry in the PoolLayout). A side is this
+// class over one sub-pool, named by its role beside its peers (the full, swa or
+// state side of a composite): a role, not a second type. Its band is the range
+// of physical pages it spans now, which grows, compacts and shifts: a region of
+// the buffer, not an object. The composites (UnifiedSWAAllocator,
+// UnifiedMambaAllocator, UnifiedMambaSWAAllocator: the SWA pair, the Mamba pair
+// and the tri-pool in prose) hold two or three sides over one buffer.
 #pragma once
 
 #include <kvpool/detail/allocator_core.hpp>
@@ -50,7 +59,7 @@ public:
 
     MultiEndedAllocator(const ExecutionSpace& space, pool_type& pool, const std::string& side_name,
                         AllocatorOptions options = {})
-        : pool_(&pool), core_(pool.layout().side(side_name), pool.total_bytes(), options),
+        : pool_(&pool), core_(pool.layout().sub_pool(side_name), pool.total_bytes(), options),
           tables_(space, pool, core_) {}
 
     MultiEndedAllocator(const MultiEndedAllocator&) = delete;
@@ -132,7 +141,7 @@ public:
     index_t schedulable_available_size() const { return core_.schedulable_available_size(); }
     index_t allocated_count() const { return core_.allocated_count(); }
     index_t page_size() const { return core_.page_size(); }
-    const SideGeometry& geometry() const { return core_.geometry(); }
+    const SubPoolGeometry& geometry() const { return core_.geometry(); }
     const AllocatorCounters& counters() const { return core_.counters(); }
     std::string state_string() const { return core_.state_string(); }
     // A 64-bit digest of the host tables that decide this side's future calls
@@ -149,7 +158,7 @@ public:
     bool has_peer() const { return peer_ != nullptr; }
     bool is_peer_of(const MultiEndedAllocator& other) const { return peer_ == &other; }
     // Where this side stands, for capacity planners (kvpool-sim's admission check).
-    SideOccupancy occupancy() const {
+    AllocatorOccupancy occupancy() const {
         return {core_.free_virtual_page_count(), core_.hole_pages(), core_.gap_bytes(),
                 geometry().page_bytes,           core_.watermark(),  core_.live_pages(),
                 core_.pending_reuse_pages()};

@@ -1,6 +1,6 @@
-// The sliding-window pair: the full side mints virtual ids, the SWA side binds
-// the same ids to pages of its own, both in one unified buffer. Every
-// allocation binds both sides or neither.
+// UnifiedSWAAllocator, the SWA pair: the full side mints virtual ids, the SWA
+// side binds the same ids to pages of its own, both in one unified buffer.
+// Every allocation binds both sides or neither.
 #pragma once
 
 #include <kvpool/detail/library_spaces.hpp>
@@ -57,7 +57,7 @@ public:
     // ---- capacity views, in tokens
     // Joint: what one alloc/alloc_extend can take now. The only safe pre-check.
     index_t available_size() const {
-        return detail::swa_pair_available_pages(full_.core(), swa_.core()) * page_size();
+        return detail::unified_swa_available_pages(full_.core(), swa_.core()) * page_size();
     }
     // Slot conservation against each side's static cap (for leak checks).
     index_t conserve_full_available_size() const {

@@ -11,9 +11,9 @@
 namespace kvpool::soak {
 
 template <class ExecutionSpace>
-void check_idle(const MultiEndedAllocator<ExecutionSpace>& side, const SideOccupancy& at_start,
+void check_idle(const MultiEndedAllocator<ExecutionSpace>& side, const AllocatorOccupancy& at_start,
                 std::vector<std::string>& failures) {
-    const SideOccupancy o = side.occupancy();
+    const AllocatorOccupancy o = side.occupancy();
     const AllocatorCounters& c = side.counters();
     const std::string name = side.geometry().spec.name;
     const auto expect = [&](const char* what, index_t got, index_t idle) {

@@ -33,8 +33,8 @@ protected:
         : pool_(std::move(layout)), pair_(pool_, mode),
           second_physical_(kk::uninitialized<SecondPhysicalView>(
               "kvpool_soak::second_physical",
-              static_cast<std::size_t>(pool_.layout().side(1).page_capacity() *
-                                       pool_.layout().side(1).page_size()))) {}
+              static_cast<std::size_t>(pool_.layout().sub_pool(1).page_capacity() *
+                                       pool_.layout().sub_pool(1).page_size()))) {}
 
     // A view of n translated ids of the second side.
     SecondPhysicalView second_physical(index_t n) const { return slice(second_physical_, n); }

@@ -349,7 +349,7 @@ private:
     std::mt19937_64 rng_;
     index_t window_tokens_, max_prompt_, max_output_;
     DeviceIds<ExecutionSpace> ids_;
-    SideOccupancy full_at_start_, second_at_start_; // the idle values teardown returns to
+    AllocatorOccupancy full_at_start_, second_at_start_; // the idle values teardown returns to
     std::vector<Request> running_;
     std::vector<index_t> new_tokens_, new_slots_, slots_, last_loc_host_, seq_lens_, page_tokens_,
         live_;

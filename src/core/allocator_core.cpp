@@ -29,7 +29,7 @@ index_t pages_needed_for_decode(const index_t* seq_lens, index_t batch, index_t 
     return pages;
 }
 
-AllocatorCore::AllocatorCore(const SideGeometry& geometry, index_t total_bytes,
+AllocatorCore::AllocatorCore(const SubPoolGeometry& geometry, index_t total_bytes,
                              AllocatorOptions options)
     : geometry_(geometry), total_bytes_(total_bytes), options_(options) {
     tables_.virtual_table_pages = geometry.num_virtual_pages;

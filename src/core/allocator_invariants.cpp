@@ -118,7 +118,7 @@ BufferBytes AllocatorCore::buffer_bytes() const {
         band = band->lower_;
     BufferBytes b;
     b.buffer = total_bytes_;
-    const SideGeometry& lowest = band->geometry_;
+    const SubPoolGeometry& lowest = band->geometry_;
     const index_t first_byte = lowest.min_page_index * lowest.page_bytes;
     b.sink = lowest.sink_bytes;
     b.alignment = first_byte - lowest.sink_bytes;

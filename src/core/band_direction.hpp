@@ -13,7 +13,7 @@ namespace kvpool::detail {
 
 class BandDirection {
 public:
-    BandDirection(const SideGeometry& geometry, index_t anchor)
+    BandDirection(const SubPoolGeometry& geometry, index_t anchor)
         : up_(geometry.grow() != GrowDirection::down),
           first_page_(up_ ? anchor : geometry.min_page_index),
           end_page_(up_ ? geometry.num_physical_pages : anchor) {}

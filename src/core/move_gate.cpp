@@ -82,7 +82,7 @@ MoveGate::eager_free_waits(const BandView& band, const std::vector<index_t>& vir
     // The compaction overwrites every freed page (a move's destination, or the
     // gap the peer takes over) and reads every page at the frontier it vacates.
     const BandTables& t = band.tables;
-    const SideGeometry& geometry = band.geometry;
+    const SubPoolGeometry& geometry = band.geometry;
     std::vector<index_t> touched;
     for (index_t v : virtual_pages)
         touched.push_back(t.v2p[v]);

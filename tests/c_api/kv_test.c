@@ -24,12 +24,12 @@ static int64_t rnd(int64_t n) { /* uniform in [0, n) */
 typedef struct {
     int kind; /* KVPOOL_KV_* */
     int via_kv;
-    kvpool_pool* pool;
-    kvpool_allocator* a;
-    kvpool_swa_pair* swa;
-    kvpool_mamba_pair* mamba;
-    kvpool_mamba_swa* tri;
-    kvpool_allocator* side[3];
+    kvpool_unified_kv_pool* pool;
+    kvpool_multi_ended_allocator* a;
+    kvpool_unified_swa_allocator* swa;
+    kvpool_unified_mamba_allocator* mamba;
+    kvpool_unified_mamba_swa_allocator* tri;
+    kvpool_multi_ended_allocator* side[3];
     int sides;
     kvpool_kv_allocator* kv;
     void* snapshot; /* the open backup window's, of the handle's own type */
@@ -37,89 +37,97 @@ typedef struct {
 
 /* The kind's pool and allocator, its side handles and (via_kv) its KV handle. */
 static int make_world(world* w, int kind, int via_kv, int lazy) {
-    const kvpool_side_options o = {lazy, 1, 0, 0};
+    const kvpool_allocator_options o = {lazy, 1, 0, 0};
     memset(w, 0, sizeof *w);
     w->kind = kind;
     w->via_kv = via_kv;
     const int64_t bytes = 24 * PAGE * FULL_BYTES;
-    if (kind == KVPOOL_KV_SIDE) {
+    if (kind == KVPOOL_KV_MULTI_ENDED_ALLOCATOR) {
         const kvpool_sub_pool_spec s[1] = {{"full", FULL_BYTES, PAGE, KVPOOL_GROW_UP, 0, 0.0}};
-        CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 1, NULL, NULL, &w->pool));
-        CHECK(kvpool_allocator_create(w->pool, "full", &o, NULL, &w->a));
+        CHECK(kvpool_unified_kv_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 1, NULL, NULL,
+                                               &w->pool));
+        CHECK(kvpool_multi_ended_allocator_create(w->pool, "full", &o, NULL, &w->a));
         w->side[0] = w->a;
         w->sides = 1;
-    } else if (kind == KVPOOL_KV_SWA_PAIR) {
+    } else if (kind == KVPOOL_KV_UNIFIED_SWA_ALLOCATOR) {
         const kvpool_sub_pool_spec s[2] = {{"full", FULL_BYTES, PAGE, KVPOOL_GROW_UP, 0, 0.0},
                                            {"swa", SWA_BYTES, PAGE, KVPOOL_GROW_DOWN, 0, 0.0}};
-        CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 2, NULL, NULL, &w->pool));
-        CHECK(kvpool_swa_pair_create(w->pool, "full", "swa", &o, &o, &w->swa));
+        CHECK(kvpool_unified_kv_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 2, NULL, NULL,
+                                               &w->pool));
+        CHECK(kvpool_unified_swa_allocator_create(w->pool, "full", "swa", &o, &o, &w->swa));
         w->sides = 2;
-    } else if (kind == KVPOOL_KV_MAMBA_PAIR) {
+    } else if (kind == KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR) {
         const kvpool_sub_pool_spec s[2] = {{"full", FULL_BYTES, PAGE, KVPOOL_GROW_UP, 0, 0.0},
                                            {"mamba", STATE_BYTES, 1, KVPOOL_GROW_DOWN, 0, 0.0}};
-        CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 2, NULL, NULL, &w->pool));
-        CHECK(kvpool_mamba_pair_create(w->pool, "full", "mamba", &o, &o, &w->mamba));
+        CHECK(kvpool_unified_kv_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 2, NULL, NULL,
+                                               &w->pool));
+        CHECK(kvpool_unified_mamba_allocator_create(w->pool, "full", "mamba", &o, &o, &w->mamba));
         w->sides = 2;
     } else {
         const kvpool_sub_pool_spec s[3] = {{"mamba", STATE_BYTES, 1, KVPOOL_GROW_UP, 0, 0.0},
                                            {"swa", SWA_BYTES, PAGE, KVPOOL_GROW_FLOATING, 0, 0.5},
                                            {"full", FULL_BYTES, PAGE, KVPOOL_GROW_DOWN, 0, 0.0}};
-        CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 3, NULL, NULL, &w->pool));
-        CHECK(kvpool_mamba_swa_create(w->pool, "full", "swa", "mamba", &o, &o, &o, &w->tri));
+        CHECK(kvpool_unified_kv_pool_create_on(KVPOOL_DEVICE_HOST, bytes, s, 3, NULL, NULL,
+                                               &w->pool));
+        CHECK(kvpool_unified_mamba_swa_allocator_create(w->pool, "full", "swa", "mamba", &o, &o, &o,
+                                                        &w->tri));
         w->sides = 3;
     }
     if (via_kv) {
-        if (kind == KVPOOL_KV_SIDE)
-            CHECK(kvpool_allocator_kv(w->a, &w->kv));
-        else if (kind == KVPOOL_KV_SWA_PAIR)
-            CHECK(kvpool_swa_pair_kv(w->swa, &w->kv));
-        else if (kind == KVPOOL_KV_MAMBA_PAIR)
-            CHECK(kvpool_mamba_pair_kv(w->mamba, &w->kv));
+        if (kind == KVPOOL_KV_MULTI_ENDED_ALLOCATOR)
+            CHECK(kvpool_multi_ended_allocator_kv(w->a, &w->kv));
+        else if (kind == KVPOOL_KV_UNIFIED_SWA_ALLOCATOR)
+            CHECK(kvpool_unified_swa_allocator_kv(w->swa, &w->kv));
+        else if (kind == KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR)
+            CHECK(kvpool_unified_mamba_allocator_kv(w->mamba, &w->kv));
         else
-            CHECK(kvpool_mamba_swa_kv(w->tri, &w->kv));
+            CHECK(kvpool_unified_mamba_swa_allocator_kv(w->tri, &w->kv));
         int kv_kind = -1, sides = -1;
         CHECK(kvpool_kv_kind(w->kv, &kv_kind, &sides));
         EXPECT(kv_kind == kind && sides == w->sides);
     }
     /* The side handles: the composite's own calls, or kvpool_kv_side. */
-    for (int i = 0; i < w->sides && kind != KVPOOL_KV_SIDE; ++i) {
+    for (int i = 0; i < w->sides && kind != KVPOOL_KV_MULTI_ENDED_ALLOCATOR; ++i) {
         if (via_kv)
             CHECK(kvpool_kv_side(w->kv, i, &w->side[i]));
-        else if (kind == KVPOOL_KV_SWA_PAIR)
-            CHECK(kvpool_swa_pair_side(w->swa, i, &w->side[i]));
-        else if (kind == KVPOOL_KV_MAMBA_PAIR)
-            CHECK(kvpool_mamba_pair_side(w->mamba, i, &w->side[i]));
+        else if (kind == KVPOOL_KV_UNIFIED_SWA_ALLOCATOR)
+            CHECK(kvpool_unified_swa_allocator_side(w->swa, i, &w->side[i]));
+        else if (kind == KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR)
+            CHECK(kvpool_unified_mamba_allocator_side(w->mamba, i, &w->side[i]));
         else
-            CHECK(kvpool_mamba_swa_side(w->tri, i, &w->side[i]));
+            CHECK(kvpool_unified_mamba_swa_allocator_side(w->tri, i, &w->side[i]));
     }
     return 0;
 }
 
 static void destroy_world(world* w) {
     kvpool_kv_destroy(w->kv);
-    for (int i = 0; i < w->sides && w->kind != KVPOOL_KV_SIDE; ++i)
-        kvpool_allocator_destroy(w->side[i]);
-    kvpool_allocator_destroy(w->a);
-    kvpool_swa_pair_destroy(w->swa);
-    kvpool_mamba_pair_destroy(w->mamba);
-    kvpool_mamba_swa_destroy(w->tri);
-    kvpool_pool_destroy(w->pool);
+    for (int i = 0; i < w->sides && w->kind != KVPOOL_KV_MULTI_ENDED_ALLOCATOR; ++i)
+        kvpool_multi_ended_allocator_destroy(w->side[i]);
+    kvpool_multi_ended_allocator_destroy(w->a);
+    kvpool_unified_swa_allocator_destroy(w->swa);
+    kvpool_unified_mamba_allocator_destroy(w->mamba);
+    kvpool_unified_mamba_swa_allocator_destroy(w->tri);
+    kvpool_unified_kv_pool_destroy(w->pool);
 }
 
 static int has_swa(const world* w) {
-    return w->kind == KVPOOL_KV_SWA_PAIR || w->kind == KVPOOL_KV_MAMBA_SWA;
+    return w->kind == KVPOOL_KV_UNIFIED_SWA_ALLOCATOR ||
+           w->kind == KVPOOL_KV_UNIFIED_MAMBA_SWA_ALLOCATOR;
 }
 static int has_slots(const world* w) {
-    return w->kind == KVPOOL_KV_MAMBA_PAIR || w->kind == KVPOOL_KV_MAMBA_SWA;
+    return w->kind == KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR ||
+           w->kind == KVPOOL_KV_UNIFIED_MAMBA_SWA_ALLOCATOR;
 }
 /* The composite has its own entry points for the forward's hooks, flushes, free
  * groups and clear (the side and the tri-pool; the pairs only through kv). */
 static int has_own_hooks(const world* w) {
-    return w->kind == KVPOOL_KV_SIDE || w->kind == KVPOOL_KV_MAMBA_SWA;
+    return w->kind == KVPOOL_KV_MULTI_ENDED_ALLOCATOR ||
+           w->kind == KVPOOL_KV_UNIFIED_MAMBA_SWA_ALLOCATOR;
 }
 /* The state side's index. */
 static int state_side(const world* w) {
-    return w->kind == KVPOOL_KV_MAMBA_PAIR ? 1 : 2;
+    return w->kind == KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR ? 1 : 2;
 }
 
 /* ---- each op: through kvpool_kv_*, or the kind's own entry point */
@@ -127,14 +135,14 @@ static kvpool_status w_alloc(world* w, int64_t n, int64_t* out, int* ok) {
     if (w->via_kv)
         return kvpool_kv_alloc(w->kv, NULL, n, out, ok);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE:
-        return kvpool_allocator_alloc(w->a, NULL, n, out, ok);
-    case KVPOOL_KV_SWA_PAIR:
-        return kvpool_swa_pair_alloc(w->swa, NULL, n, out, ok);
-    case KVPOOL_KV_MAMBA_PAIR:
-        return kvpool_mamba_pair_alloc(w->mamba, NULL, n, out, ok);
+    case KVPOOL_KV_MULTI_ENDED_ALLOCATOR:
+        return kvpool_multi_ended_allocator_alloc(w->a, NULL, n, out, ok);
+    case KVPOOL_KV_UNIFIED_SWA_ALLOCATOR:
+        return kvpool_unified_swa_allocator_alloc(w->swa, NULL, n, out, ok);
+    case KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR:
+        return kvpool_unified_mamba_allocator_alloc(w->mamba, NULL, n, out, ok);
     default:
-        return kvpool_mamba_swa_alloc(w->tri, NULL, n, out, ok);
+        return kvpool_unified_mamba_swa_allocator_alloc(w->tri, NULL, n, out, ok);
     }
 }
 
@@ -143,14 +151,18 @@ static kvpool_status w_extend(world* w, const int64_t* prefix, const int64_t* se
     if (w->via_kv)
         return kvpool_kv_alloc_extend(w->kv, NULL, prefix, seq, batch, last, out, n, ok);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE:
-        return kvpool_allocator_alloc_extend(w->a, NULL, prefix, seq, batch, last, out, n, ok);
-    case KVPOOL_KV_SWA_PAIR:
-        return kvpool_swa_pair_alloc_extend(w->swa, NULL, prefix, seq, batch, last, out, n, ok);
-    case KVPOOL_KV_MAMBA_PAIR:
-        return kvpool_mamba_pair_alloc_extend(w->mamba, NULL, prefix, seq, batch, last, out, n, ok);
+    case KVPOOL_KV_MULTI_ENDED_ALLOCATOR:
+        return kvpool_multi_ended_allocator_alloc_extend(w->a, NULL, prefix, seq, batch, last, out,
+                                                         n, ok);
+    case KVPOOL_KV_UNIFIED_SWA_ALLOCATOR:
+        return kvpool_unified_swa_allocator_alloc_extend(w->swa, NULL, prefix, seq, batch, last,
+                                                         out, n, ok);
+    case KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR:
+        return kvpool_unified_mamba_allocator_alloc_extend(w->mamba, NULL, prefix, seq, batch, last,
+                                                           out, n, ok);
     default:
-        return kvpool_mamba_swa_alloc_extend(w->tri, NULL, prefix, seq, batch, last, out, n, ok);
+        return kvpool_unified_mamba_swa_allocator_alloc_extend(w->tri, NULL, prefix, seq, batch,
+                                                               last, out, n, ok);
     }
 }
 
@@ -159,87 +171,89 @@ static kvpool_status w_decode(world* w, const int64_t* seq, int64_t batch, const
     if (w->via_kv)
         return kvpool_kv_alloc_decode(w->kv, NULL, seq, batch, last, out, ok);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE:
-        return kvpool_allocator_alloc_decode(w->a, NULL, seq, batch, last, out, ok);
-    case KVPOOL_KV_SWA_PAIR:
-        return kvpool_swa_pair_alloc_decode(w->swa, NULL, seq, batch, last, out, ok);
-    case KVPOOL_KV_MAMBA_PAIR:
-        return kvpool_mamba_pair_alloc_decode(w->mamba, NULL, seq, batch, last, out, ok);
+    case KVPOOL_KV_MULTI_ENDED_ALLOCATOR:
+        return kvpool_multi_ended_allocator_alloc_decode(w->a, NULL, seq, batch, last, out, ok);
+    case KVPOOL_KV_UNIFIED_SWA_ALLOCATOR:
+        return kvpool_unified_swa_allocator_alloc_decode(w->swa, NULL, seq, batch, last, out, ok);
+    case KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR:
+        return kvpool_unified_mamba_allocator_alloc_decode(w->mamba, NULL, seq, batch, last, out,
+                                                           ok);
     default:
-        return kvpool_mamba_swa_alloc_decode(w->tri, NULL, seq, batch, last, out, ok);
+        return kvpool_unified_mamba_swa_allocator_alloc_decode(w->tri, NULL, seq, batch, last, out,
+                                                               ok);
     }
 }
 
 static kvpool_status w_state_slots(world* w, int64_t n, int64_t* out, int* ok) {
     if (w->via_kv)
         return kvpool_kv_alloc_state_slots(w->kv, NULL, n, out, ok);
-    if (w->kind == KVPOOL_KV_MAMBA_PAIR)
-        return kvpool_mamba_pair_alloc_state_slots(w->mamba, NULL, n, out, ok);
-    return kvpool_mamba_swa_alloc_state_slots(w->tri, NULL, n, out, ok);
+    if (w->kind == KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR)
+        return kvpool_unified_mamba_allocator_alloc_state_slots(w->mamba, NULL, n, out, ok);
+    return kvpool_unified_mamba_swa_allocator_alloc_state_slots(w->tri, NULL, n, out, ok);
 }
 
 static kvpool_status w_free(world* w, const int64_t* ids, int64_t n) {
     if (w->via_kv)
         return kvpool_kv_free(w->kv, NULL, ids, n);
     switch (w->kind) {
-    case KVPOOL_KV_SWA_PAIR:
-        return kvpool_swa_pair_free(w->swa, NULL, ids, n);
-    case KVPOOL_KV_MAMBA_SWA:
-        return kvpool_mamba_swa_free(w->tri, NULL, ids, n);
+    case KVPOOL_KV_UNIFIED_SWA_ALLOCATOR:
+        return kvpool_unified_swa_allocator_free(w->swa, NULL, ids, n);
+    case KVPOOL_KV_UNIFIED_MAMBA_SWA_ALLOCATOR:
+        return kvpool_unified_mamba_swa_allocator_free(w->tri, NULL, ids, n);
     default:
-        return kvpool_allocator_free(w->side[0], NULL, ids, n, 0); /* the full side */
+        return kvpool_multi_ended_allocator_free(w->side[0], NULL, ids, n, 0); /* the full side */
     }
 }
 
 static kvpool_status w_free_swa(world* w, const int64_t* ids, int64_t n) {
     if (w->via_kv)
         return kvpool_kv_free_swa(w->kv, NULL, ids, n);
-    if (w->kind == KVPOOL_KV_SWA_PAIR)
-        return kvpool_swa_pair_free_swa(w->swa, NULL, ids, n);
-    return kvpool_mamba_swa_free_swa(w->tri, NULL, ids, n);
+    if (w->kind == KVPOOL_KV_UNIFIED_SWA_ALLOCATOR)
+        return kvpool_unified_swa_allocator_free_swa(w->swa, NULL, ids, n);
+    return kvpool_unified_mamba_swa_allocator_free_swa(w->tri, NULL, ids, n);
 }
 
-static kvpool_status w_gate(world* w, const kvpool_token* t, const int64_t* ids, int64_t n,
-                            const int64_t* slots, int64_t ns) {
+static kvpool_status w_gate(world* w, const kvpool_completion_token* t, const int64_t* ids,
+                            int64_t n, const int64_t* slots, int64_t ns) {
     if (w->via_kv)
         return kvpool_kv_gate_transfer(w->kv, t, ids, n, slots, ns);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE:
-        return kvpool_allocator_gate_transfer(w->a, t, ids, n);
-    case KVPOOL_KV_SWA_PAIR:
-        return kvpool_swa_pair_gate_transfer(w->swa, t, ids, n);
-    case KVPOOL_KV_MAMBA_PAIR:
-        return kvpool_mamba_pair_gate_transfer(w->mamba, t, ids, n, slots, ns);
+    case KVPOOL_KV_MULTI_ENDED_ALLOCATOR:
+        return kvpool_multi_ended_allocator_gate_transfer(w->a, t, ids, n);
+    case KVPOOL_KV_UNIFIED_SWA_ALLOCATOR:
+        return kvpool_unified_swa_allocator_gate_transfer(w->swa, t, ids, n);
+    case KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR:
+        return kvpool_unified_mamba_allocator_gate_transfer(w->mamba, t, ids, n, slots, ns);
     default:
-        return kvpool_mamba_swa_gate_transfer(w->tri, t, ids, n, slots, ns);
+        return kvpool_unified_mamba_swa_allocator_gate_transfer(w->tri, t, ids, n, slots, ns);
     }
 }
 
 static kvpool_status w_translate(world* w, const int64_t* ids, int64_t n, int64_t* out) {
     if (w->via_kv)
         return kvpool_kv_translate(w->kv, NULL, ids, n, out, 0);
-    return kvpool_allocator_translate(w->side[0], NULL, ids, n, out, 0);
+    return kvpool_multi_ended_allocator_translate(w->side[0], NULL, ids, n, out, 0);
 }
 
 static kvpool_status w_available(world* w, int64_t* out) {
     if (w->via_kv)
         return kvpool_kv_available_size(w->kv, out);
     kvpool_status s;
-    if (w->kind == KVPOOL_KV_SIDE) {
-        kvpool_side_state st;
-        s = kvpool_allocator_state(w->a, &st);
+    if (w->kind == KVPOOL_KV_MULTI_ENDED_ALLOCATOR) {
+        kvpool_allocator_state st;
+        s = kvpool_multi_ended_allocator_state(w->a, &st);
         *out = st.available_size;
-    } else if (w->kind == KVPOOL_KV_SWA_PAIR) {
+    } else if (w->kind == KVPOOL_KV_UNIFIED_SWA_ALLOCATOR) {
         kvpool_swa_sizes st;
-        s = kvpool_swa_pair_sizes(w->swa, &st);
+        s = kvpool_unified_swa_allocator_sizes(w->swa, &st);
         *out = st.available_size;
-    } else if (w->kind == KVPOOL_KV_MAMBA_PAIR) {
+    } else if (w->kind == KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR) {
         kvpool_mamba_sizes st;
-        s = kvpool_mamba_pair_sizes(w->mamba, &st);
+        s = kvpool_unified_mamba_allocator_sizes(w->mamba, &st);
         *out = st.available_size;
     } else {
-        kvpool_tri_pool_sizes st;
-        s = kvpool_mamba_swa_sizes(w->tri, &st);
+        kvpool_mamba_swa_sizes st;
+        s = kvpool_unified_mamba_swa_allocator_sizes(w->tri, &st);
         *out = st.available_size;
     }
     return s;
@@ -249,14 +263,14 @@ static kvpool_status w_digest(world* w, uint64_t* out) {
     if (w->via_kv)
         return kvpool_kv_state_digest(w->kv, out);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE:
-        return kvpool_allocator_state_digest(w->a, out);
-    case KVPOOL_KV_SWA_PAIR:
-        return kvpool_swa_pair_state_digest(w->swa, out);
-    case KVPOOL_KV_MAMBA_PAIR:
-        return kvpool_mamba_pair_state_digest(w->mamba, out);
+    case KVPOOL_KV_MULTI_ENDED_ALLOCATOR:
+        return kvpool_multi_ended_allocator_state_digest(w->a, out);
+    case KVPOOL_KV_UNIFIED_SWA_ALLOCATOR:
+        return kvpool_unified_swa_allocator_state_digest(w->swa, out);
+    case KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR:
+        return kvpool_unified_mamba_allocator_state_digest(w->mamba, out);
     default:
-        return kvpool_mamba_swa_state_digest(w->tri, out);
+        return kvpool_unified_mamba_swa_allocator_state_digest(w->tri, out);
     }
 }
 
@@ -264,14 +278,18 @@ static kvpool_status w_backup(world* w) {
     if (w->via_kv)
         return kvpool_kv_backup_state(w->kv, (kvpool_kv_snapshot**)&w->snapshot);
     switch (w->kind) {
-    case KVPOOL_KV_SIDE:
-        return kvpool_allocator_backup_state(w->a, (kvpool_snapshot**)&w->snapshot);
-    case KVPOOL_KV_SWA_PAIR:
-        return kvpool_swa_pair_backup_state(w->swa, (kvpool_pair_snapshot**)&w->snapshot);
-    case KVPOOL_KV_MAMBA_PAIR:
-        return kvpool_mamba_pair_backup_state(w->mamba, (kvpool_pair_snapshot**)&w->snapshot);
+    case KVPOOL_KV_MULTI_ENDED_ALLOCATOR:
+        return kvpool_multi_ended_allocator_backup_state(w->a,
+                                                         (kvpool_allocator_snapshot**)&w->snapshot);
+    case KVPOOL_KV_UNIFIED_SWA_ALLOCATOR:
+        return kvpool_unified_swa_allocator_backup_state(w->swa,
+                                                         (kvpool_pair_snapshot**)&w->snapshot);
+    case KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR:
+        return kvpool_unified_mamba_allocator_backup_state(w->mamba,
+                                                           (kvpool_pair_snapshot**)&w->snapshot);
     default:
-        return kvpool_mamba_swa_backup_state(w->tri, (kvpool_mamba_swa_snapshot**)&w->snapshot);
+        return kvpool_unified_mamba_swa_allocator_backup_state(
+            w->tri, (kvpool_mamba_swa_snapshot**)&w->snapshot);
     }
 }
 
@@ -282,21 +300,21 @@ static kvpool_status w_close_window(world* w, int restore) {
     if (w->via_kv) {
         s = restore ? kvpool_kv_restore_state(w->kv, NULL, p) : kvpool_kv_commit_state(w->kv, p);
         kvpool_kv_snapshot_destroy(p);
-    } else if (w->kind == KVPOOL_KV_SIDE) {
-        s = restore ? kvpool_allocator_restore_state(w->a, NULL, p)
-                    : kvpool_allocator_commit_state(w->a, p);
-        kvpool_snapshot_destroy(p);
-    } else if (w->kind == KVPOOL_KV_SWA_PAIR) {
-        s = restore ? kvpool_swa_pair_restore_state(w->swa, NULL, p)
-                    : kvpool_swa_pair_commit_state(w->swa, p);
+    } else if (w->kind == KVPOOL_KV_MULTI_ENDED_ALLOCATOR) {
+        s = restore ? kvpool_multi_ended_allocator_restore_state(w->a, NULL, p)
+                    : kvpool_multi_ended_allocator_commit_state(w->a, p);
+        kvpool_allocator_snapshot_destroy(p);
+    } else if (w->kind == KVPOOL_KV_UNIFIED_SWA_ALLOCATOR) {
+        s = restore ? kvpool_unified_swa_allocator_restore_state(w->swa, NULL, p)
+                    : kvpool_unified_swa_allocator_commit_state(w->swa, p);
         kvpool_pair_snapshot_destroy(p);
-    } else if (w->kind == KVPOOL_KV_MAMBA_PAIR) {
-        s = restore ? kvpool_mamba_pair_restore_state(w->mamba, NULL, p)
-                    : kvpool_mamba_pair_commit_state(w->mamba, p);
+    } else if (w->kind == KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR) {
+        s = restore ? kvpool_unified_mamba_allocator_restore_state(w->mamba, NULL, p)
+                    : kvpool_unified_mamba_allocator_commit_state(w->mamba, p);
         kvpool_pair_snapshot_destroy(p);
     } else {
-        s = restore ? kvpool_mamba_swa_restore_state(w->tri, NULL, p)
-                    : kvpool_mamba_swa_commit_state(w->tri, p);
+        s = restore ? kvpool_unified_mamba_swa_allocator_restore_state(w->tri, NULL, p)
+                    : kvpool_unified_mamba_swa_allocator_commit_state(w->tri, p);
         kvpool_mamba_swa_snapshot_destroy(p);
     }
     w->snapshot = NULL;
@@ -306,43 +324,43 @@ static kvpool_status w_close_window(world* w, int restore) {
 /* The hooks of the side and the tri-pool: 0 set_latest_forward_done(t),
  * 1 set_inflight_forward(t, ids), 2 flush, 3 drain_pending_reuse,
  * 4 free_group_begin, 5 free_group_end, 6 clear, 7 check_invariants. */
-static kvpool_status w_hook(world* w, int hook, const kvpool_token* t, const int64_t* ids,
-                            int64_t n, int64_t* moved) {
-    const int side = w->kind == KVPOOL_KV_SIDE;
+static kvpool_status w_hook(world* w, int hook, const kvpool_completion_token* t,
+                            const int64_t* ids, int64_t n, int64_t* moved) {
+    const int side = w->kind == KVPOOL_KV_MULTI_ENDED_ALLOCATOR;
     kvpool_kv_allocator* kv = w->kv;
     switch (hook) {
     case 0:
         return kv     ? kvpool_kv_set_latest_forward_done(kv, t)
-               : side ? kvpool_allocator_set_latest_forward_done(w->a, t)
-                      : kvpool_mamba_swa_set_latest_forward_done(w->tri, t);
+               : side ? kvpool_multi_ended_allocator_set_latest_forward_done(w->a, t)
+                      : kvpool_unified_mamba_swa_allocator_set_latest_forward_done(w->tri, t);
     case 1:
         return kv     ? kvpool_kv_set_inflight_forward(kv, t, ids, n)
-               : side ? kvpool_allocator_set_inflight_forward(w->a, t, ids, n)
-                      : kvpool_mamba_swa_set_inflight_forward(w->tri, t, ids, n);
+               : side ? kvpool_multi_ended_allocator_set_inflight_forward(w->a, t, ids, n)
+                      : kvpool_unified_mamba_swa_allocator_set_inflight_forward(w->tri, t, ids, n);
     case 2:
         return kv     ? kvpool_kv_flush(kv, NULL, moved)
-               : side ? kvpool_allocator_flush(w->a, NULL, 0, moved)
-                      : kvpool_mamba_swa_flush_opportunistic(w->tri, NULL, moved);
+               : side ? kvpool_multi_ended_allocator_flush(w->a, NULL, 0, moved)
+                      : kvpool_unified_mamba_swa_allocator_flush_opportunistic(w->tri, NULL, moved);
     case 3:
         return kv     ? kvpool_kv_drain_pending_reuse(kv)
-               : side ? kvpool_allocator_drain_pending_reuse(w->a)
-                      : kvpool_mamba_swa_drain_pending_reuse(w->tri);
+               : side ? kvpool_multi_ended_allocator_drain_pending_reuse(w->a)
+                      : kvpool_unified_mamba_swa_allocator_drain_pending_reuse(w->tri);
     case 4:
         return kv     ? kvpool_kv_free_group_begin(kv)
-               : side ? kvpool_allocator_free_group_begin(w->a)
-                      : kvpool_mamba_swa_free_group_begin(w->tri);
+               : side ? kvpool_multi_ended_allocator_free_group_begin(w->a)
+                      : kvpool_unified_mamba_swa_allocator_free_group_begin(w->tri);
     case 5:
         return kv     ? kvpool_kv_free_group_end(kv, NULL)
-               : side ? kvpool_allocator_free_group_end(w->a, NULL)
-                      : kvpool_mamba_swa_free_group_end(w->tri, NULL);
+               : side ? kvpool_multi_ended_allocator_free_group_end(w->a, NULL)
+                      : kvpool_unified_mamba_swa_allocator_free_group_end(w->tri, NULL);
     case 6:
         return kv     ? kvpool_kv_clear(kv, NULL)
-               : side ? kvpool_allocator_clear(w->a, NULL)
-                      : kvpool_mamba_swa_clear(w->tri, NULL);
+               : side ? kvpool_multi_ended_allocator_clear(w->a, NULL)
+                      : kvpool_unified_mamba_swa_allocator_clear(w->tri, NULL);
     default:
         return kv     ? kvpool_kv_check_invariants(kv, NULL)
-               : side ? kvpool_allocator_check_invariants(w->a, NULL)
-                      : kvpool_mamba_swa_check_invariants(w->tri, NULL);
+               : side ? kvpool_multi_ended_allocator_check_invariants(w->a, NULL)
+                      : kvpool_unified_mamba_swa_allocator_check_invariants(w->tri, NULL);
     }
 }
 
@@ -457,18 +475,19 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
             const int64_t n = 1 + rnd(b->slot_count);
             const int64_t* last = &b->slots[b->slot_count - n];
             const int k = state_side(x);
-            const kvpool_status s = kvpool_allocator_free(x->side[k], NULL, last, n, 0);
-            SAME(s, kvpool_allocator_free(y->side[k], NULL, last, n, 0), "free of state slots");
+            const kvpool_status s = kvpool_multi_ended_allocator_free(x->side[k], NULL, last, n, 0);
+            SAME(s, kvpool_multi_ended_allocator_free(y->side[k], NULL, last, n, 0),
+                 "free of state slots");
             if (s == KVPOOL_OK)
                 b->slot_count -= (int)n;
         }
     } else if (op == 6 && b->len[r] > 0) { /* gate a request's pages (and the slots) */
-        kvpool_token* token = NULL;
-        CHECK(kvpool_token_from_query(done_query, NULL, NULL, &token));
+        kvpool_completion_token* token = NULL;
+        CHECK(kvpool_completion_token_from_query(done_query, NULL, NULL, &token));
         const int64_t ns = has_slots(x) ? b->slot_count : 0;
         SAME(w_gate(x, token, b->tokens[r], b->len[r], b->slots, ns),
              w_gate(y, token, b->tokens[r], b->len[r], b->slots, ns), "gate_transfer");
-        kvpool_token_release(token);
+        kvpool_completion_token_release(token);
     } else if (op == 7 || (x->snapshot != NULL && rnd(3) == 0)) {
         /* a backup window opens, or (soon: frees wait for it) closes by restore or commit */
         if (x->snapshot == NULL) {
@@ -502,11 +521,12 @@ static int step_both(world* x, world* y, book* b, book* saved, int step) {
             hook = 5;
         }
         int64_t moved_x = -1, moved_y = -1;
-        kvpool_token* forward = NULL;
-        CHECK(kvpool_token_from_query(forward_query, NULL, (void*)forwards_made++, &forward));
+        kvpool_completion_token* forward = NULL;
+        CHECK(kvpool_completion_token_from_query(forward_query, NULL, (void*)forwards_made++,
+                                                 &forward));
         const kvpool_status s = w_hook(x, hook, forward, b->tokens[r], b->len[r], &moved_x);
         SAME(s, w_hook(y, hook, forward, b->tokens[r], b->len[r], &moved_y), "a hook");
-        kvpool_token_release(forward);
+        kvpool_completion_token_release(forward);
         EXPECT(moved_x == moved_y);
         if (hook == 6 && s == KVPOOL_OK)
             memset(b, 0, sizeof *b);
@@ -556,7 +576,8 @@ static int run_kind(int kind, uint64_t seed) {
 /* An op a kind has no part for is refused, naming it, and changes nothing. */
 static int refusals(void) {
     world side, swa;
-    if (make_world(&side, KVPOOL_KV_SIDE, 1, 0) || make_world(&swa, KVPOOL_KV_SWA_PAIR, 1, 0))
+    if (make_world(&side, KVPOOL_KV_MULTI_ENDED_ALLOCATOR, 1, 0) ||
+        make_world(&swa, KVPOOL_KV_UNIFIED_SWA_ALLOCATOR, 1, 0))
         return 1;
     int64_t ids[4], slot = 1;
     int ok = 0;
@@ -571,7 +592,7 @@ static int refusals(void) {
     EXPECT(kvpool_kv_gate_transfer(side.kv, NULL, ids, 4, &slot, 1) ==
            KVPOOL_ERROR_INVALID_ARGUMENT);
     EXPECT(kvpool_kv_set_eviction_callback(side.kv, NULL, NULL) == KVPOOL_ERROR_INVALID_ARGUMENT);
-    kvpool_allocator* none = NULL;
+    kvpool_multi_ended_allocator* none = NULL;
     EXPECT(kvpool_kv_side(swa.kv, 2, &none) == KVPOOL_ERROR_INVALID_ARGUMENT && none == NULL);
     EXPECT(kvpool_kv_alloc(NULL, NULL, 4, ids, &ok) == KVPOOL_ERROR_INVALID_ARGUMENT);
     /* A snapshot of a side is not the SWA pair's. */
@@ -594,17 +615,17 @@ static int refusals(void) {
 static int lifetimes(void) {
     const kvpool_sub_pool_spec s[2] = {{"full", FULL_BYTES, PAGE, KVPOOL_GROW_UP, 0, 0.0},
                                        {"swa", SWA_BYTES, PAGE, KVPOOL_GROW_DOWN, 0, 0.0}};
-    kvpool_pool* pool = NULL;
-    kvpool_allocator *up = NULL, *down = NULL;
+    kvpool_unified_kv_pool* pool = NULL;
+    kvpool_multi_ended_allocator *up = NULL, *down = NULL;
     kvpool_kv_allocator* kv = NULL;
-    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 14, s, 2, NULL, NULL, &pool));
-    CHECK(kvpool_allocator_create(pool, "full", NULL, NULL, &up));
-    CHECK(kvpool_allocator_create(pool, "swa", NULL, NULL, &down));
-    CHECK(kvpool_allocator_kv(up, &kv));
-    CHECK(kvpool_allocator_bind_peer(up, down));
-    kvpool_allocator_destroy(up);
-    kvpool_allocator_destroy(down);
-    kvpool_pool_destroy(pool);
+    CHECK(kvpool_unified_kv_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 14, s, 2, NULL, NULL, &pool));
+    CHECK(kvpool_multi_ended_allocator_create(pool, "full", NULL, NULL, &up));
+    CHECK(kvpool_multi_ended_allocator_create(pool, "swa", NULL, NULL, &down));
+    CHECK(kvpool_multi_ended_allocator_kv(up, &kv));
+    CHECK(kvpool_multi_ended_allocator_bind_peer(up, down));
+    kvpool_multi_ended_allocator_destroy(up);
+    kvpool_multi_ended_allocator_destroy(down);
+    kvpool_unified_kv_pool_destroy(pool);
     int64_t ids[8];
     int ok = 0;
     CHECK(kvpool_kv_alloc(kv, NULL, 8, ids, &ok));
@@ -615,12 +636,12 @@ static int lifetimes(void) {
     EXPECT(kvpool_live_handles() == 0);
 
     world tri;
-    if (make_world(&tri, KVPOOL_KV_MAMBA_SWA, 1, 1))
+    if (make_world(&tri, KVPOOL_KV_UNIFIED_MAMBA_SWA_ALLOCATOR, 1, 1))
         return 1;
     for (int i = 0; i < 3; ++i)
-        kvpool_allocator_destroy(tri.side[i]);
-    kvpool_mamba_swa_destroy(tri.tri);
-    kvpool_pool_destroy(tri.pool);
+        kvpool_multi_ended_allocator_destroy(tri.side[i]);
+    kvpool_unified_mamba_swa_allocator_destroy(tri.tri);
+    kvpool_unified_kv_pool_destroy(tri.pool);
     CHECK(kvpool_kv_alloc_state_slots(tri.kv, NULL, 2, ids, &ok));
     EXPECT(ok);
     CHECK(kvpool_kv_check_invariants(tri.kv, NULL));
@@ -635,7 +656,8 @@ int main(int argc, char** argv) {
     printf("kv_test: seeds %llu to %llu\n", (unsigned long long)first,
            (unsigned long long)(first + SEEDS - 1));
     for (uint64_t seed = first; seed < first + SEEDS; ++seed)
-        for (int kind = KVPOOL_KV_SIDE; kind <= KVPOOL_KV_MAMBA_SWA; ++kind)
+        for (int kind = KVPOOL_KV_MULTI_ENDED_ALLOCATOR;
+             kind <= KVPOOL_KV_UNIFIED_MAMBA_SWA_ALLOCATOR; ++kind)
             if (run_kind(kind, seed))
                 return 1;
     if (refusals() || lifetimes())

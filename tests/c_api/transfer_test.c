@@ -16,18 +16,19 @@ enum { LAYER_PART = PAGE * (K_ROW + V_ROW), PAGE_BYTES = LAYERS * LAYER_PART };
 
 static const int64_t block_offsets[2] = {0, PAGE* K_ROW};
 static const int64_t row_bytes[2] = {K_ROW, V_ROW};
-static const kvpool_transfer_layout layout = {LAYERS, 2, block_offsets, row_bytes, 0};
+static const kvpool_sub_pool_transfer_layout layout = {LAYERS, 2, block_offsets, row_bytes, 0};
 
 typedef struct {
-    kvpool_pool* pool;
-    kvpool_allocator* full;
+    kvpool_unified_kv_pool* pool;
+    kvpool_multi_ended_allocator* full;
     uint8_t* bytes;
 } end_t;
 
 /* What a receiver in another process computes from the two ends' page run
  * lists (kvpool_transfer_pair_runs): the copies pair_pages gives. */
-static int same_from_run_lists(const kvpool_transfer* src, const kvpool_transfer* dst,
-                               const kvpool_copy_run* want, int64_t n) {
+static int same_from_run_lists(const kvpool_transfer_descriptor* src,
+                               const kvpool_transfer_descriptor* dst, const kvpool_copy_run* want,
+                               int64_t n) {
     kvpool_byte_run s[16], d[16];
     kvpool_copy_run got[64];
     int64_t ns = 0, nd = 0, ng = 0;
@@ -46,11 +47,12 @@ static int query(void* user) {
 static int make_end(end_t* e) {
     const kvpool_sub_pool_spec spec = {"full", LAYERS * (K_ROW + V_ROW), PAGE, KVPOOL_GROW_UP, 0,
                                        0.0};
-    const kvpool_side_options lazy = {1, 1, 0, 0};
+    const kvpool_allocator_options lazy = {1, 1, 0, 0};
     int64_t size = 0;
-    CHECK(kvpool_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 14, &spec, 1, NULL, NULL, &e->pool));
-    CHECK(kvpool_allocator_create(e->pool, "full", &lazy, NULL, &e->full));
-    CHECK(kvpool_pool_bytes(e->pool, (void**)&e->bytes, &size));
+    CHECK(kvpool_unified_kv_pool_create_on(KVPOOL_DEVICE_HOST, 1 << 14, &spec, 1, NULL, NULL,
+                                           &e->pool));
+    CHECK(kvpool_multi_ended_allocator_create(e->pool, "full", &lazy, NULL, &e->full));
+    CHECK(kvpool_unified_kv_pool_bytes(e->pool, (void**)&e->bytes, &size));
     return 0;
 }
 
@@ -67,7 +69,7 @@ static int64_t row_at(int64_t p, int l, int b) {
 /* Writes (write = 1) or checks the stamps of the request's tokens on e. */
 static int stamps(end_t* e, const int64_t* tokens, int64_t n, int write) {
     int64_t physical[16];
-    CHECK(kvpool_allocator_translate(e->full, NULL, tokens, n, physical, 0));
+    CHECK(kvpool_multi_ended_allocator_translate(e->full, NULL, tokens, n, physical, 0));
     for (int64_t i = 0; i < n; ++i)
         for (int l = 0; l < LAYERS; ++l)
             for (int b = 0; b < 2; ++b)
@@ -97,21 +99,21 @@ static int transfer(end_t* a, end_t* b, int k, int whole_pages, int cancel) {
     int64_t before[PAGE], sent[3 * PAGE], dst[3 * PAGE], where[3 * PAGE], now[3 * PAGE];
     int ok = 0;
     int* done = &completed[k];
-    kvpool_token* token = NULL;
-    kvpool_transfer *src_t = NULL, *dst_t = NULL;
-    kvpool_side_state b_state, b_after;
+    kvpool_completion_token* token = NULL;
+    kvpool_transfer_descriptor *src_t = NULL, *dst_t = NULL;
+    kvpool_allocator_state b_state, b_after;
     kvpool_copy_run runs[64];
     int64_t n = 0, moved = 0;
-    CHECK(kvpool_allocator_alloc(a->full, NULL, PAGE, before, &ok));
-    CHECK(kvpool_allocator_alloc(a->full, NULL, 3 * PAGE, sent, &ok));
+    CHECK(kvpool_multi_ended_allocator_alloc(a->full, NULL, PAGE, before, &ok));
+    CHECK(kvpool_multi_ended_allocator_alloc(a->full, NULL, 3 * PAGE, sent, &ok));
     EXPECT(ok);
     CHECK(stamps(a, sent, REQ, 1));
-    CHECK(kvpool_allocator_flush(b->full, NULL, 1, &moved));
-    CHECK(kvpool_allocator_state(b->full, &b_state));
-    CHECK(kvpool_token_from_query(query, NULL, done, &token));
+    CHECK(kvpool_multi_ended_allocator_flush(b->full, NULL, 1, &moved));
+    CHECK(kvpool_multi_ended_allocator_state(b->full, &b_state));
+    CHECK(kvpool_completion_token_from_query(query, NULL, done, &token));
 
     CHECK(kvpool_transfer_describe(a->full, &layout, token, sent, REQ, &src_t));
-    CHECK(kvpool_allocator_alloc(b->full, NULL, 3 * PAGE, dst, &ok));
+    CHECK(kvpool_multi_ended_allocator_alloc(b->full, NULL, 3 * PAGE, dst, &ok));
     EXPECT(ok);
     CHECK(kvpool_transfer_describe(b->full, &layout, token, dst, REQ, &dst_t));
     kvpool_transfer_info info;
@@ -132,46 +134,46 @@ static int transfer(end_t* a, end_t* b, int k, int whole_pages, int cancel) {
     copy(a, b, runs, n / 2);
 
     /* In flight: the sender frees the request below and packs urgently; the gate holds. */
-    CHECK(kvpool_allocator_translate(a->full, NULL, sent, REQ, where, 0));
-    CHECK(kvpool_allocator_free(a->full, NULL, before, PAGE, 0));
-    CHECK(kvpool_allocator_flush(a->full, NULL, 1, &moved));
-    CHECK(kvpool_allocator_flush(b->full, NULL, 1, &moved));
-    CHECK(kvpool_allocator_translate(a->full, NULL, sent, REQ, now, 0));
+    CHECK(kvpool_multi_ended_allocator_translate(a->full, NULL, sent, REQ, where, 0));
+    CHECK(kvpool_multi_ended_allocator_free(a->full, NULL, before, PAGE, 0));
+    CHECK(kvpool_multi_ended_allocator_flush(a->full, NULL, 1, &moved));
+    CHECK(kvpool_multi_ended_allocator_flush(b->full, NULL, 1, &moved));
+    CHECK(kvpool_multi_ended_allocator_translate(a->full, NULL, sent, REQ, now, 0));
     EXPECT(memcmp(where, now, sizeof(int64_t) * REQ) == 0);
     *done = 1;
     if (cancel) {
-        CHECK(kvpool_allocator_free(b->full, NULL, dst, 3 * PAGE, 0));
-        CHECK(kvpool_allocator_flush(b->full, NULL, 1, &moved));
-        CHECK(kvpool_allocator_state(b->full, &b_after));
+        CHECK(kvpool_multi_ended_allocator_free(b->full, NULL, dst, 3 * PAGE, 0));
+        CHECK(kvpool_multi_ended_allocator_flush(b->full, NULL, 1, &moved));
+        CHECK(kvpool_multi_ended_allocator_state(b->full, &b_after));
         EXPECT(b_after.allocated_count == b_state.allocated_count &&
                b_after.available_size == b_state.available_size);
     } else {
         copy(a, b, runs + n / 2, n - n / 2);
         CHECK(stamps(b, dst, REQ, 0));
-        CHECK(kvpool_allocator_free(b->full, NULL, dst, 3 * PAGE, 0));
+        CHECK(kvpool_multi_ended_allocator_free(b->full, NULL, dst, 3 * PAGE, 0));
     }
     CHECK(stamps(a, sent, REQ, 0));
-    CHECK(kvpool_allocator_free(a->full, NULL, sent, 3 * PAGE, 0));
+    CHECK(kvpool_multi_ended_allocator_free(a->full, NULL, sent, 3 * PAGE, 0));
     kvpool_transfer_destroy(src_t);
     kvpool_transfer_destroy(dst_t);
-    kvpool_token_release(token);
-    CHECK(kvpool_allocator_check_invariants(a->full, NULL));
-    CHECK(kvpool_allocator_check_invariants(b->full, NULL));
+    kvpool_completion_token_release(token);
+    CHECK(kvpool_multi_ended_allocator_check_invariants(a->full, NULL));
+    CHECK(kvpool_multi_ended_allocator_check_invariants(b->full, NULL));
     return 0;
 }
 
 static int bad_input(end_t* a) {
     int64_t tokens[PAGE];
     int ok = 0;
-    kvpool_transfer* t = NULL;
+    kvpool_transfer_descriptor* t = NULL;
     int64_t n = 0;
-    CHECK(kvpool_allocator_alloc(a->full, NULL, PAGE, tokens, &ok));
+    CHECK(kvpool_multi_ended_allocator_alloc(a->full, NULL, PAGE, tokens, &ok));
     const int64_t unbound[2] = {tokens[0], 4000};
     EXPECT(kvpool_transfer_describe(a->full, &layout, NULL, unbound, 2, &t) ==
                KVPOOL_ERROR_INVALID_ARGUMENT &&
            t == NULL && strstr(kvpool_last_error(), "token 4000 (position 1) is not bound"));
     const int64_t too_long[2] = {K_ROW, 2 * V_ROW};
-    const kvpool_transfer_layout bad = {LAYERS, 2, block_offsets, too_long, 0};
+    const kvpool_sub_pool_transfer_layout bad = {LAYERS, 2, block_offsets, too_long, 0};
     EXPECT(kvpool_transfer_describe(a->full, &bad, NULL, tokens, PAGE, &t) ==
                KVPOOL_ERROR_INVALID_ARGUMENT &&
            t == NULL && strstr(kvpool_last_error(), "block 1"));
@@ -192,7 +194,7 @@ static int bad_input(end_t* a) {
     EXPECT(kvpool_transfer_pair_runs(NULL, 1, four, 1, copies, 2, &n) ==
                KVPOOL_ERROR_INVALID_ARGUMENT &&
            strstr(kvpool_last_error(), "src is NULL with 1 runs"));
-    CHECK(kvpool_allocator_free(a->full, NULL, tokens, PAGE, 0));
+    CHECK(kvpool_multi_ended_allocator_free(a->full, NULL, tokens, PAGE, 0));
     return 0;
 }
 
@@ -206,10 +208,10 @@ int main(void) {
                 return 1;
     if (bad_input(&a))
         return 1;
-    kvpool_allocator_destroy(a.full);
-    kvpool_allocator_destroy(b.full);
-    kvpool_pool_destroy(a.pool);
-    kvpool_pool_destroy(b.pool);
+    kvpool_multi_ended_allocator_destroy(a.full);
+    kvpool_multi_ended_allocator_destroy(b.full);
+    kvpool_unified_kv_pool_destroy(a.pool);
+    kvpool_unified_kv_pool_destroy(b.pool);
     EXPECT(kvpool_live_handles() == 0);
     printf("transfer_test: ok\n");
     return 0;

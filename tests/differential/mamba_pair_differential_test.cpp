@@ -38,7 +38,7 @@ TEST_CASE("mamba pair: an allocation beyond the schedulable size succeeds when t
                                          spec("mamba", e_state, 1, GrowDirection::down)}));
         const AllocatorOptions lazy = options(CompactionMode::lazy);
         MambaPair pair(pool, lazy, lazy);
-        ReferenceMambaPair model(pool.layout().side("full"), pool.layout().side("mamba"),
+        ReferenceMambaPair model(pool.layout().sub_pool("full"), pool.layout().sub_pool("mamba"),
                                  pool.total_bytes(), lazy, lazy);
         auto slots = to_host(*pair.alloc_state_slots(Space(), 12));
         REQUIRE(model.state().alloc(12) == slots);

@@ -68,8 +68,8 @@ public:
             const AllocatorOptions o = side_options(config.mode);
             real_sides_.push_back(std::make_unique<Allocator>(*pool_, specs[i].name, o));
             model_sides_.push_back(
-                std::make_unique<ReferenceSide>(pool_->layout().side(i), total, o));
-            const SideGeometry& g = pool_->layout().side(i);
+                std::make_unique<ReferenceSide>(pool_->layout().sub_pool(i), total, o));
+            const SubPoolGeometry& g = pool_->layout().sub_pool(i);
             sides += fmt::format(" {}(entry={}, page_size={}, grows {}, pages={}, "
                                  "virtual_pages={}, starts at page {}, moves={})",
                                  g.spec.name, g.spec.entry_bytes, g.page_size(),

@@ -452,8 +452,8 @@ protected:
             return a->geometry().position < b->geometry().position;
         });
         detail::BufferBytes model;
-        const SideGeometry& lowest = bands.front()->geometry();
-        const SideGeometry& highest = bands.back()->geometry();
+        const SubPoolGeometry& lowest = bands.front()->geometry();
+        const SubPoolGeometry& highest = bands.back()->geometry();
         model.sink = lowest.sink_bytes;
         model.alignment = lowest.min_page_index * lowest.page_bytes - lowest.sink_bytes +
                           real.buffer - highest.num_physical_pages * highest.page_bytes;

@@ -50,13 +50,13 @@ public:
                                state_options = side_options(config.other_mode);
         pool_ = std::make_unique<Pool>(PoolLayout(total, {full, state}));
         pair_ = std::make_unique<MambaPair>(*pool_, full_options, state_options);
-        model_ = std::make_unique<ReferenceMambaPair>(pool_->layout().side("full"),
-                                                      pool_->layout().side("mamba"), total,
+        model_ = std::make_unique<ReferenceMambaPair>(pool_->layout().sub_pool("full"),
+                                                      pool_->layout().sub_pool("mamba"), total,
                                                       full_options, state_options);
         add_side("full", pair_->full(), model_->full());
         add_side("state", pair_->state(), model_->state());
-        const auto& f = pool_->layout().side("full");
-        const auto& s = pool_->layout().side("mamba");
+        const auto& f = pool_->layout().sub_pool("full");
+        const auto& s = pool_->layout().sub_pool("mamba");
         geometry_ = fmt::format(
             "total_bytes={} full(entry={}, page_size={}, grows {}, pages={}, virtual_pages={}, "
             "max_moves_per_flush={}) state(entry={}, grows {}, slots={}, virtual_slots={}, "

@@ -71,8 +71,8 @@ struct End {
           full(pool, "full", options(CompactionMode::lazy)),
           state(pool, "mamba", options(CompactionMode::lazy)), kv(pool, "full", mha()),
           slots(pool, "mamba", mamba()),
-          full_layout(transfer_layout(pool.layout().side("full"), mha())),
-          state_layout(transfer_layout(pool.layout().side("mamba"), mamba())) {
+          full_layout(transfer_layout(pool.layout().sub_pool("full"), mha())),
+          state_layout(transfer_layout(pool.layout().sub_pool("mamba"), mamba())) {
         full.bind_peer(state);
     }
 

@@ -6,7 +6,7 @@
 // batches keyed by their forward event, free virtual ids, v2p / p2v) and makes
 // its decisions step by step: the same size views from the same formulas, the
 // same hole order, the same flush walk, the same drain order. Plain containers
-// and linear scans; only the geometry (SideGeometry) and the options struct are
+// and linear scans; only the geometry (SubPoolGeometry) and the options struct are
 // shared with the library.
 //
 // Where kvpool deliberately differs from the reference (README, "Differences
@@ -52,7 +52,7 @@ public:
         std::vector<index_t> pages;
     };
 
-    ReferenceSide(const SideGeometry& geometry, index_t total_bytes,
+    ReferenceSide(const SubPoolGeometry& geometry, index_t total_bytes,
                   const AllocatorOptions& options)
         : g_(geometry), total_bytes_(total_bytes), lazy_(options.mode == CompactionMode::lazy),
           max_moves_(options.max_moves_per_flush) {
@@ -101,7 +101,7 @@ public:
     index_t page_size() const { return g_.page_size(); }
     index_t num_pages() const { return g_.num_physical_pages; }
     index_t page_bytes() const { return g_.page_bytes; }
-    const SideGeometry& geometry() const { return g_; }
+    const SubPoolGeometry& geometry() const { return g_; }
     index_t virtual_table_pages() const { return virtual_pages_; }
     const std::map<index_t, index_t>& live() const { return v2p_; }
     index_t live_pages() const { return static_cast<index_t>(v2p_.size()); }
@@ -952,7 +952,7 @@ private:
         return n;
     }
 
-    SideGeometry g_;
+    SubPoolGeometry g_;
     index_t total_bytes_;
     bool lazy_;
     index_t max_moves_;
@@ -1082,7 +1082,7 @@ private:
 // skipped), free_swa the SWA side only.
 class ReferenceSwaPair : public ReferenceKvCalls<ReferenceSwaPair> {
 public:
-    ReferenceSwaPair(const SideGeometry& full, const SideGeometry& swa, index_t total_bytes,
+    ReferenceSwaPair(const SubPoolGeometry& full, const SubPoolGeometry& swa, index_t total_bytes,
                      const AllocatorOptions& full_options, const AllocatorOptions& swa_options)
         : full_(full, total_bytes, full_options), swa_(swa, total_bytes, swa_options) {
         full_.bind_peer(swa_);
@@ -1209,8 +1209,9 @@ private:
 // sides' calls are the plain ReferenceSide ones; this adds the composite views.
 class ReferenceMambaPair {
 public:
-    ReferenceMambaPair(const SideGeometry& full, const SideGeometry& state, index_t total_bytes,
-                       const AllocatorOptions& full_options, const AllocatorOptions& state_options)
+    ReferenceMambaPair(const SubPoolGeometry& full, const SubPoolGeometry& state,
+                       index_t total_bytes, const AllocatorOptions& full_options,
+                       const AllocatorOptions& state_options)
         : full_(full, total_bytes, full_options), state_(state, total_bytes, state_options) {
         full_.bind_peer(state_);
     }
@@ -1255,9 +1256,10 @@ private:
 // binds them (both or neither, as in the SWA pair); state slots own theirs.
 class ReferenceTriPool : public ReferenceKvCalls<ReferenceTriPool> {
 public:
-    ReferenceTriPool(const SideGeometry& state, const SideGeometry& swa, const SideGeometry& full,
-                     index_t total_bytes, const AllocatorOptions& full_options,
-                     const AllocatorOptions& swa_options, const AllocatorOptions& state_options)
+    ReferenceTriPool(const SubPoolGeometry& state, const SubPoolGeometry& swa,
+                     const SubPoolGeometry& full, index_t total_bytes,
+                     const AllocatorOptions& full_options, const AllocatorOptions& swa_options,
+                     const AllocatorOptions& state_options)
         : state_(state, total_bytes, state_options), swa_(swa, total_bytes, swa_options),
           full_(full, total_bytes, full_options) {
         state_.bind_peer(swa_);

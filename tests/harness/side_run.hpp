@@ -70,7 +70,7 @@ public:
         for (int s = 0; s < 2; ++s) {
             real_[s] = std::make_unique<Allocator>(*pool_, s == 0 ? "test" : "peer", o[s]);
             model_[s] = std::make_unique<ReferenceSide>(
-                pool_->layout().side(static_cast<std::size_t>(s)), total_bytes, o[s]);
+                pool_->layout().sub_pool(static_cast<std::size_t>(s)), total_bytes, o[s]);
         }
         real_[0]->bind_peer(*real_[1]);
         model_[0]->bind_peer(*model_[1]);
@@ -80,9 +80,9 @@ public:
             "total_bytes={} test(entry={}, page_size={}, pages={}, virtual_pages={}, "
             "max_moves_per_flush={}) "
             "peer(entry={}, page_size={}, pages={}, max_moves_per_flush={})",
-            total_bytes, entries.first, ps, pool_->layout().side(0).num_physical_pages,
-            pool_->layout().side(0).num_virtual_pages, o[0].max_moves_per_flush, entries.second,
-            peer_ps, pool_->layout().side(1).num_physical_pages, o[1].max_moves_per_flush);
+            total_bytes, entries.first, ps, pool_->layout().sub_pool(0).num_physical_pages,
+            pool_->layout().sub_pool(0).num_virtual_pages, o[0].max_moves_per_flush, entries.second,
+            peer_ps, pool_->layout().sub_pool(1).num_physical_pages, o[1].max_moves_per_flush);
     }
 
 private:

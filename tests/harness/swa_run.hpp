@@ -54,13 +54,13 @@ public:
                                swa_options = side_options(config.other_mode);
         pool_ = std::make_unique<Pool>(PoolLayout(total, {full, swa}));
         pair_ = std::make_unique<SwaPair>(*pool_, full_options, swa_options);
-        model_ = std::make_unique<ReferenceSwaPair>(pool_->layout().side("full"),
-                                                    pool_->layout().side("swa"), total,
+        model_ = std::make_unique<ReferenceSwaPair>(pool_->layout().sub_pool("full"),
+                                                    pool_->layout().sub_pool("swa"), total,
                                                     full_options, swa_options);
         add_side("full", pair_->full(), model_->full());
         add_side("swa", pair_->swa(), model_->swa());
-        const auto& f = pool_->layout().side("full");
-        const auto& s = pool_->layout().side("swa");
+        const auto& f = pool_->layout().sub_pool("full");
+        const auto& s = pool_->layout().sub_pool("swa");
         geometry_ = fmt::format("total_bytes={} full(entry={}, grows {}, pages={}, "
                                 "virtual_pages={}, max_moves_per_flush={}) "
                                 "swa(entry={}, grows {}, pages={}, virtual_pages={}, "

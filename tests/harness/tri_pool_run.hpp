@@ -132,15 +132,15 @@ public:
         pool_ = std::make_unique<Pool>(PoolLayout(total, {state, swa, full}));
         tri_ = std::make_unique<TriPool>(*pool_, full_options, swa_options, state_options);
         const PoolLayout& layout = pool_->layout();
-        model_ = std::make_unique<ReferenceTriPool>(layout.side("mamba"), layout.side("swa"),
-                                                    layout.side("full"), total, full_options,
-                                                    swa_options, state_options);
+        model_ = std::make_unique<ReferenceTriPool>(
+            layout.sub_pool("mamba"), layout.sub_pool("swa"), layout.sub_pool("full"), total,
+            full_options, swa_options, state_options);
         add_side("full", tri_->full(), model_->full());
         add_side("swa", tri_->swa(), model_->swa());
         add_side("state", tri_->state(), model_->state());
-        const auto& f = layout.side("full");
-        const auto& w = layout.side("swa");
-        const auto& s = layout.side("mamba");
+        const auto& f = layout.sub_pool("full");
+        const auto& w = layout.sub_pool("swa");
+        const auto& s = layout.sub_pool("mamba");
         geometry_ = fmt::format(
             "total_bytes={} page_size={} swa_page_size={} state(entry={}, slots={}, "
             "virtual_slots={}, moves={}) swa(entry={}, pages={}, starts at page {}, moves={}) "

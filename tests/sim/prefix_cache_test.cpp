@@ -392,9 +392,9 @@ TEST_CASE("prefix cache in the scheduler: a fixed split evicts only what its sho
         } else {
             // The window side is the short one: window copies go, LRU, and the
             // full-attention KV of every cached block stays.
-            const index_t window_cap = layout.side("swa").page_capacity();
+            const index_t window_cap = layout.sub_pool("swa").page_capacity();
             REQUIRE(window_cap < 16 + 6);
-            REQUIRE(layout.side("full").page_capacity() >= 16 + 6);
+            REQUIRE(layout.sub_pool("full").page_capacity() >= 16 + 6);
             CHECK(pool.stats().live_full_tokens == 16 + 6);
             CHECK(pool.stats().live_second_entries <= window_cap);
             CHECK(pool.stats().live_second_entries >= window_cap - 1);

@@ -47,7 +47,7 @@ TEST_CASE("tri-pool plan: state slots, sliding window, full KV from the low end 
         CHECK(plan.kind == HybridKind::mamba_sliding_window);
         CHECK(plan.mode ==
               (kind == PolicyKind::unified_eager ? CompactionMode::eager : CompactionMode::lazy));
-        const auto& sides = plan.layout.sides();
+        const auto& sides = plan.layout.sub_pools();
         REQUIRE(sides.size() == 3);
         const std::pair<const char*, GrowDirection> order[] = {{"mamba", GrowDirection::up},
                                                                {"swa", GrowDirection::floating},
@@ -80,7 +80,7 @@ TEST_CASE("tri-pool plan: state slots, sliding window, full KV from the low end 
                               split.full_fraction};
     index_t capped = 0;
     for (std::size_t i = 0; i < 3; ++i) {
-        const SideGeometry& side = plan.layout.side(i);
+        const SubPoolGeometry& side = plan.layout.sub_pool(i);
         const double share = shares[i] * static_cast<double>(bytes);
         const auto cap_bytes = static_cast<double>(side.spec.max_tokens * side.spec.entry_bytes);
         INFO(side.spec.name);
@@ -90,9 +90,9 @@ TEST_CASE("tri-pool plan: state slots, sliding window, full KV from the low end 
         capped += side.spec.max_tokens * side.spec.entry_bytes;
     }
     CHECK(capped <= bytes);
-    CHECK(plan.layout.side("swa").spec.float_at == split.state_fraction);
+    CHECK(plan.layout.sub_pool("swa").spec.float_at == split.state_fraction);
     // 47% of 15 GiB in state slots of 6.8 MiB: 1064 slots.
-    CHECK(plan.layout.side("mamba").spec.max_tokens == 1064);
+    CHECK(plan.layout.sub_pool("mamba").spec.max_tokens == 1064);
 }
 
 TEST_CASE("tri-pool knobs: SGLang's two ratios set the three shares, and back", "[sim][tri-pool]") {

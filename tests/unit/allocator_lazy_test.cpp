@@ -76,7 +76,7 @@ TEST_CASE("lazy: a flush hands its moves to the move starter before planning the
     LazyPool p(1);
     for (const CompactionMode mode : {CompactionMode::lazy, CompactionMode::eager}) {
         CAPTURE(mode == CompactionMode::lazy ? "lazy" : "eager");
-        detail::AllocatorCore core(p.pool.layout().side("full"), p.pool.total_bytes(),
+        detail::AllocatorCore core(p.pool.layout().sub_pool("full"), p.pool.total_bytes(),
                                    mode == CompactionMode::lazy ? LazyPool::with_cap(4096)
                                                                 : options(mode));
         detail::PageBinding binding;

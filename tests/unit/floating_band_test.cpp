@@ -83,20 +83,20 @@ TEST_CASE("layout: N sub-pools run up, floating..., down, each with its position
     const PoolLayout layout(
         1 << 20, {spec("state", 640, 1, GrowDirection::up), floating_spec("window", 16, 16, 0.3),
                   floating_spec("cross", 64, 4, 0.6), spec("full", 32, 16, GrowDirection::down)});
-    REQUIRE(layout.sides().size() == 4);
+    REQUIRE(layout.sub_pools().size() == 4);
     for (std::size_t i = 0; i < 4; ++i)
-        CHECK(layout.side(i).position == i);
-    const auto& window = layout.side("window");
+        CHECK(layout.sub_pool(i).position == i);
+    const auto& window = layout.sub_pool("window");
     CHECK(window.start_page == static_cast<index_t>(0.3 * window.num_physical_pages));
-    CHECK(layout.side("cross").start_page * layout.side("cross").page_bytes >
+    CHECK(layout.sub_pool("cross").start_page * layout.sub_pool("cross").page_bytes >
           window.start_page * window.page_bytes);
-    CHECK(layout.side("state").start_page == layout.side("state").min_page_index);
-    CHECK(layout.side("full").start_page == layout.side("full").num_physical_pages);
+    CHECK(layout.sub_pool("state").start_page == layout.sub_pool("state").min_page_index);
+    CHECK(layout.sub_pool("full").start_page == layout.sub_pool("full").num_physical_pages);
     // Two sides keep their positions by direction, in either order.
     const PoolLayout two(
         1 << 20, {spec("swa", 16, 1, GrowDirection::down), spec("full", 32, 1, GrowDirection::up)});
-    CHECK(two.side("full").position == 0);
-    CHECK(two.side("swa").position == 1);
+    CHECK(two.sub_pool("full").position == 0);
+    CHECK(two.sub_pool("swa").position == 1);
 }
 
 TEST_CASE("layout: floating bands of different page sizes start in order, however close their "
@@ -108,7 +108,7 @@ TEST_CASE("layout: floating bands of different page sizes start in order, howeve
                                    floating_spec("a", 10, 1, 0.5), floating_spec("b", 500, 1, 0.51),
                                    spec("down", 16, 1, GrowDirection::down)});
     const auto start_byte = [&](const char* name) {
-        const auto& g = layout.side(name);
+        const auto& g = layout.sub_pool(name);
         return g.start_page * g.page_bytes;
     };
     CHECK(start_byte("a") == 2040);
@@ -177,7 +177,7 @@ TEST_CASE("layout: a fixed split of N sub-pools caps each at its share of the by
     const double shares[3] = {0.2, 0.5, 0.3};
     index_t capped = 0;
     for (std::size_t i = 0; i < 3; ++i) {
-        const SideGeometry& g = layout.side(i);
+        const SubPoolGeometry& g = layout.sub_pool(i);
         CHECK(g.page_capacity() * g.page_bytes <= static_cast<index_t>(shares[i] * total) + 1);
         CHECK(g.page_capacity() * g.page_bytes >
               static_cast<index_t>(shares[i] * total) - g.page_bytes);
@@ -185,14 +185,14 @@ TEST_CASE("layout: a fixed split of N sub-pools caps each at its share of the by
     }
     CHECK(capped <= total);
     // The window band starts where the state share ends.
-    CHECK(layout.side("window").spec.float_at == 0.2);
+    CHECK(layout.sub_pool("window").spec.float_at == 0.2);
     // Two sub-pools: the same layout as the two-sided split.
     const std::vector<SubPoolSpec> two = {spec("full", 64, 1, GrowDirection::up),
                                           spec("swa", 32, 1, GrowDirection::down)};
     const auto a = PoolLayout::fixed_split(total, two, 0.25);
     const auto b = PoolLayout::fixed_split(total, two, std::vector<double>{0.25, 0.75});
     for (std::size_t i = 0; i < 2; ++i)
-        CHECK(a.side(i).num_virtual_pages == b.side(i).num_virtual_pages);
+        CHECK(a.sub_pool(i).num_virtual_pages == b.sub_pool(i).num_virtual_pages);
     // Fractions that do not tile the buffer, or do not match the specs, are refused.
     CHECK_THROWS_AS(PoolLayout::fixed_split(total, specs, {0.2, 0.5, 0.2}), Error);
     CHECK_THROWS_AS(PoolLayout::fixed_split(total, specs, {0.5, 0.5}), Error);

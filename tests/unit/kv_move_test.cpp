@@ -143,7 +143,7 @@ TEST_CASE("kv layout: page-major whole-page move equals the per-layer row moves"
     // A: the allocator's page move, one contiguous copy per page.
     Pool a(layout);
     upload(a.bytes(), initial);
-    kernels::move_pages(Space(), kernels::PageMoves{a.bytes(), layout.side(0).page_bytes,
+    kernels::move_pages(Space(), kernels::PageMoves{a.bytes(), layout.sub_pool(0).page_bytes,
                                                     to_device(src_pages), to_device(dst_pages)});
     // B: every layer's K and V rows of the same tokens.
     Pool b(layout);
@@ -158,7 +158,7 @@ TEST_CASE("kv layout: page-major whole-page move equals the per-layer row moves"
     Space().fence();
 
     Bytes expected = initial;
-    const index_t page_bytes = layout.side(0).page_bytes;
+    const index_t page_bytes = layout.sub_pool(0).page_bytes;
     for (std::size_t i = 0; i < src_pages.size(); ++i)
         std::memcpy(&expected[static_cast<std::size_t>(dst_pages[i] * page_bytes)],
                     &initial[static_cast<std::size_t>(src_pages[i] * page_bytes)],

@@ -199,7 +199,7 @@ TEST_CASE("tri-pool: a state slot the two-band design would starve is served, da
             e.tri.clear(Space());
             e.requests.clear();
             e.slots.clear();
-            const SideGeometry& swa = e.tri.swa().geometry();
+            const SubPoolGeometry& swa = e.tri.swa().geometry();
             CHECK(e.tri.swa().core().anchor() == std::max(swa.start_page, swa.min_page_index));
             e.check();
         }

@@ -172,7 +172,7 @@ TEST_CASE("move gate, eager: the core waits on a stream token and settles its ga
           "[move-gate]") {
     Pool pool(PoolLayout(4096, {spec("full", entry_bytes, 2, GrowDirection::up),
                                 spec("swa", entry_bytes, 2, GrowDirection::down)}));
-    detail::AllocatorCore core(pool.layout().side("full"), pool.total_bytes(),
+    detail::AllocatorCore core(pool.layout().sub_pool("full"), pool.total_bytes(),
                                options(CompactionMode::eager));
     core.set_stream_wait_check(&is_stream_token);
     detail::PageBinding binding;

@@ -49,9 +49,9 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
     const PageMajorMLAPool<Pool::memory_space, std::uint16_t> latent(pool, "mla", mla);
     const PageMajorMambaPool<Pool::memory_space, std::uint16_t, float> state(pool, "mamba",
                                                                              mamba());
-    const auto full = transfer_layout(pool.layout().side("full"), mha());
-    const auto m = transfer_layout(pool.layout().side("mla"), mla);
-    const auto s = transfer_layout(pool.layout().side("mamba"), mamba());
+    const auto full = transfer_layout(pool.layout().sub_pool("full"), mha());
+    const auto m = transfer_layout(pool.layout().sub_pool("mla"), mla);
+    const auto s = transfer_layout(pool.layout().sub_pool("mamba"), mamba());
     CHECK(full.blocks_per_layer() == 2);
     CHECK(m.blocks_per_layer() == 1);
     CHECK(s.blocks_per_layer() == 2);
@@ -78,7 +78,7 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
         CHECK(s.page_bytes == static_cast<index_t>(4 * temporal.stride(0)));
     }
     // The same MHA page from offsets and row lengths (the C API's way in).
-    const auto generic = transfer_layout(pool.layout().side("full"), 3, {0, ps * 16}, {16, 8});
+    const auto generic = transfer_layout(pool.layout().sub_pool("full"), 3, {0, ps * 16}, {16, 8});
     REQUIRE(generic.blocks.size() == full.blocks.size());
     for (std::size_t b = 0; b < full.blocks.size(); ++b)
         CHECK((generic.blocks[b].offset_in_page == full.blocks[b].offset_in_page &&
@@ -86,22 +86,22 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
     CHECK(generic.layer_stride == full.layer_stride);
     expect_error(ErrorCode::invalid_argument, "block 1 (offset 60, rows of 8 bytes) does not fit",
                  [&] {
-                     transfer_layout(pool.layout().side("full"), 3, {0, 60}, {16, 8});
+                     transfer_layout(pool.layout().sub_pool("full"), 3, {0, 60}, {16, 8});
                  });
     expect_error(ErrorCode::invalid_argument, "block 1 (offset 8, rows of 8 bytes)", [&] {
-        transfer_layout(pool.layout().side("full"), 3, {0, 8}, {16, 8});
+        transfer_layout(pool.layout().sub_pool("full"), 3, {0, 8}, {16, 8});
     });
     // Views of pages of 2 over the side's pages of 4: each side page is two view pages.
-    const auto halves = transfer_layout(pool.layout().side("full"), 3, {0, 2 * 16}, {16, 8}, 2);
+    const auto halves = transfer_layout(pool.layout().sub_pool("full"), 3, {0, 2 * 16}, {16, 8}, 2);
     CHECK((halves.page_size == 2 && halves.page_bytes == full.page_bytes / 2 &&
            halves.first_page == 2 * full.first_page && halves.num_pages == 2 * full.num_pages));
     CHECK(describe_transfer(halves, {40, 41, 42, 43}).page_runs ==
           std::vector<ByteRun>{{10 * full.page_bytes, full.page_bytes}});
     expect_error(ErrorCode::invalid_argument, "a view page of 3 slots does not divide", [&] {
-        transfer_layout(pool.layout().side("full"), 3, {0, 48}, {16, 8}, 3);
+        transfer_layout(pool.layout().sub_pool("full"), 3, {0, 48}, {16, 8}, 3);
     });
     expect_error(ErrorCode::invalid_argument, "5 layers do not split a page in equal parts",
-                 [&] { transfer_layout(pool.layout().side("full"), 5, {0}, {16}); });
+                 [&] { transfer_layout(pool.layout().sub_pool("full"), 5, {0}, {16}); });
     const auto registration = transfer_registration(pool, {full, m, s});
     CHECK(registration.base == reinterpret_cast<std::uintptr_t>(pool.bytes().data()));
     CHECK(registration.buffer_bytes == pool.total_bytes());
@@ -111,18 +111,18 @@ TEST_CASE("transfer layout: blocks sit where the page-major pools' views put the
     });
     expect_error(ErrorCode::invalid_argument, "past the 1024-byte buffer",
                  [&] { transfer_registration(pool.bytes().data(), 1024, {full}); });
-    CHECK(full.first_page == pool.layout().side("full").min_page_index);
-    CHECK(s.num_pages == pool.layout().side("mamba").num_physical_pages);
+    CHECK(full.first_page == pool.layout().sub_pool("full").min_page_index);
+    CHECK(s.num_pages == pool.layout().sub_pool("mamba").num_physical_pages);
     expect_error(ErrorCode::out_of_range, "block 0 of layer 3 outside 3 layers",
                  [&] { full.block(3, 0); });
     expect_error(ErrorCode::out_of_range, "block 2 of layer 0", [&] { full.block(0, 2); });
     // A geometry that is not the side's, and state slots on pages of 4.
     expect_error(ErrorCode::invalid_argument, "side 'full' has entry_bytes",
-                 [&] { transfer_layout(pool.layout().side("full"), mla); });
+                 [&] { transfer_layout(pool.layout().sub_pool("full"), mla); });
     SubPoolSpec paged = sub_pool_spec("mamba", mamba(), 4, GrowDirection::down);
     const PoolLayout four(1 << 16, {sub_pool_spec("full", mha(), ps, GrowDirection::up), paged});
     expect_error(ErrorCode::invalid_argument, "state slots need page size 1",
-                 [&] { transfer_layout(four.side("mamba"), mamba()); });
+                 [&] { transfer_layout(four.sub_pool("mamba"), mamba()); });
 }
 
 TEST_CASE("transfer descriptors: pages coalesce, slots run, layers expand, ends pair up",

@@ -12,8 +12,8 @@ TEST_CASE("layout: sink covers page 0 of every side and pages index the whole bu
     // Slot 0's rows spread over its whole page (page-major), so the sink is
     // the larger page, not the larger slot.
     CHECK(layout.sink_bytes() == 96 * 16);
-    const auto& full = layout.side("full");
-    const auto& swa = layout.side("swa");
+    const auto& full = layout.sub_pool("full");
+    const auto& swa = layout.sub_pool("swa");
     CHECK(full.page_bytes == 96 * 16);
     CHECK(full.num_physical_pages == (1 << 20) / (96 * 16));
     CHECK(full.min_page_index * full.page_bytes >= layout.sink_bytes());
@@ -44,8 +44,8 @@ TEST_CASE("layout: a fixed split caps each side at its share of the bytes", "[la
     const auto layout = PoolLayout::fixed_split(
         1 << 20, {spec("full", 64, 1, GrowDirection::up), spec("swa", 32, 1, GrowDirection::down)},
         0.25);
-    const auto& full = layout.side("full");
-    const auto& swa = layout.side("swa");
+    const auto& full = layout.sub_pool("full");
+    const auto& swa = layout.sub_pool("swa");
     CHECK(full.page_capacity() * 64 <= (1 << 18));
     CHECK(swa.page_capacity() * 32 <= (1 << 20) - (1 << 18));
     CHECK(full.page_capacity() * 64 + swa.page_capacity() * 32 <= (1 << 20));

@@ -8,7 +8,7 @@ using kvpool::index_t;
 
 namespace {
 
-// A side made by kvpool_allocator_create.
+// A side made by kvpool_multi_ended_allocator_create.
 template <class S> struct StandaloneSide final : SideOwner {
     StandaloneSide(const S& space, std::shared_ptr<PoolOn<S>> p, const std::string& name,
                    const kvpool::AllocatorOptions& options)
@@ -32,7 +32,7 @@ template <class Handle, class F> kvpool_status on_side(Handle* a, F&& f) {
 
 namespace kvpool::capi {
 
-AllocatorOptions options_of(const kvpool_side_options* o) {
+AllocatorOptions options_of(const kvpool_allocator_options* o) {
     AllocatorOptions options;
     if (o == nullptr)
         return options;
@@ -48,13 +48,15 @@ AllocatorOptions options_of(const kvpool_side_options* o) {
 
 extern "C" {
 
-kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name,
-                                      const kvpool_side_options* options, void* stream,
-                                      kvpool_allocator** out) {
+kvpool_status kvpool_multi_ended_allocator_create(kvpool_unified_kv_pool* pool,
+                                                  const char* side_name,
+                                                  const kvpool_allocator_options* options,
+                                                  void* stream,
+                                                  kvpool_multi_ended_allocator** out) {
     return on(pool, "pool", [&](auto& p) {
         using S = typename std::decay_t<decltype(p)>::execution_space;
-        require(side_name != nullptr, "kvpool_allocator_create: side_name is NULL");
-        require(out != nullptr, "kvpool_allocator_create: out is NULL");
+        require(side_name != nullptr, "kvpool_multi_ended_allocator_create: side_name is NULL");
+        require(out != nullptr, "kvpool_multi_ended_allocator_create: out is NULL");
         auto owner = std::make_shared<StandaloneSide<S>>(p.space(stream), p.pool, side_name,
                                                          options_of(options));
         auto& side = owner->side;
@@ -62,11 +64,12 @@ kvpool_status kvpool_allocator_create(kvpool_pool* pool, const char* side_name,
     });
 }
 
-void kvpool_allocator_destroy(kvpool_allocator* a) {
+void kvpool_multi_ended_allocator_destroy(kvpool_multi_ended_allocator* a) {
     delete a;
 }
 
-kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* peer) {
+kvpool_status kvpool_multi_ended_allocator_bind_peer(kvpool_multi_ended_allocator* a,
+                                                     kvpool_multi_ended_allocator* peer) {
     return guarded([&] {
         std::visit(
             [](auto& x, auto& y) {
@@ -93,8 +96,8 @@ kvpool_status kvpool_allocator_bind_peer(kvpool_allocator* a, kvpool_allocator* 
     });
 }
 
-kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_move_fn move,
-                                                 void* user) {
+kvpool_status kvpool_multi_ended_allocator_set_move_callback(kvpool_multi_ended_allocator* a,
+                                                             kvpool_move_fn move, void* user) {
     return on_side(a, [&](auto& side, auto&) {
         if (move == nullptr) {
             side.set_move_callback(nullptr);
@@ -109,10 +112,11 @@ kvpool_status kvpool_allocator_set_move_callback(kvpool_allocator* a, kvpool_mov
     });
 }
 
-kvpool_status kvpool_allocator_info(const kvpool_allocator* a, kvpool_side_info* out) {
+kvpool_status kvpool_multi_ended_allocator_info(const kvpool_multi_ended_allocator* a,
+                                                kvpool_allocator_info* out) {
     return on_side(a, [&](const auto& side, auto&) {
-        const kvpool::SideGeometry& g = side.geometry();
-        kvpool_side_info& info = deref(out, "out");
+        const kvpool::SubPoolGeometry& g = side.geometry();
+        kvpool_allocator_info& info = deref(out, "out");
         info.entry_bytes = g.spec.entry_bytes;
         info.page_size = g.page_size();
         info.page_bytes = g.page_bytes;
@@ -128,10 +132,11 @@ kvpool_status kvpool_allocator_info(const kvpool_allocator* a, kvpool_side_info*
     });
 }
 
-kvpool_status kvpool_allocator_state(const kvpool_allocator* a, kvpool_side_state* out) {
+kvpool_status kvpool_multi_ended_allocator_state(const kvpool_multi_ended_allocator* a,
+                                                 kvpool_allocator_state* out) {
     return on_side(a, [&](const auto& side, auto&) {
-        const kvpool::SideOccupancy occupancy = side.occupancy();
-        kvpool_side_state& state = deref(out, "out");
+        const kvpool::AllocatorOccupancy occupancy = side.occupancy();
+        kvpool_allocator_state& state = deref(out, "out");
         state.available_size = side.available_size();
         state.schedulable_available_size = side.schedulable_available_size();
         state.allocated_count = side.allocated_count();
@@ -149,10 +154,11 @@ kvpool_status kvpool_allocator_state(const kvpool_allocator* a, kvpool_side_stat
     });
 }
 
-kvpool_status kvpool_allocator_counters(const kvpool_allocator* a, kvpool_side_counters* out) {
+kvpool_status kvpool_multi_ended_allocator_counters(const kvpool_multi_ended_allocator* a,
+                                                    kvpool_allocator_counters* out) {
     return on_side(a, [&](auto& side, auto&) {
         const kvpool::AllocatorCounters& c = side.counters();
-        kvpool_side_counters& r = deref(out, "out");
+        kvpool_allocator_counters& r = deref(out, "out");
         r.allocs = c.allocs;
         r.failed_allocs = c.failed_allocs;
         r.frees = c.frees;
@@ -166,13 +172,15 @@ kvpool_status kvpool_allocator_counters(const kvpool_allocator* a, kvpool_side_c
     });
 }
 
-kvpool_status kvpool_allocator_state_string(const kvpool_allocator* a, const char** out) {
+kvpool_status kvpool_multi_ended_allocator_state_string(const kvpool_multi_ended_allocator* a,
+                                                        const char** out) {
     return on_side(
         a, [&](auto& side, auto&) { deref(out, "out") = thread_string(side.state_string()); });
 }
 
-kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p, int64_t* v2p_rows,
-                                      int64_t** p2v, int64_t* p2v_rows) {
+kvpool_status kvpool_multi_ended_allocator_tables(const kvpool_multi_ended_allocator* a,
+                                                  int64_t** v2p, int64_t* v2p_rows, int64_t** p2v,
+                                                  int64_t* p2v_rows) {
     return on_side(a, [&](const auto& side, auto&) {
         deref(v2p, "v2p") = side.virtual_to_physical().data();
         deref(v2p_rows, "v2p_rows") = static_cast<int64_t>(side.virtual_to_physical().extent(0));
@@ -181,35 +189,37 @@ kvpool_status kvpool_allocator_tables(const kvpool_allocator* a, int64_t** v2p, 
     });
 }
 
-kvpool_status kvpool_allocator_free_virtual_pages(const kvpool_allocator* a, int64_t* out_host,
-                                                  int64_t capacity, int64_t* count) {
+kvpool_status kvpool_multi_ended_allocator_free_virtual_pages(const kvpool_multi_ended_allocator* a,
+                                                              int64_t* out_host, int64_t capacity,
+                                                              int64_t* count) {
     return on_side(a, [&](auto& side, auto&) {
         const auto& pages = side.free_virtual_pages();
         const auto n = static_cast<int64_t>(pages.size());
         require(capacity <= 0 || out_host != nullptr,
-                "kvpool_allocator_free_virtual_pages: out_host is NULL");
+                "kvpool_multi_ended_allocator_free_virtual_pages: out_host is NULL");
         std::copy_n(pages.begin(), std::min(std::max<int64_t>(capacity, 0), n), out_host);
         deref(count, "count") = n;
     });
 }
 
-kvpool_status kvpool_allocator_is_slot_allocated(const kvpool_allocator* a, int64_t virtual_token,
-                                                 int* out) {
+kvpool_status kvpool_multi_ended_allocator_is_slot_allocated(const kvpool_multi_ended_allocator* a,
+                                                             int64_t virtual_token, int* out) {
     return on_side(a, [&](auto& side, auto&) {
         deref(out, "out") = side.is_slot_allocated(virtual_token) ? 1 : 0;
     });
 }
 
-kvpool_status kvpool_allocator_alloc(kvpool_allocator* a, void* stream, int64_t need_size,
-                                     int64_t* out, int* allocated) {
+kvpool_status kvpool_multi_ended_allocator_alloc(kvpool_multi_ended_allocator* a, void* stream,
+                                                 int64_t need_size, int64_t* out, int* allocated) {
     return on_side(a, [&](auto& side, auto& ref) {
         run_alloc(AllocCall(need_size, out), side, ref.space(stream), allocated);
     });
 }
 
-kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocator* a, void* stream,
-                                                  const int64_t* virtual_pages_host, int64_t count,
-                                                  int* allocated) {
+kvpool_status kvpool_multi_ended_allocator_alloc_with_virtual(kvpool_multi_ended_allocator* a,
+                                                              void* stream,
+                                                              const int64_t* virtual_pages_host,
+                                                              int64_t count, int* allocated) {
     return on_side(a, [&](auto& side, auto& ref) {
         int& ok = deref(allocated, "allocated");
         ok =
@@ -217,29 +227,31 @@ kvpool_status kvpool_allocator_alloc_with_virtual(kvpool_allocator* a, void* str
     });
 }
 
-kvpool_status kvpool_allocator_alloc_extend(kvpool_allocator* a, void* stream,
-                                            const int64_t* prefix_lens_host,
-                                            const int64_t* seq_lens_host, int64_t batch,
-                                            const int64_t* last_loc, int64_t* out,
-                                            int64_t out_length, int* allocated) {
+kvpool_status kvpool_multi_ended_allocator_alloc_extend(kvpool_multi_ended_allocator* a,
+                                                        void* stream,
+                                                        const int64_t* prefix_lens_host,
+                                                        const int64_t* seq_lens_host, int64_t batch,
+                                                        const int64_t* last_loc, int64_t* out,
+                                                        int64_t out_length, int* allocated) {
     return on_side(a, [&](auto& side, auto& ref) {
         run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length),
                   side, ref.space(stream), allocated);
     });
 }
 
-kvpool_status kvpool_allocator_alloc_decode(kvpool_allocator* a, void* stream,
-                                            const int64_t* seq_lens_host, int64_t batch,
-                                            const int64_t* last_loc, int64_t* out, int* allocated) {
+kvpool_status kvpool_multi_ended_allocator_alloc_decode(kvpool_multi_ended_allocator* a,
+                                                        void* stream, const int64_t* seq_lens_host,
+                                                        int64_t batch, const int64_t* last_loc,
+                                                        int64_t* out, int* allocated) {
     return on_side(a, [&](auto& side, auto& ref) {
         run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), side, ref.space(stream),
                   allocated);
     });
 }
 
-kvpool_status kvpool_allocator_free(kvpool_allocator* a, void* stream,
-                                    const int64_t* virtual_tokens_host, int64_t count,
-                                    int skip_unbound) {
+kvpool_status kvpool_multi_ended_allocator_free(kvpool_multi_ended_allocator* a, void* stream,
+                                                const int64_t* virtual_tokens_host, int64_t count,
+                                                int skip_unbound) {
     return on_side(a, [&](auto& side, auto& ref) {
         const auto tokens = host_ids(virtual_tokens_host, count);
         if (skip_unbound)
@@ -249,16 +261,17 @@ kvpool_status kvpool_allocator_free(kvpool_allocator* a, void* stream,
     });
 }
 
-kvpool_status kvpool_allocator_free_group_begin(kvpool_allocator* a) {
+kvpool_status kvpool_multi_ended_allocator_free_group_begin(kvpool_multi_ended_allocator* a) {
     return on_side(a, [&](auto& side, auto&) { side.free_group_begin(); });
 }
 
-kvpool_status kvpool_allocator_free_group_end(kvpool_allocator* a, void* stream) {
+kvpool_status kvpool_multi_ended_allocator_free_group_end(kvpool_multi_ended_allocator* a,
+                                                          void* stream) {
     return on_side(a, [&](auto& side, auto& ref) { side.free_group_end(ref.space(stream)); });
 }
 
-kvpool_status kvpool_allocator_flush(kvpool_allocator* a, void* stream, int urgent,
-                                     int64_t* moved) {
+kvpool_status kvpool_multi_ended_allocator_flush(kvpool_multi_ended_allocator* a, void* stream,
+                                                 int urgent, int64_t* moved) {
     return on_side(a, [&](auto& side, auto& ref) {
         const index_t n = side.flush(ref.space(stream), urgent != 0);
         if (moved != nullptr)
@@ -266,44 +279,49 @@ kvpool_status kvpool_allocator_flush(kvpool_allocator* a, void* stream, int urge
     });
 }
 
-kvpool_status kvpool_allocator_drain_pending_reuse(kvpool_allocator* a) {
+kvpool_status kvpool_multi_ended_allocator_drain_pending_reuse(kvpool_multi_ended_allocator* a) {
     return on_side(a, [&](auto& side, auto&) { side.drain_pending_reuse(); });
 }
 
-kvpool_status kvpool_allocator_set_latest_forward_done(kvpool_allocator* a,
-                                                       const kvpool_token* token) {
+kvpool_status
+kvpool_multi_ended_allocator_set_latest_forward_done(kvpool_multi_ended_allocator* a,
+                                                     const kvpool_completion_token* token) {
     return on_side(a, [&](auto& side, auto&) {
         side.set_latest_forward_done(token ? token->token : nullptr);
     });
 }
 
-kvpool_status kvpool_allocator_set_inflight_forward(kvpool_allocator* a, const kvpool_token* token,
-                                                    const int64_t* virtual_tokens_host,
-                                                    int64_t count) {
+kvpool_status kvpool_multi_ended_allocator_set_inflight_forward(
+    kvpool_multi_ended_allocator* a, const kvpool_completion_token* token,
+    const int64_t* virtual_tokens_host, int64_t count) {
     return on_side(a, [&](auto& side, auto&) {
         side.set_inflight_forward(token ? token->token : nullptr,
                                   host_ids(virtual_tokens_host, count));
     });
 }
 
-kvpool_status kvpool_allocator_gate_transfer(kvpool_allocator* a, const kvpool_token* token,
-                                             const int64_t* virtual_tokens_host, int64_t count) {
+kvpool_status kvpool_multi_ended_allocator_gate_transfer(kvpool_multi_ended_allocator* a,
+                                                         const kvpool_completion_token* token,
+                                                         const int64_t* virtual_tokens_host,
+                                                         int64_t count) {
     return on_side(a, [&](auto& side, auto&) {
         side.gate_transfer(token ? token->token : nullptr, host_ids(virtual_tokens_host, count));
     });
 }
 
-kvpool_status kvpool_allocator_translate(const kvpool_allocator* a, void* stream,
-                                         const int64_t* virtual_tokens, int64_t n, void* out,
-                                         int out_int32) {
+kvpool_status kvpool_multi_ended_allocator_translate(const kvpool_multi_ended_allocator* a,
+                                                     void* stream, const int64_t* virtual_tokens,
+                                                     int64_t n, void* out, int out_int32) {
     return on_side(a, [&](const auto& side, auto& ref) {
         translate_into(side, ref.space(stream), virtual_tokens, n, out, out_int32 != 0);
     });
 }
 
-kvpool_status kvpool_allocator_translate_dense(const kvpool_allocator* a, void* stream,
-                                               const int64_t* virtual_tokens, int64_t n,
-                                               int64_t* out, int64_t kernel_page_multiplier) {
+kvpool_status kvpool_multi_ended_allocator_translate_dense(const kvpool_multi_ended_allocator* a,
+                                                           void* stream,
+                                                           const int64_t* virtual_tokens, int64_t n,
+                                                           int64_t* out,
+                                                           int64_t kernel_page_multiplier) {
     return on_side(a, [&](const auto& side, auto& ref) {
         using S = typename std::decay_t<decltype(ref)>::execution_space;
         require(n >= 0, "translate_dense: negative length");
@@ -316,36 +334,40 @@ kvpool_status kvpool_allocator_translate_dense(const kvpool_allocator* a, void* 
     });
 }
 
-kvpool_status kvpool_allocator_backup_state(kvpool_allocator* a, kvpool_snapshot** out) {
+kvpool_status kvpool_multi_ended_allocator_backup_state(kvpool_multi_ended_allocator* a,
+                                                        kvpool_allocator_snapshot** out) {
     return on_side(a, [&](auto& side, auto&) {
-        require(out != nullptr, "kvpool_allocator_backup_state: out is NULL");
-        auto snapshot = std::make_unique<kvpool_snapshot>();
+        require(out != nullptr, "kvpool_multi_ended_allocator_backup_state: out is NULL");
+        auto snapshot = std::make_unique<kvpool_allocator_snapshot>();
         snapshot->snapshot = side.backup_state();
         *out = snapshot.release();
     });
 }
 
-kvpool_status kvpool_allocator_restore_state(kvpool_allocator* a, void* stream,
-                                             const kvpool_snapshot* snapshot) {
+kvpool_status
+kvpool_multi_ended_allocator_restore_state(kvpool_multi_ended_allocator* a, void* stream,
+                                           const kvpool_allocator_snapshot* snapshot) {
     return on_side(a, [&](auto& side, auto& ref) {
         side.restore_state(ref.space(stream), deref(snapshot, "snapshot").snapshot);
     });
 }
 
-kvpool_status kvpool_allocator_commit_state(kvpool_allocator* a, const kvpool_snapshot* snapshot) {
+kvpool_status kvpool_multi_ended_allocator_commit_state(kvpool_multi_ended_allocator* a,
+                                                        const kvpool_allocator_snapshot* snapshot) {
     return on_side(
         a, [&](auto& side, auto&) { side.commit_state(deref(snapshot, "snapshot").snapshot); });
 }
 
-void kvpool_snapshot_destroy(kvpool_snapshot* snapshot) {
+void kvpool_allocator_snapshot_destroy(kvpool_allocator_snapshot* snapshot) {
     delete snapshot;
 }
 
-kvpool_status kvpool_allocator_clear(kvpool_allocator* a, void* stream) {
+kvpool_status kvpool_multi_ended_allocator_clear(kvpool_multi_ended_allocator* a, void* stream) {
     return on_side(a, [&](auto& side, auto& ref) { side.clear(ref.space(stream)); });
 }
 
-kvpool_status kvpool_allocator_check_invariants(const kvpool_allocator* a, void* stream) {
+kvpool_status kvpool_multi_ended_allocator_check_invariants(const kvpool_multi_ended_allocator* a,
+                                                            void* stream) {
     return on_side(a, [&](auto& side, auto& ref) { side.check_invariants(ref.space(stream)); });
 }
 

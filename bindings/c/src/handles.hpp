@@ -117,7 +117,7 @@ template <class F> void on_device(int device, const std::string& call, F&& f) {
                     " is neither KVPOOL_DEVICE_HOST (0) nor KVPOOL_DEVICE_GPU (1)");
 }
 
-// The device a library's own calls (kvpool_pool_create, kvpool_req_pool_create)
+// The device a library's own calls (kvpool_unified_kv_pool_create, kvpool_req_to_token_pool_create)
 // use: the GPU in a GPU build, else the host.
 inline constexpr int default_device = serves_gpu ? KVPOOL_DEVICE_GPU : KVPOOL_DEVICE_HOST;
 
@@ -236,7 +236,7 @@ int grow_code(GrowDirection grow);
 GrowDirection grow_direction(int code, const std::string& what);
 
 // A side's options as the caller gave them; NULL: kvpool's defaults.
-AllocatorOptions options_of(const kvpool_side_options* options);
+AllocatorOptions options_of(const kvpool_allocator_options* options);
 
 // What the handles hold on space S.
 template <class S> struct PoolRef : OnSpace<S> {
@@ -256,17 +256,18 @@ template <class Handle, class F> kvpool_status on(Handle* handle, const char* na
 
 // A handle on side, which owner keeps alive.
 template <class S>
-kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, MultiEndedAllocator<S>& side,
-                                  std::shared_ptr<PoolOn<S>> pool);
+kvpool_multi_ended_allocator* new_side_handle(std::shared_ptr<SideOwner> owner,
+                                              MultiEndedAllocator<S>& side,
+                                              std::shared_ptr<PoolOn<S>> pool);
 
 } // namespace kvpool::capi
 
-struct kvpool_pool {
+struct kvpool_unified_kv_pool {
     kvpool::capi::LiveHandle live;
     kvpool::capi::OnEachSpace<kvpool::capi::PoolRef> on;
 };
 
-struct kvpool_allocator {
+struct kvpool_multi_ended_allocator {
     kvpool::capi::LiveHandle live;
     kvpool::capi::OnEachSpace<kvpool::capi::SideRef> on;
 };
@@ -274,9 +275,10 @@ struct kvpool_allocator {
 namespace kvpool::capi {
 
 template <class S>
-kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, MultiEndedAllocator<S>& side,
-                                  std::shared_ptr<PoolOn<S>> pool) {
-    auto handle = std::make_unique<kvpool_allocator>();
+kvpool_multi_ended_allocator* new_side_handle(std::shared_ptr<SideOwner> owner,
+                                              MultiEndedAllocator<S>& side,
+                                              std::shared_ptr<PoolOn<S>> pool) {
+    auto handle = std::make_unique<kvpool_multi_ended_allocator>();
     SideRef<S> ref;
     ref.owner = std::make_shared<SideOwners>(std::move(owner));
     ref.side = &side;
@@ -287,11 +289,11 @@ kvpool_allocator* new_side_handle(std::shared_ptr<SideOwner> owner, MultiEndedAl
 
 } // namespace kvpool::capi
 
-struct kvpool_token {
+struct kvpool_completion_token {
     kvpool::CompletionTokenPtr token;
 };
 
-struct kvpool_snapshot {
+struct kvpool_allocator_snapshot {
     kvpool::AllocatorSnapshot snapshot;
 };
 

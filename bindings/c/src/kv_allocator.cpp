@@ -20,7 +20,7 @@ public:
     virtual ~KvAllocator() = default;
     virtual int kind() const = 0;
     virtual int sides() const = 0;
-    virtual kvpool_allocator* side(int which) const = 0;
+    virtual kvpool_multi_ended_allocator* side(int which) const = 0;
     virtual index_t available_size() const = 0;
     virtual bool alloc(void* stream, const AllocCall& call) = 0;
     virtual bool alloc_extend(void* stream, const ExtendCall& call) = 0;
@@ -56,16 +56,16 @@ template <class S> using Sides = std::vector<Side<S>*>;
 // Each allocator type's KVPOOL_KV_* kind, name (for messages) and sides, in
 // the order kvpool_*_side numbers them.
 template <class S> int kind_of(const Side<S>&) {
-    return KVPOOL_KV_SIDE;
+    return KVPOOL_KV_MULTI_ENDED_ALLOCATOR;
 }
 template <class S> int kind_of(const UnifiedSWAAllocator<S>&) {
-    return KVPOOL_KV_SWA_PAIR;
+    return KVPOOL_KV_UNIFIED_SWA_ALLOCATOR;
 }
 template <class S> int kind_of(const UnifiedMambaAllocator<S>&) {
-    return KVPOOL_KV_MAMBA_PAIR;
+    return KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR;
 }
 template <class S> int kind_of(const UnifiedMambaSWAAllocator<S>&) {
-    return KVPOOL_KV_MAMBA_SWA;
+    return KVPOOL_KV_UNIFIED_MAMBA_SWA_ALLOCATOR;
 }
 constexpr const char* kind_names[] = {"a side", "the SWA pair", "the Mamba pair", "the tri-pool"};
 
@@ -108,7 +108,7 @@ public:
 
     int kind() const override { return kind_of(c_); }
     int sides() const override { return static_cast<int>(sides_.size()); }
-    kvpool_allocator* side(int which) const override {
+    kvpool_multi_ended_allocator* side(int which) const override {
         require(which >= 0 && which < sides(),
                 "kvpool_kv_side: " + std::string(name()) + " has no side " + std::to_string(which) +
                     " (its sides are 0 to " + std::to_string(sides() - 1) + ")");
@@ -247,7 +247,7 @@ template <class Handle> kvpool_status pair_kv(Handle* pair, kvpool_kv_allocator*
     });
 }
 
-kvpool::CompletionTokenPtr token_of(const kvpool_token* token) {
+kvpool::CompletionTokenPtr token_of(const kvpool_completion_token* token) {
     return token != nullptr ? token->token : nullptr;
 }
 
@@ -255,7 +255,8 @@ kvpool::CompletionTokenPtr token_of(const kvpool_token* token) {
 
 extern "C" {
 
-kvpool_status kvpool_allocator_kv(kvpool_allocator* a, kvpool_kv_allocator** out) {
+kvpool_status kvpool_multi_ended_allocator_kv(kvpool_multi_ended_allocator* a,
+                                              kvpool_kv_allocator** out) {
     return on(a, "allocator", [&](auto& ref) {
         using S = typename std::decay_t<decltype(ref)>::execution_space;
         require(out != nullptr, "out is NULL");
@@ -263,15 +264,18 @@ kvpool_status kvpool_allocator_kv(kvpool_allocator* a, kvpool_kv_allocator** out
     });
 }
 
-kvpool_status kvpool_swa_pair_kv(kvpool_swa_pair* pair, kvpool_kv_allocator** out) {
+kvpool_status kvpool_unified_swa_allocator_kv(kvpool_unified_swa_allocator* pair,
+                                              kvpool_kv_allocator** out) {
     return pair_kv(pair, out);
 }
 
-kvpool_status kvpool_mamba_pair_kv(kvpool_mamba_pair* pair, kvpool_kv_allocator** out) {
+kvpool_status kvpool_unified_mamba_allocator_kv(kvpool_unified_mamba_allocator* pair,
+                                                kvpool_kv_allocator** out) {
     return pair_kv(pair, out);
 }
 
-kvpool_status kvpool_mamba_swa_kv(kvpool_mamba_swa* tri, kvpool_kv_allocator** out) {
+kvpool_status kvpool_unified_mamba_swa_allocator_kv(kvpool_unified_mamba_swa_allocator* tri,
+                                                    kvpool_kv_allocator** out) {
     return pair_kv(tri, out);
 }
 
@@ -286,7 +290,8 @@ kvpool_status kvpool_kv_kind(const kvpool_kv_allocator* kv, int* kind, int* side
     });
 }
 
-kvpool_status kvpool_kv_side(kvpool_kv_allocator* kv, int which, kvpool_allocator** out) {
+kvpool_status kvpool_kv_side(kvpool_kv_allocator* kv, int which,
+                             kvpool_multi_ended_allocator** out) {
     return on_kv(kv, [&](const KvAllocator& k) {
         require(out != nullptr, "out is NULL");
         *out = k.side(which);
@@ -367,18 +372,19 @@ kvpool_status kvpool_kv_drain_pending_reuse(kvpool_kv_allocator* kv) {
 }
 
 kvpool_status kvpool_kv_set_latest_forward_done(kvpool_kv_allocator* kv,
-                                                const kvpool_token* token) {
+                                                const kvpool_completion_token* token) {
     return on_kv(kv, [&](KvAllocator& k) { k.set_latest_forward_done(token_of(token)); });
 }
 
-kvpool_status kvpool_kv_set_inflight_forward(kvpool_kv_allocator* kv, const kvpool_token* token,
+kvpool_status kvpool_kv_set_inflight_forward(kvpool_kv_allocator* kv,
+                                             const kvpool_completion_token* token,
                                              const int64_t* virtual_tokens_host, int64_t count) {
     return on_kv(kv, [&](KvAllocator& k) {
         k.set_inflight_forward(token_of(token), host_ids(virtual_tokens_host, count));
     });
 }
 
-kvpool_status kvpool_kv_gate_transfer(kvpool_kv_allocator* kv, const kvpool_token* token,
+kvpool_status kvpool_kv_gate_transfer(kvpool_kv_allocator* kv, const kvpool_completion_token* token,
                                       const int64_t* virtual_tokens_host, int64_t count,
                                       const int64_t* state_slots_host, int64_t slot_count) {
     return on_kv(kv, [&](KvAllocator& k) {

@@ -32,8 +32,8 @@ template <template <class> class Pair> struct PairHandle {
 };
 
 template <class Handle, std::size_t N, std::size_t... I>
-void create_pair(kvpool_pool* pool, const char* const (&names)[N],
-                 const kvpool_side_options* const (&options)[N], Handle** out,
+void create_pair(kvpool_unified_kv_pool* pool, const char* const (&names)[N],
+                 const kvpool_allocator_options* const (&options)[N], Handle** out,
                  std::index_sequence<I...>) {
     std::visit(
         [&](auto& p) {
@@ -58,8 +58,8 @@ void create_pair(kvpool_pool* pool, const char* const (&names)[N],
 // The composite of pool's sides names[i], each with options[i] (the composite
 // sets their id roles), in the order its constructor takes them.
 template <class Handle, std::size_t N>
-void create_pair(kvpool_pool* pool, const char* const (&names)[N],
-                 const kvpool_side_options* const (&options)[N], Handle** out) {
+void create_pair(kvpool_unified_kv_pool* pool, const char* const (&names)[N],
+                 const kvpool_allocator_options* const (&options)[N], Handle** out) {
     create_pair(pool, names, options, out, std::make_index_sequence<N>());
 }
 
@@ -70,7 +70,7 @@ template <class Handle, class F> kvpool_status on_pair(Handle* handle, F&& f) {
 
 // A handle on side which (0, 1, ...: sides[which]) of the composite.
 template <class Ref, class Side, std::size_t N>
-kvpool_allocator* pair_side(const Ref& ref, int which, Side* const (&sides)[N]) {
+kvpool_multi_ended_allocator* pair_side(const Ref& ref, int which, Side* const (&sides)[N]) {
     require(which >= 0 && static_cast<std::size_t>(which) < N,
             "there is no side " + std::to_string(which) + " (the sides are 0 to " +
                 std::to_string(N - 1) + ")");
@@ -108,8 +108,8 @@ inline EvictionCallback eviction_callback_of(kvpool_evict_fn evict, void* user) 
     if (evict == nullptr)
         return nullptr;
     return [evict, user](const EvictionShortfall& s) -> std::size_t {
-        const kvpool_shortfall shortfall{s.side.c_str(), s.pages,
-                                         static_cast<std::int64_t>(s.bytes), s.requested_pages};
+        const kvpool_eviction_shortfall shortfall{
+            s.side.c_str(), s.pages, static_cast<std::int64_t>(s.bytes), s.requested_pages};
         std::int64_t freed = 0;
         {
             const NestedCalls nested;
@@ -134,6 +134,7 @@ kvpool_status set_pair_eviction_callback(Handle* handle, kvpool_evict_fn evict, 
 
 } // namespace kvpool::capi
 
-struct kvpool_swa_pair : kvpool::capi::PairHandle<kvpool::UnifiedSWAAllocator> {};
-struct kvpool_mamba_pair : kvpool::capi::PairHandle<kvpool::UnifiedMambaAllocator> {};
-struct kvpool_mamba_swa : kvpool::capi::PairHandle<kvpool::UnifiedMambaSWAAllocator> {};
+struct kvpool_unified_swa_allocator : kvpool::capi::PairHandle<kvpool::UnifiedSWAAllocator> {};
+struct kvpool_unified_mamba_allocator : kvpool::capi::PairHandle<kvpool::UnifiedMambaAllocator> {};
+struct kvpool_unified_mamba_swa_allocator
+    : kvpool::capi::PairHandle<kvpool::UnifiedMambaSWAAllocator> {};

@@ -42,16 +42,19 @@ int kvpool_serves(int device) {
     return device == KVPOOL_DEVICE_HOST || (device == KVPOOL_DEVICE_GPU && serves_gpu) ? 1 : 0;
 }
 
-kvpool_status kvpool_pool_create_on(int device, int64_t total_bytes,
-                                    const kvpool_sub_pool_spec* specs, int num_specs, void* adopt,
-                                    void* stream, kvpool_pool** out) {
+kvpool_status kvpool_unified_kv_pool_create_on(int device, int64_t total_bytes,
+                                               const kvpool_sub_pool_spec* specs, int num_specs,
+                                               void* adopt, void* stream,
+                                               kvpool_unified_kv_pool** out) {
     return guarded([&] {
-        require(out != nullptr, "kvpool_pool_create: out is NULL");
-        require(num_specs > 0 && specs != nullptr, "kvpool_pool_create: no sub-pool specs");
+        require(out != nullptr, "kvpool_unified_kv_pool_create: out is NULL");
+        require(num_specs > 0 && specs != nullptr,
+                "kvpool_unified_kv_pool_create: no sub-pool specs");
         std::vector<kvpool::SubPoolSpec> sides;
         for (int i = 0; i < num_specs; ++i) {
             const kvpool_sub_pool_spec& s = specs[i];
-            const std::string what = "kvpool_pool_create: sub-pool spec " + std::to_string(i);
+            const std::string what =
+                "kvpool_unified_kv_pool_create: sub-pool spec " + std::to_string(i);
             require(s.name != nullptr, what + " has no name");
             kvpool::SubPoolSpec side;
             side.name = s.name;
@@ -64,11 +67,11 @@ kvpool_status kvpool_pool_create_on(int device, int64_t total_bytes,
             sides.push_back(std::move(side));
         }
         kvpool::PoolLayout layout(total_bytes, std::move(sides));
-        on_device(device, "kvpool_pool_create", [&](auto on) {
+        on_device(device, "kvpool_unified_kv_pool_create", [&](auto on) {
             using S = typename decltype(on)::execution_space;
             using Pool = PoolOn<S>;
             ensure_initialized();
-            auto handle = std::make_unique<kvpool_pool>();
+            auto handle = std::make_unique<kvpool_unified_kv_pool>();
             PoolRef<S> ref;
             if (adopt != nullptr)
                 ref.pool = std::make_shared<Pool>(
@@ -83,28 +86,32 @@ kvpool_status kvpool_pool_create_on(int device, int64_t total_bytes,
     });
 }
 
-kvpool_status kvpool_pool_create(int64_t total_bytes, const kvpool_sub_pool_spec* specs,
-                                 int num_specs, void* adopt, void* stream, kvpool_pool** out) {
-    return kvpool_pool_create_on(default_device, total_bytes, specs, num_specs, adopt, stream, out);
+kvpool_status kvpool_unified_kv_pool_create(int64_t total_bytes, const kvpool_sub_pool_spec* specs,
+                                            int num_specs, void* adopt, void* stream,
+                                            kvpool_unified_kv_pool** out) {
+    return kvpool_unified_kv_pool_create_on(default_device, total_bytes, specs, num_specs, adopt,
+                                            stream, out);
 }
 
-void kvpool_pool_destroy(kvpool_pool* pool) {
+void kvpool_unified_kv_pool_destroy(kvpool_unified_kv_pool* pool) {
     delete pool;
 }
 
-kvpool_status kvpool_pool_device(const kvpool_pool* pool, int* device) {
+kvpool_status kvpool_unified_kv_pool_device(const kvpool_unified_kv_pool* pool, int* device) {
     return guarded(
         [&] { deref(device, "device") = static_cast<int>(deref(pool, "pool").on.index()); });
 }
 
-kvpool_status kvpool_pool_bytes(const kvpool_pool* pool, void** data, int64_t* size) {
+kvpool_status kvpool_unified_kv_pool_bytes(const kvpool_unified_kv_pool* pool, void** data,
+                                           int64_t* size) {
     return on(pool, "pool", [&](const auto& p) {
         deref(data, "data") = p.pool->bytes().data();
         deref(size, "size") = static_cast<int64_t>(p.pool->total_bytes());
     });
 }
 
-kvpool_status kvpool_pool_sink_bytes(const kvpool_pool* pool, int64_t* sink_bytes) {
+kvpool_status kvpool_unified_kv_pool_sink_bytes(const kvpool_unified_kv_pool* pool,
+                                                int64_t* sink_bytes) {
     return on(pool, "pool", [&](const auto& p) {
         deref(sink_bytes, "sink_bytes") = p.pool->layout().sink_bytes();
     });

@@ -62,12 +62,12 @@ template <class S> struct HybridRef : OnSpace<S> {
 
 } // namespace
 
-struct kvpool_req_pool {
+struct kvpool_req_to_token_pool {
     LiveHandle live;
     OnEachSpace<ReqRef> on;
 };
 
-struct kvpool_hybrid_req_pool {
+struct kvpool_hybrid_req_to_token_pool {
     LiveHandle live;
     OnEachSpace<HybridRef> on;
 };
@@ -88,14 +88,14 @@ void copy_slots(const std::vector<index_t>& slots, int64_t* out) {
 
 extern "C" {
 
-kvpool_status kvpool_req_pool_create_on(int device, int64_t size, int64_t max_context_len,
-                                        void* stream, kvpool_req_pool** out) {
+kvpool_status kvpool_req_to_token_pool_create_on(int device, int64_t size, int64_t max_context_len,
+                                                 void* stream, kvpool_req_to_token_pool** out) {
     return guarded([&] {
-        require(out != nullptr, "kvpool_req_pool_create: out is NULL");
-        on_device(device, "kvpool_req_pool_create", [&](auto on) {
+        require(out != nullptr, "kvpool_req_to_token_pool_create: out is NULL");
+        on_device(device, "kvpool_req_to_token_pool_create", [&](auto on) {
             using S = typename decltype(on)::execution_space;
             ensure_initialized();
-            auto handle = std::make_unique<kvpool_req_pool>();
+            auto handle = std::make_unique<kvpool_req_to_token_pool>();
             ReqRef<S> ref;
             ref.pool = std::make_unique<kvpool::ReqToTokenPool<S>>(on.space(stream), size,
                                                                    max_context_len);
@@ -105,17 +105,17 @@ kvpool_status kvpool_req_pool_create_on(int device, int64_t size, int64_t max_co
     });
 }
 
-kvpool_status kvpool_req_pool_create(int64_t size, int64_t max_context_len, void* stream,
-                                     kvpool_req_pool** out) {
-    return kvpool_req_pool_create_on(default_device, size, max_context_len, stream, out);
+kvpool_status kvpool_req_to_token_pool_create(int64_t size, int64_t max_context_len, void* stream,
+                                              kvpool_req_to_token_pool** out) {
+    return kvpool_req_to_token_pool_create_on(default_device, size, max_context_len, stream, out);
 }
 
-void kvpool_req_pool_destroy(kvpool_req_pool* pool) {
+void kvpool_req_to_token_pool_destroy(kvpool_req_to_token_pool* pool) {
     delete pool;
 }
 
-kvpool_status kvpool_req_pool_table(const kvpool_req_pool* pool, int64_t** table, int64_t* rows,
-                                    int64_t* columns) {
+kvpool_status kvpool_req_to_token_pool_table(const kvpool_req_to_token_pool* pool, int64_t** table,
+                                             int64_t* rows, int64_t* columns) {
     return on_table(pool, [&](const auto& p, auto&) {
         const auto& t = p.req_to_token();
         deref(table, "table") = t.data();
@@ -124,18 +124,20 @@ kvpool_status kvpool_req_pool_table(const kvpool_req_pool* pool, int64_t** table
     });
 }
 
-kvpool_status kvpool_req_pool_available(const kvpool_req_pool* pool, int64_t* out) {
+kvpool_status kvpool_req_to_token_pool_available(const kvpool_req_to_token_pool* pool,
+                                                 int64_t* out) {
     return on_table(pool, [&](const auto& p, auto&) { deref(out, "out") = p.available_size(); });
 }
 
-kvpool_status kvpool_req_pool_generation(const kvpool_req_pool* pool, int64_t slot, int64_t* out) {
+kvpool_status kvpool_req_to_token_pool_generation(const kvpool_req_to_token_pool* pool,
+                                                  int64_t slot, int64_t* out) {
     return on_table(pool, [&](const auto& p, auto&) {
         deref(out, "out") = static_cast<int64_t>(p.generation(slot));
     });
 }
 
-kvpool_status kvpool_req_pool_alloc(kvpool_req_pool* pool, int64_t n, int64_t* slots_host,
-                                    int* allocated) {
+kvpool_status kvpool_req_to_token_pool_alloc(kvpool_req_to_token_pool* pool, int64_t n,
+                                             int64_t* slots_host, int* allocated) {
     return on_table(pool, [&](auto& p, auto&) {
         auto slots = p.alloc(n);
         if (slots)
@@ -144,17 +146,18 @@ kvpool_status kvpool_req_pool_alloc(kvpool_req_pool* pool, int64_t n, int64_t* s
     });
 }
 
-kvpool_status kvpool_req_pool_free(kvpool_req_pool* pool, const int64_t* slots_host,
-                                   int64_t count) {
+kvpool_status kvpool_req_to_token_pool_free(kvpool_req_to_token_pool* pool,
+                                            const int64_t* slots_host, int64_t count) {
     return on_table(pool, [&](auto& p, auto&) { p.free(host_ids(slots_host, count)); });
 }
 
-kvpool_status kvpool_req_pool_clear(kvpool_req_pool* pool) {
+kvpool_status kvpool_req_to_token_pool_clear(kvpool_req_to_token_pool* pool) {
     return on_table(pool, [&](auto& p, auto&) { p.clear(); });
 }
 
-kvpool_status kvpool_req_pool_write(kvpool_req_pool* pool, void* stream, int64_t slot,
-                                    int64_t start, const int64_t* ids, int64_t n) {
+kvpool_status kvpool_req_to_token_pool_write(kvpool_req_to_token_pool* pool, void* stream,
+                                             int64_t slot, int64_t start, const int64_t* ids,
+                                             int64_t n) {
     return on_table(pool, [&](auto& p, auto& ref) {
         require(n >= 0, "write: negative length");
         using Table = std::decay_t<decltype(p)>;
@@ -164,24 +167,26 @@ kvpool_status kvpool_req_pool_write(kvpool_req_pool* pool, void* stream, int64_t
     });
 }
 
-kvpool_status kvpool_req_pool_check_invariants(const kvpool_req_pool* pool, void* stream) {
+kvpool_status kvpool_req_to_token_pool_check_invariants(const kvpool_req_to_token_pool* pool,
+                                                        void* stream) {
     return on_table(pool, [&](const auto& p, auto& ref) { p.check_invariants(ref.space(stream)); });
 }
 
-kvpool_status kvpool_hybrid_req_pool_create(int64_t size, int64_t max_context_len,
-                                            kvpool_allocator* states,
-                                            const kvpool_hybrid_options* options, void* stream,
-                                            kvpool_hybrid_req_pool** out) {
+kvpool_status
+kvpool_hybrid_req_to_token_pool_create(int64_t size, int64_t max_context_len,
+                                       kvpool_multi_ended_allocator* states,
+                                       const kvpool_hybrid_req_to_token_pool_options* options,
+                                       void* stream, kvpool_hybrid_req_to_token_pool** out) {
     return on(states, "states", [&](auto& side) {
         using S = typename std::decay_t<decltype(side)>::execution_space;
-        require(out != nullptr, "kvpool_hybrid_req_pool_create: out is NULL");
+        require(out != nullptr, "kvpool_hybrid_req_to_token_pool_create: out is NULL");
         kvpool::HybridReqToTokenPoolOptions o;
         if (options != nullptr) {
             o.enable_mamba_extra_buffer = options->enable_mamba_extra_buffer != 0;
             o.enable_mamba_extra_buffer_lazy = options->enable_mamba_extra_buffer_lazy != 0;
             o.mamba_ping_pong_track_buffer_size = options->mamba_ping_pong_track_buffer_size;
         }
-        auto handle = std::make_unique<kvpool_hybrid_req_pool>();
+        auto handle = std::make_unique<kvpool_hybrid_req_to_token_pool>();
         HybridRef<S> ref;
         ref.states = std::make_unique<SideStateSlots<S>>(side.owner, *side.side);
         ref.pool = std::make_unique<kvpool::HybridReqToTokenPool<S>>(
@@ -191,13 +196,14 @@ kvpool_status kvpool_hybrid_req_pool_create(int64_t size, int64_t max_context_le
     });
 }
 
-void kvpool_hybrid_req_pool_destroy(kvpool_hybrid_req_pool* pool) {
+void kvpool_hybrid_req_to_token_pool_destroy(kvpool_hybrid_req_to_token_pool* pool) {
     delete pool;
 }
 
-kvpool_status kvpool_hybrid_req_pool_tables(const kvpool_hybrid_req_pool* pool, int64_t** table,
-                                            int64_t* rows, int64_t* columns, int64_t** mamba_map,
-                                            int64_t** track_map, int64_t* track_columns) {
+kvpool_status kvpool_hybrid_req_to_token_pool_tables(const kvpool_hybrid_req_to_token_pool* pool,
+                                                     int64_t** table, int64_t* rows,
+                                                     int64_t* columns, int64_t** mamba_map,
+                                                     int64_t** track_map, int64_t* track_columns) {
     return on_table(pool, [&](const auto& p, auto&) {
         const auto& t = p.req_to_token();
         deref(table, "table") = t.data();
@@ -210,20 +216,23 @@ kvpool_status kvpool_hybrid_req_pool_tables(const kvpool_hybrid_req_pool* pool, 
     });
 }
 
-kvpool_status kvpool_hybrid_req_pool_available(const kvpool_hybrid_req_pool* pool, int64_t* out) {
+kvpool_status kvpool_hybrid_req_to_token_pool_available(const kvpool_hybrid_req_to_token_pool* pool,
+                                                        int64_t* out) {
     return on_table(pool, [&](const auto& p, auto&) { deref(out, "out") = p.available_size(); });
 }
 
-kvpool_status kvpool_hybrid_req_pool_generation(const kvpool_hybrid_req_pool* pool, int64_t slot,
-                                                int64_t* out) {
+kvpool_status
+kvpool_hybrid_req_to_token_pool_generation(const kvpool_hybrid_req_to_token_pool* pool,
+                                           int64_t slot, int64_t* out) {
     return on_table(pool, [&](const auto& p, auto&) {
         deref(out, "out") = static_cast<int64_t>(p.generation(slot));
     });
 }
 
-kvpool_status kvpool_hybrid_req_pool_alloc(kvpool_hybrid_req_pool* pool, void* stream,
-                                           const int64_t* mamba_slots_host, int64_t n,
-                                           int64_t* slots_host, int* allocated) {
+kvpool_status kvpool_hybrid_req_to_token_pool_alloc(kvpool_hybrid_req_to_token_pool* pool,
+                                                    void* stream, const int64_t* mamba_slots_host,
+                                                    int64_t n, int64_t* slots_host,
+                                                    int* allocated) {
     return on_table(pool, [&](auto& p, auto& ref) {
         auto slots = p.alloc_adopting_mamba(ref.space(stream), host_ids(mamba_slots_host, n));
         if (slots)
@@ -232,14 +241,15 @@ kvpool_status kvpool_hybrid_req_pool_alloc(kvpool_hybrid_req_pool* pool, void* s
     });
 }
 
-kvpool_status kvpool_hybrid_req_pool_free(kvpool_hybrid_req_pool* pool, const int64_t* slots_host,
-                                          int64_t count) {
+kvpool_status kvpool_hybrid_req_to_token_pool_free(kvpool_hybrid_req_to_token_pool* pool,
+                                                   const int64_t* slots_host, int64_t count) {
     return on_table(pool, [&](auto& p, auto&) { p.free(host_ids(slots_host, count)); });
 }
 
-kvpool_status kvpool_hybrid_req_pool_free_mamba_cache(kvpool_hybrid_req_pool* pool, void* stream,
-                                                      int64_t req, int64_t keep_idx,
-                                                      int64_t* kept) {
+kvpool_status
+kvpool_hybrid_req_to_token_pool_free_mamba_cache(kvpool_hybrid_req_to_token_pool* pool,
+                                                 void* stream, int64_t req, int64_t keep_idx,
+                                                 int64_t* kept) {
     return on_table(pool, [&](auto& p, auto& ref) {
         const index_t k = keep_idx >= 0 ? p.free_mamba_cache(ref.space(stream), req, keep_idx)
                                         : p.free_mamba_cache(ref.space(stream), req);
@@ -248,9 +258,10 @@ kvpool_status kvpool_hybrid_req_pool_free_mamba_cache(kvpool_hybrid_req_pool* po
     });
 }
 
-kvpool_status kvpool_hybrid_req_pool_request(const kvpool_hybrid_req_pool* pool, int64_t req,
-                                             int64_t* mamba_slot, int64_t* tracks_host,
-                                             int64_t* next_track_idx) {
+kvpool_status kvpool_hybrid_req_to_token_pool_request(const kvpool_hybrid_req_to_token_pool* pool,
+                                                      int64_t req, int64_t* mamba_slot,
+                                                      int64_t* tracks_host,
+                                                      int64_t* next_track_idx) {
     return on_table(pool, [&](const auto& p, auto&) {
         const index_t slot = p.mamba_slot(req);
         deref(mamba_slot, "mamba_slot") = slot;
@@ -264,14 +275,15 @@ kvpool_status kvpool_hybrid_req_pool_request(const kvpool_hybrid_req_pool* pool,
     });
 }
 
-kvpool_status kvpool_hybrid_req_pool_set_next_track_idx(kvpool_hybrid_req_pool* pool, int64_t req,
-                                                        int64_t idx) {
+kvpool_status
+kvpool_hybrid_req_to_token_pool_set_next_track_idx(kvpool_hybrid_req_to_token_pool* pool,
+                                                   int64_t req, int64_t idx) {
     return on_table(pool, [&](auto& p, auto&) { p.set_mamba_next_track_idx(req, idx); });
 }
 
-kvpool_status kvpool_hybrid_req_pool_set_track_slot(kvpool_hybrid_req_pool* pool, void* stream,
-                                                    int64_t req, int64_t idx, int64_t value,
-                                                    int64_t* previous) {
+kvpool_status kvpool_hybrid_req_to_token_pool_set_track_slot(kvpool_hybrid_req_to_token_pool* pool,
+                                                             void* stream, int64_t req, int64_t idx,
+                                                             int64_t value, int64_t* previous) {
     return on_table(pool, [&](auto& p, auto& ref) {
         const index_t old = p.set_mamba_ping_pong_slot(ref.space(stream), req, idx, value);
         if (previous != nullptr)
@@ -279,28 +291,31 @@ kvpool_status kvpool_hybrid_req_pool_set_track_slot(kvpool_hybrid_req_pool* pool
     });
 }
 
-kvpool_status kvpool_hybrid_req_pool_donate_track_slot(kvpool_hybrid_req_pool* pool, void* stream,
-                                                       int64_t req, int64_t new_slot,
-                                                       int64_t* donated) {
+kvpool_status
+kvpool_hybrid_req_to_token_pool_donate_track_slot(kvpool_hybrid_req_to_token_pool* pool,
+                                                  void* stream, int64_t req, int64_t new_slot,
+                                                  int64_t* donated) {
     return on_table(pool, [&](auto& p, auto& ref) {
         deref(donated, "donated") = p.donate_mamba_ping_pong_slot(ref.space(stream), req, new_slot);
     });
 }
 
-kvpool_status kvpool_hybrid_req_pool_alloc_track_slot(kvpool_hybrid_req_pool* pool, void* stream,
-                                                      int64_t req, int64_t idx, int* allocated) {
+kvpool_status kvpool_hybrid_req_to_token_pool_alloc_track_slot(
+    kvpool_hybrid_req_to_token_pool* pool, void* stream, int64_t req, int64_t idx, int* allocated) {
     return on_table(pool, [&](auto& p, auto& ref) {
         deref(allocated, "allocated") =
             p.alloc_mamba_ping_pong_slot(ref.space(stream), req, idx) ? 1 : 0;
     });
 }
 
-kvpool_status kvpool_hybrid_req_pool_clear(kvpool_hybrid_req_pool* pool, void* stream) {
+kvpool_status kvpool_hybrid_req_to_token_pool_clear(kvpool_hybrid_req_to_token_pool* pool,
+                                                    void* stream) {
     return on_table(pool, [&](auto& p, auto& ref) { p.clear(ref.space(stream)); });
 }
 
-kvpool_status kvpool_hybrid_req_pool_check_invariants(const kvpool_hybrid_req_pool* pool,
-                                                      void* stream) {
+kvpool_status
+kvpool_hybrid_req_to_token_pool_check_invariants(const kvpool_hybrid_req_to_token_pool* pool,
+                                                 void* stream) {
     return on_table(pool, [&](const auto& p, auto& ref) { p.check_invariants(ref.space(stream)); });
 }
 

@@ -230,8 +230,8 @@ private:
 };
 
 // The owner's release(user) runs when kvpool's last reference goes.
-kvpool_token* make_token(CompletionToken* token, kvpool_release_fn release, void* user) {
-    auto* handle = new kvpool_token;
+kvpool_completion_token* make_token(CompletionToken* token, kvpool_release_fn release, void* user) {
+    auto* handle = new kvpool_completion_token;
     handle->token = CompletionTokenPtr(token, [release, user](const CompletionToken* t) {
         delete t;
         if (release)
@@ -253,14 +253,15 @@ template <class Gpu> CompletionToken* new_event_token([[maybe_unused]] void* eve
 
 // A vendor's event makes a token only in a library built for that vendor.
 kvpool_status token_from_event(const char* call, const std::string& vendor, void* event,
-                               kvpool_release_fn release, void* user, kvpool_token** out) {
+                               kvpool_release_fn release, void* user,
+                               kvpool_completion_token** out) {
     return guarded([&] {
         if (vendor != kvpool_backend())
             throw Error(ErrorCode::invalid_argument, std::string(call) +
                                                          ": this library is built for " +
                                                          kvpool_backend() + ", not " + vendor);
         require(event != nullptr, std::string(call) + ": event is NULL (never recorded?)");
-        kvpool_token*& slot = deref(out, "out");
+        kvpool_completion_token*& slot = deref(out, "out");
         slot = make_token(new_event_token<GpuSpace>(event), release, user);
     });
 }
@@ -323,25 +324,27 @@ int64_t kvpool_device_faults_count(int op) {
     return static_cast<int64_t>(kvpool::device_faults::count(static_cast<kvpool::DeviceOp>(op)));
 }
 
-kvpool_status kvpool_token_from_query(kvpool_query_fn query, kvpool_release_fn release, void* user,
-                                      kvpool_token** out) {
+kvpool_status kvpool_completion_token_from_query(kvpool_query_fn query, kvpool_release_fn release,
+                                                 void* user, kvpool_completion_token** out) {
     return guarded([&] {
-        require(query != nullptr, "kvpool_token_from_query: query is NULL");
+        require(query != nullptr, "kvpool_completion_token_from_query: query is NULL");
         deref(out, "out") = make_token(new QueryToken(query, user), release, user);
     });
 }
 
-kvpool_status kvpool_token_from_cuda_event(void* event, kvpool_release_fn release, void* user,
-                                           kvpool_token** out) {
-    return token_from_event("kvpool_token_from_cuda_event", "cuda", event, release, user, out);
+kvpool_status kvpool_completion_token_from_cuda_event(void* event, kvpool_release_fn release,
+                                                      void* user, kvpool_completion_token** out) {
+    return token_from_event("kvpool_completion_token_from_cuda_event", "cuda", event, release, user,
+                            out);
 }
 
-kvpool_status kvpool_token_from_hip_event(void* event, kvpool_release_fn release, void* user,
-                                          kvpool_token** out) {
-    return token_from_event("kvpool_token_from_hip_event", "hip", event, release, user, out);
+kvpool_status kvpool_completion_token_from_hip_event(void* event, kvpool_release_fn release,
+                                                     void* user, kvpool_completion_token** out) {
+    return token_from_event("kvpool_completion_token_from_hip_event", "hip", event, release, user,
+                            out);
 }
 
-void kvpool_token_release(kvpool_token* token) {
+void kvpool_completion_token_release(kvpool_completion_token* token) {
     delete token;
 }
 

@@ -6,26 +6,29 @@ using namespace kvpool::capi;
 
 extern "C" {
 
-kvpool_status kvpool_swa_pair_create(kvpool_pool* pool, const char* full_name, const char* swa_name,
-                                     const kvpool_side_options* full_options,
-                                     const kvpool_side_options* swa_options,
-                                     kvpool_swa_pair** out) {
+kvpool_status kvpool_unified_swa_allocator_create(kvpool_unified_kv_pool* pool,
+                                                  const char* full_name, const char* swa_name,
+                                                  const kvpool_allocator_options* full_options,
+                                                  const kvpool_allocator_options* swa_options,
+                                                  kvpool_unified_swa_allocator** out) {
     return guarded([&] {
         create_pair(pool, {full_name, swa_name}, {full_options, swa_options}, out);
     });
 }
 
-void kvpool_swa_pair_destroy(kvpool_swa_pair* pair) {
+void kvpool_unified_swa_allocator_destroy(kvpool_unified_swa_allocator* pair) {
     delete pair;
 }
 
-kvpool_status kvpool_swa_pair_side(kvpool_swa_pair* pair, int which, kvpool_allocator** out) {
+kvpool_status kvpool_unified_swa_allocator_side(kvpool_unified_swa_allocator* pair, int which,
+                                                kvpool_multi_ended_allocator** out) {
     return on_pair(pair, [&](auto& p, auto& ref) {
         deref(out, "out") = pair_side(ref, which, {&p.full(), &p.swa()});
     });
 }
 
-kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair, kvpool_swa_sizes* out) {
+kvpool_status kvpool_unified_swa_allocator_sizes(const kvpool_unified_swa_allocator* pair,
+                                                 kvpool_swa_sizes* out) {
     return on_pair(pair, [&](const auto& p, auto&) {
         kvpool_swa_sizes& s = deref(out, "out");
         s.available_size = p.available_size();
@@ -38,69 +41,78 @@ kvpool_status kvpool_swa_pair_sizes(const kvpool_swa_pair* pair, kvpool_swa_size
     });
 }
 
-kvpool_status kvpool_swa_pair_alloc(kvpool_swa_pair* pair, void* stream, int64_t need_size,
-                                    int64_t* out, int* allocated) {
+kvpool_status kvpool_unified_swa_allocator_alloc(kvpool_unified_swa_allocator* pair, void* stream,
+                                                 int64_t need_size, int64_t* out, int* allocated) {
     return on_pair(pair, [&](auto& p, auto& ref) {
         run_alloc(AllocCall(need_size, out), p, ref.space(stream), allocated);
     });
 }
 
-kvpool_status kvpool_swa_pair_alloc_extend(kvpool_swa_pair* pair, void* stream,
-                                           const int64_t* prefix_lens_host,
-                                           const int64_t* seq_lens_host, int64_t batch,
-                                           const int64_t* last_loc, int64_t* out,
-                                           int64_t out_length, int* allocated) {
+kvpool_status kvpool_unified_swa_allocator_alloc_extend(kvpool_unified_swa_allocator* pair,
+                                                        void* stream,
+                                                        const int64_t* prefix_lens_host,
+                                                        const int64_t* seq_lens_host, int64_t batch,
+                                                        const int64_t* last_loc, int64_t* out,
+                                                        int64_t out_length, int* allocated) {
     return on_pair(pair, [&](auto& p, auto& ref) {
         run_alloc(ExtendCall(prefix_lens_host, seq_lens_host, batch, last_loc, out, out_length), p,
                   ref.space(stream), allocated);
     });
 }
 
-kvpool_status kvpool_swa_pair_alloc_decode(kvpool_swa_pair* pair, void* stream,
-                                           const int64_t* seq_lens_host, int64_t batch,
-                                           const int64_t* last_loc, int64_t* out, int* allocated) {
+kvpool_status kvpool_unified_swa_allocator_alloc_decode(kvpool_unified_swa_allocator* pair,
+                                                        void* stream, const int64_t* seq_lens_host,
+                                                        int64_t batch, const int64_t* last_loc,
+                                                        int64_t* out, int* allocated) {
     return on_pair(pair, [&](auto& p, auto& ref) {
         run_alloc(DecodeCall(seq_lens_host, batch, last_loc, out), p, ref.space(stream), allocated);
     });
 }
 
-kvpool_status kvpool_swa_pair_set_eviction_callback(kvpool_swa_pair* pair, kvpool_evict_fn evict,
-                                                    void* user) {
+kvpool_status kvpool_unified_swa_allocator_set_eviction_callback(kvpool_unified_swa_allocator* pair,
+                                                                 kvpool_evict_fn evict,
+                                                                 void* user) {
     return set_pair_eviction_callback(pair, evict, user);
 }
 
-kvpool_status kvpool_swa_pair_free(kvpool_swa_pair* pair, void* stream,
-                                   const int64_t* virtual_tokens_host, int64_t count) {
+kvpool_status kvpool_unified_swa_allocator_free(kvpool_unified_swa_allocator* pair, void* stream,
+                                                const int64_t* virtual_tokens_host, int64_t count) {
     return on_pair(pair, [&](auto& p, auto& ref) {
         p.free(ref.space(stream), host_ids(virtual_tokens_host, count));
     });
 }
 
-kvpool_status kvpool_swa_pair_free_swa(kvpool_swa_pair* pair, void* stream,
-                                       const int64_t* virtual_tokens_host, int64_t count) {
+kvpool_status kvpool_unified_swa_allocator_free_swa(kvpool_unified_swa_allocator* pair,
+                                                    void* stream,
+                                                    const int64_t* virtual_tokens_host,
+                                                    int64_t count) {
     return on_pair(pair, [&](auto& p, auto& ref) {
         p.free_swa(ref.space(stream), host_ids(virtual_tokens_host, count));
     });
 }
 
-kvpool_status kvpool_swa_pair_gate_transfer(kvpool_swa_pair* pair, const kvpool_token* token,
-                                            const int64_t* virtual_tokens_host, int64_t count) {
+kvpool_status kvpool_unified_swa_allocator_gate_transfer(kvpool_unified_swa_allocator* pair,
+                                                         const kvpool_completion_token* token,
+                                                         const int64_t* virtual_tokens_host,
+                                                         int64_t count) {
     return on_pair(pair, [&](auto& p, auto&) {
         p.gate_transfer(token ? token->token : nullptr, host_ids(virtual_tokens_host, count));
     });
 }
 
-kvpool_status kvpool_swa_pair_backup_state(kvpool_swa_pair* pair, kvpool_pair_snapshot** out) {
+kvpool_status kvpool_unified_swa_allocator_backup_state(kvpool_unified_swa_allocator* pair,
+                                                        kvpool_pair_snapshot** out) {
     return backup_pair_state(pair, out);
 }
 
-kvpool_status kvpool_swa_pair_restore_state(kvpool_swa_pair* pair, void* stream,
-                                            const kvpool_pair_snapshot* snapshot) {
+kvpool_status kvpool_unified_swa_allocator_restore_state(kvpool_unified_swa_allocator* pair,
+                                                         void* stream,
+                                                         const kvpool_pair_snapshot* snapshot) {
     return restore_pair_state(pair, stream, snapshot);
 }
 
-kvpool_status kvpool_swa_pair_commit_state(kvpool_swa_pair* pair,
-                                           const kvpool_pair_snapshot* snapshot) {
+kvpool_status kvpool_unified_swa_allocator_commit_state(kvpool_unified_swa_allocator* pair,
+                                                        const kvpool_pair_snapshot* snapshot) {
     return commit_pair_state(pair, snapshot);
 }
 

@@ -10,15 +10,15 @@ using namespace kvpool::capi;
 using kvpool::index_t;
 
 // Host data only: no Kokkos object, so no live handle either.
-struct kvpool_transfer {
+struct kvpool_transfer_descriptor {
     kvpool::SubPoolTransferLayout layout;
     kvpool::TransferDescriptor descriptor;
 };
 
 namespace {
 
-kvpool::SubPoolTransferLayout layout_of(const kvpool::SideGeometry& side,
-                                        const kvpool_transfer_layout* layout) {
+kvpool::SubPoolTransferLayout layout_of(const kvpool::SubPoolGeometry& side,
+                                        const kvpool_sub_pool_transfer_layout* layout) {
     require(layout != nullptr, "kvpool_transfer_describe: layout is NULL");
     require(layout->blocks_per_layer > 0,
             "kvpool_transfer_describe: blocks_per_layer must be > 0, got " +
@@ -67,14 +67,15 @@ std::vector<kvpool::ByteRun> run_list(const kvpool_byte_run* runs, std::int64_t 
 
 extern "C" {
 
-kvpool_status kvpool_transfer_describe(kvpool_allocator* a, const kvpool_transfer_layout* layout,
-                                       const kvpool_token* token,
+kvpool_status kvpool_transfer_describe(kvpool_multi_ended_allocator* a,
+                                       const kvpool_sub_pool_transfer_layout* layout,
+                                       const kvpool_completion_token* token,
                                        const int64_t* virtual_tokens_host, int64_t count,
-                                       kvpool_transfer** out) {
+                                       kvpool_transfer_descriptor** out) {
     return on(a, "allocator", [&](auto& ref) {
         require(out != nullptr, "kvpool_transfer_describe: out is NULL");
         auto& side = *ref.side;
-        auto t = std::make_unique<kvpool_transfer>();
+        auto t = std::make_unique<kvpool_transfer_descriptor>();
         t->layout = layout_of(side.geometry(), layout);
         const std::vector<index_t> tokens = host_ids(virtual_tokens_host, count);
         if (token != nullptr)
@@ -86,13 +87,14 @@ kvpool_status kvpool_transfer_describe(kvpool_allocator* a, const kvpool_transfe
     });
 }
 
-void kvpool_transfer_destroy(kvpool_transfer* t) {
+void kvpool_transfer_destroy(kvpool_transfer_descriptor* t) {
     delete t;
 }
 
-kvpool_status kvpool_transfer_get_info(const kvpool_transfer* t, kvpool_transfer_info* out) {
+kvpool_status kvpool_transfer_get_info(const kvpool_transfer_descriptor* t,
+                                       kvpool_transfer_info* out) {
     return guarded([&] {
-        const kvpool_transfer& transfer = deref(t, "transfer");
+        const kvpool_transfer_descriptor& transfer = deref(t, "transfer");
         require(out != nullptr, "kvpool_transfer_get_info: out is NULL");
         const auto& d = transfer.descriptor;
         const auto& l = transfer.layout;
@@ -108,25 +110,27 @@ kvpool_status kvpool_transfer_get_info(const kvpool_transfer* t, kvpool_transfer
     });
 }
 
-kvpool_status kvpool_transfer_page_runs(const kvpool_transfer* t, kvpool_byte_run* out_host,
-                                        int64_t capacity, int64_t* count) {
+kvpool_status kvpool_transfer_page_runs(const kvpool_transfer_descriptor* t,
+                                        kvpool_byte_run* out_host, int64_t capacity,
+                                        int64_t* count) {
     return guarded([&] {
         copy_out(deref(t, "transfer").descriptor.page_runs, out_host, capacity, count,
                  "kvpool_transfer_page_runs");
     });
 }
 
-kvpool_status kvpool_transfer_layer_runs(const kvpool_transfer* t, int64_t layer, int64_t block,
-                                         kvpool_byte_run* out_host, int64_t capacity,
+kvpool_status kvpool_transfer_layer_runs(const kvpool_transfer_descriptor* t, int64_t layer,
+                                         int64_t block, kvpool_byte_run* out_host, int64_t capacity,
                                          int64_t* count) {
     return guarded([&] {
-        const kvpool_transfer& transfer = deref(t, "transfer");
+        const kvpool_transfer_descriptor& transfer = deref(t, "transfer");
         copy_out(kvpool::layer_runs(transfer.layout, transfer.descriptor, layer, block), out_host,
                  capacity, count, "kvpool_transfer_layer_runs");
     });
 }
 
-kvpool_status kvpool_transfer_pair_pages(const kvpool_transfer* src, const kvpool_transfer* dst,
+kvpool_status kvpool_transfer_pair_pages(const kvpool_transfer_descriptor* src,
+                                         const kvpool_transfer_descriptor* dst,
                                          kvpool_copy_run* out_host, int64_t capacity,
                                          int64_t* count) {
     return guarded([&] {
@@ -135,11 +139,12 @@ kvpool_status kvpool_transfer_pair_pages(const kvpool_transfer* src, const kvpoo
     });
 }
 
-kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer* src, const kvpool_transfer* dst,
-                                         int64_t layer, int64_t block, kvpool_copy_run* out_host,
-                                         int64_t capacity, int64_t* count) {
+kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer_descriptor* src,
+                                         const kvpool_transfer_descriptor* dst, int64_t layer,
+                                         int64_t block, kvpool_copy_run* out_host, int64_t capacity,
+                                         int64_t* count) {
     return guarded([&] {
-        const kvpool_transfer &s = deref(src, "src"), &d = deref(dst, "dst");
+        const kvpool_transfer_descriptor &s = deref(src, "src"), &d = deref(dst, "dst");
         copy_out(kvpool::pair_runs(kvpool::layer_runs(s.layout, s.descriptor, layer, block),
                                    kvpool::layer_runs(d.layout, d.descriptor, layer, block)),
                  out_host, capacity, count, "kvpool_transfer_pair_layer");

@@ -28,7 +28,7 @@ QUERY_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 RELEASE_FN = ctypes.CFUNCTYPE(None, c_void_p)
 
 
-# kvpool_sub_pool_spec.grow and kvpool_side_info.grow: KVPOOL_GROW_UP, _DOWN, _FLOATING.
+# kvpool_sub_pool_spec.grow and kvpool_allocator_info.grow: KVPOOL_GROW_UP, _DOWN, _FLOATING.
 GROW_CODES = {"up": 0, "down": 1, "floating": 2}
 GROW_NAMES = {code: name for name, code in GROW_CODES.items()}
 
@@ -44,7 +44,7 @@ class SubPoolSpec(ctypes.Structure):
     ]
 
 
-class SideOptions(ctypes.Structure):
+class AllocatorOptions(ctypes.Structure):
     _fields_ = [
         ("lazy", c_int),
         ("is_id_owner", c_int),
@@ -53,7 +53,7 @@ class SideOptions(ctypes.Structure):
     ]
 
 
-class SideInfo(ctypes.Structure):
+class AllocatorInfo(ctypes.Structure):
     _fields_ = [
         ("entry_bytes", c_int64),
         ("page_size", c_int64),
@@ -70,7 +70,7 @@ class SideInfo(ctypes.Structure):
     ]
 
 
-class SideState(ctypes.Structure):
+class AllocatorState(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in (
@@ -89,7 +89,7 @@ class SideState(ctypes.Structure):
     ]
 
 
-class SideCounters(ctypes.Structure):
+class AllocatorCounters(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in (
@@ -107,7 +107,7 @@ class SideCounters(ctypes.Structure):
     ]
 
 
-class SwaSizes(ctypes.Structure):
+class SWASizes(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in (
@@ -122,8 +122,8 @@ class SwaSizes(ctypes.Structure):
     ]
 
 
-class Shortfall(ctypes.Structure):
-    """kvpool_shortfall: what an allocation lacks when it calls the eviction callback."""
+class EvictionShortfall(ctypes.Structure):
+    """kvpool_eviction_shortfall: what an allocation lacks when it calls the eviction callback."""
 
     _fields_ = [
         ("side", ctypes.c_char_p),
@@ -133,7 +133,7 @@ class Shortfall(ctypes.Structure):
     ]
 
 
-EVICT_FN = ctypes.CFUNCTYPE(c_int64, c_void_p, POINTER(Shortfall))
+EVICT_FN = ctypes.CFUNCTYPE(c_int64, c_void_p, POINTER(EvictionShortfall))
 
 
 class MambaSizes(ctypes.Structure):
@@ -145,14 +145,14 @@ class MambaSizes(ctypes.Structure):
     ]
 
 
-class TriPoolSizes(ctypes.Structure):
+class MambaSWASizes(ctypes.Structure):
     _fields_ = [
         (name, c_int64)
         for name in ("available_size", "state_slots_available", "state_slot_full_token_cost")
     ]
 
 
-class HybridOptions(ctypes.Structure):
+class HybridReqToTokenPoolOptions(ctypes.Structure):
     _fields_ = [
         ("enable_mamba_extra_buffer", c_int),
         ("enable_mamba_extra_buffer_lazy", c_int),
@@ -175,148 +175,148 @@ _SIGNATURES = {
     "kvpool_device_faults_fail_nth": (c_int, c_int64),
     "kvpool_device_faults_reset": (),
     "kvpool_device_faults_count": (c_int,),
-    "kvpool_token_from_query": (QUERY_FN, RELEASE_FN, _P, _PP),
-    "kvpool_token_from_cuda_event": (_P, RELEASE_FN, _P, _PP),
-    "kvpool_token_from_hip_event": (_P, RELEASE_FN, _P, _PP),
-    "kvpool_token_release": (_P,),
-    "kvpool_pool_create": (_I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
-    "kvpool_pool_create_on": (c_int, _I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
-    "kvpool_pool_destroy": (_P,),
-    "kvpool_pool_device": (_P, _PI),
-    "kvpool_pool_bytes": (_P, _PP, _PI64),
-    "kvpool_pool_sink_bytes": (_P, _PI64),
-    "kvpool_allocator_create": (_P, c_char_p, POINTER(SideOptions), _P, _PP),
-    "kvpool_allocator_destroy": (_P,),
-    "kvpool_allocator_bind_peer": (_P, _P),
-    "kvpool_allocator_set_move_callback": (_P, MOVE_FN, _P),
-    "kvpool_allocator_info": (_P, POINTER(SideInfo)),
-    "kvpool_allocator_state": (_P, POINTER(SideState)),
-    "kvpool_allocator_counters": (_P, POINTER(SideCounters)),
-    "kvpool_allocator_state_string": (_P, POINTER(c_char_p)),
-    "kvpool_allocator_tables": (_P, _PP, _PI64, _PP, _PI64),
-    "kvpool_allocator_free_virtual_pages": (_P, _P, _I64, _PI64),
-    "kvpool_allocator_is_slot_allocated": (_P, _I64, _PI),
-    "kvpool_allocator_alloc": (_P, _P, _I64, _P, _PI),
-    "kvpool_allocator_alloc_with_virtual": (_P, _P, _P, _I64, _PI),
-    "kvpool_allocator_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
-    "kvpool_allocator_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
-    "kvpool_allocator_free": (_P, _P, _P, _I64, c_int),
-    "kvpool_allocator_free_group_begin": (_P,),
-    "kvpool_allocator_free_group_end": (_P, _P),
-    "kvpool_allocator_flush": (_P, _P, c_int, _PI64),
-    "kvpool_allocator_drain_pending_reuse": (_P,),
-    "kvpool_allocator_set_latest_forward_done": (_P, _P),
-    "kvpool_allocator_set_inflight_forward": (_P, _P, _P, _I64),
-    "kvpool_allocator_gate_transfer": (_P, _P, _P, _I64),
-    "kvpool_allocator_translate": (_P, _P, _P, _I64, _P, c_int),
-    "kvpool_allocator_translate_dense": (_P, _P, _P, _I64, _P, _I64),
-    "kvpool_allocator_backup_state": (_P, _PP),
-    "kvpool_allocator_restore_state": (_P, _P, _P),
-    "kvpool_allocator_commit_state": (_P, _P),
-    "kvpool_snapshot_destroy": (_P,),
-    "kvpool_allocator_clear": (_P, _P),
-    "kvpool_allocator_check_invariants": (_P, _P),
-    "kvpool_swa_pair_create": (
+    "kvpool_completion_token_from_query": (QUERY_FN, RELEASE_FN, _P, _PP),
+    "kvpool_completion_token_from_cuda_event": (_P, RELEASE_FN, _P, _PP),
+    "kvpool_completion_token_from_hip_event": (_P, RELEASE_FN, _P, _PP),
+    "kvpool_completion_token_release": (_P,),
+    "kvpool_unified_kv_pool_create": (_I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
+    "kvpool_unified_kv_pool_create_on": (c_int, _I64, POINTER(SubPoolSpec), c_int, _P, _P, _PP),
+    "kvpool_unified_kv_pool_destroy": (_P,),
+    "kvpool_unified_kv_pool_device": (_P, _PI),
+    "kvpool_unified_kv_pool_bytes": (_P, _PP, _PI64),
+    "kvpool_unified_kv_pool_sink_bytes": (_P, _PI64),
+    "kvpool_multi_ended_allocator_create": (_P, c_char_p, POINTER(AllocatorOptions), _P, _PP),
+    "kvpool_multi_ended_allocator_destroy": (_P,),
+    "kvpool_multi_ended_allocator_bind_peer": (_P, _P),
+    "kvpool_multi_ended_allocator_set_move_callback": (_P, MOVE_FN, _P),
+    "kvpool_multi_ended_allocator_info": (_P, POINTER(AllocatorInfo)),
+    "kvpool_multi_ended_allocator_state": (_P, POINTER(AllocatorState)),
+    "kvpool_multi_ended_allocator_counters": (_P, POINTER(AllocatorCounters)),
+    "kvpool_multi_ended_allocator_state_string": (_P, POINTER(c_char_p)),
+    "kvpool_multi_ended_allocator_tables": (_P, _PP, _PI64, _PP, _PI64),
+    "kvpool_multi_ended_allocator_free_virtual_pages": (_P, _P, _I64, _PI64),
+    "kvpool_multi_ended_allocator_is_slot_allocated": (_P, _I64, _PI),
+    "kvpool_multi_ended_allocator_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_multi_ended_allocator_alloc_with_virtual": (_P, _P, _P, _I64, _PI),
+    "kvpool_multi_ended_allocator_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_multi_ended_allocator_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_multi_ended_allocator_free": (_P, _P, _P, _I64, c_int),
+    "kvpool_multi_ended_allocator_free_group_begin": (_P,),
+    "kvpool_multi_ended_allocator_free_group_end": (_P, _P),
+    "kvpool_multi_ended_allocator_flush": (_P, _P, c_int, _PI64),
+    "kvpool_multi_ended_allocator_drain_pending_reuse": (_P,),
+    "kvpool_multi_ended_allocator_set_latest_forward_done": (_P, _P),
+    "kvpool_multi_ended_allocator_set_inflight_forward": (_P, _P, _P, _I64),
+    "kvpool_multi_ended_allocator_gate_transfer": (_P, _P, _P, _I64),
+    "kvpool_multi_ended_allocator_translate": (_P, _P, _P, _I64, _P, c_int),
+    "kvpool_multi_ended_allocator_translate_dense": (_P, _P, _P, _I64, _P, _I64),
+    "kvpool_multi_ended_allocator_backup_state": (_P, _PP),
+    "kvpool_multi_ended_allocator_restore_state": (_P, _P, _P),
+    "kvpool_multi_ended_allocator_commit_state": (_P, _P),
+    "kvpool_allocator_snapshot_destroy": (_P,),
+    "kvpool_multi_ended_allocator_clear": (_P, _P),
+    "kvpool_multi_ended_allocator_check_invariants": (_P, _P),
+    "kvpool_unified_swa_allocator_create": (
         _P,
         c_char_p,
         c_char_p,
-        POINTER(SideOptions),
-        POINTER(SideOptions),
+        POINTER(AllocatorOptions),
+        POINTER(AllocatorOptions),
         _PP,
     ),
-    "kvpool_swa_pair_destroy": (_P,),
-    "kvpool_swa_pair_side": (_P, c_int, _PP),
-    "kvpool_swa_pair_sizes": (_P, POINTER(SwaSizes)),
-    "kvpool_swa_pair_alloc": (_P, _P, _I64, _P, _PI),
-    "kvpool_swa_pair_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
-    "kvpool_swa_pair_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
-    "kvpool_swa_pair_set_eviction_callback": (_P, EVICT_FN, _P),
-    "kvpool_swa_pair_free": (_P, _P, _P, _I64),
-    "kvpool_swa_pair_free_swa": (_P, _P, _P, _I64),
-    "kvpool_swa_pair_gate_transfer": (_P, _P, _P, _I64),
-    "kvpool_swa_pair_backup_state": (_P, _PP),
-    "kvpool_swa_pair_restore_state": (_P, _P, _P),
-    "kvpool_swa_pair_commit_state": (_P, _P),
+    "kvpool_unified_swa_allocator_destroy": (_P,),
+    "kvpool_unified_swa_allocator_side": (_P, c_int, _PP),
+    "kvpool_unified_swa_allocator_sizes": (_P, POINTER(SWASizes)),
+    "kvpool_unified_swa_allocator_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_unified_swa_allocator_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_unified_swa_allocator_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_unified_swa_allocator_set_eviction_callback": (_P, EVICT_FN, _P),
+    "kvpool_unified_swa_allocator_free": (_P, _P, _P, _I64),
+    "kvpool_unified_swa_allocator_free_swa": (_P, _P, _P, _I64),
+    "kvpool_unified_swa_allocator_gate_transfer": (_P, _P, _P, _I64),
+    "kvpool_unified_swa_allocator_backup_state": (_P, _PP),
+    "kvpool_unified_swa_allocator_restore_state": (_P, _P, _P),
+    "kvpool_unified_swa_allocator_commit_state": (_P, _P),
     "kvpool_pair_snapshot_destroy": (_P,),
-    "kvpool_mamba_pair_create": (
+    "kvpool_unified_mamba_allocator_create": (
         _P,
         c_char_p,
         c_char_p,
-        POINTER(SideOptions),
-        POINTER(SideOptions),
+        POINTER(AllocatorOptions),
+        POINTER(AllocatorOptions),
         _PP,
     ),
-    "kvpool_mamba_pair_destroy": (_P,),
-    "kvpool_mamba_pair_side": (_P, c_int, _PP),
-    "kvpool_mamba_pair_sizes": (_P, POINTER(MambaSizes)),
-    "kvpool_mamba_pair_alloc": (_P, _P, _I64, _P, _PI),
-    "kvpool_mamba_pair_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
-    "kvpool_mamba_pair_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
-    "kvpool_mamba_pair_alloc_state_slots": (_P, _P, _I64, _P, _PI),
-    "kvpool_mamba_pair_set_eviction_callback": (_P, EVICT_FN, _P),
-    "kvpool_mamba_pair_gate_transfer": (_P, _P, _P, _I64, _P, _I64),
-    "kvpool_mamba_pair_backup_state": (_P, _PP),
-    "kvpool_mamba_pair_restore_state": (_P, _P, _P),
-    "kvpool_mamba_pair_commit_state": (_P, _P),
-    "kvpool_mamba_swa_create": (
+    "kvpool_unified_mamba_allocator_destroy": (_P,),
+    "kvpool_unified_mamba_allocator_side": (_P, c_int, _PP),
+    "kvpool_unified_mamba_allocator_sizes": (_P, POINTER(MambaSizes)),
+    "kvpool_unified_mamba_allocator_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_unified_mamba_allocator_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_unified_mamba_allocator_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_unified_mamba_allocator_alloc_state_slots": (_P, _P, _I64, _P, _PI),
+    "kvpool_unified_mamba_allocator_set_eviction_callback": (_P, EVICT_FN, _P),
+    "kvpool_unified_mamba_allocator_gate_transfer": (_P, _P, _P, _I64, _P, _I64),
+    "kvpool_unified_mamba_allocator_backup_state": (_P, _PP),
+    "kvpool_unified_mamba_allocator_restore_state": (_P, _P, _P),
+    "kvpool_unified_mamba_allocator_commit_state": (_P, _P),
+    "kvpool_unified_mamba_swa_allocator_create": (
         _P,
         c_char_p,
         c_char_p,
         c_char_p,
-        POINTER(SideOptions),
-        POINTER(SideOptions),
-        POINTER(SideOptions),
+        POINTER(AllocatorOptions),
+        POINTER(AllocatorOptions),
+        POINTER(AllocatorOptions),
         _PP,
     ),
-    "kvpool_mamba_swa_destroy": (_P,),
-    "kvpool_mamba_swa_side": (_P, c_int, _PP),
-    "kvpool_mamba_swa_sizes": (_P, POINTER(TriPoolSizes)),
-    "kvpool_mamba_swa_alloc": (_P, _P, _I64, _P, _PI),
-    "kvpool_mamba_swa_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
-    "kvpool_mamba_swa_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
-    "kvpool_mamba_swa_free": (_P, _P, _P, _I64),
-    "kvpool_mamba_swa_free_swa": (_P, _P, _P, _I64),
-    "kvpool_mamba_swa_free_group_begin": (_P,),
-    "kvpool_mamba_swa_free_group_end": (_P, _P),
-    "kvpool_mamba_swa_alloc_state_slots": (_P, _P, _I64, _P, _PI),
-    "kvpool_mamba_swa_set_eviction_callback": (_P, EVICT_FN, _P),
-    "kvpool_mamba_swa_gate_transfer": (_P, _P, _P, _I64, _P, _I64),
-    "kvpool_mamba_swa_flush_opportunistic": (_P, _P, _PI64),
-    "kvpool_mamba_swa_set_latest_forward_done": (_P, _P),
-    "kvpool_mamba_swa_set_inflight_forward": (_P, _P, _P, _I64),
-    "kvpool_mamba_swa_drain_pending_reuse": (_P,),
-    "kvpool_mamba_swa_backup_state": (_P, _PP),
-    "kvpool_mamba_swa_restore_state": (_P, _P, _P),
-    "kvpool_mamba_swa_commit_state": (_P, _P),
+    "kvpool_unified_mamba_swa_allocator_destroy": (_P,),
+    "kvpool_unified_mamba_swa_allocator_side": (_P, c_int, _PP),
+    "kvpool_unified_mamba_swa_allocator_sizes": (_P, POINTER(MambaSWASizes)),
+    "kvpool_unified_mamba_swa_allocator_alloc": (_P, _P, _I64, _P, _PI),
+    "kvpool_unified_mamba_swa_allocator_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),
+    "kvpool_unified_mamba_swa_allocator_alloc_decode": (_P, _P, _P, _I64, _P, _P, _PI),
+    "kvpool_unified_mamba_swa_allocator_free": (_P, _P, _P, _I64),
+    "kvpool_unified_mamba_swa_allocator_free_swa": (_P, _P, _P, _I64),
+    "kvpool_unified_mamba_swa_allocator_free_group_begin": (_P,),
+    "kvpool_unified_mamba_swa_allocator_free_group_end": (_P, _P),
+    "kvpool_unified_mamba_swa_allocator_alloc_state_slots": (_P, _P, _I64, _P, _PI),
+    "kvpool_unified_mamba_swa_allocator_set_eviction_callback": (_P, EVICT_FN, _P),
+    "kvpool_unified_mamba_swa_allocator_gate_transfer": (_P, _P, _P, _I64, _P, _I64),
+    "kvpool_unified_mamba_swa_allocator_flush_opportunistic": (_P, _P, _PI64),
+    "kvpool_unified_mamba_swa_allocator_set_latest_forward_done": (_P, _P),
+    "kvpool_unified_mamba_swa_allocator_set_inflight_forward": (_P, _P, _P, _I64),
+    "kvpool_unified_mamba_swa_allocator_drain_pending_reuse": (_P,),
+    "kvpool_unified_mamba_swa_allocator_backup_state": (_P, _PP),
+    "kvpool_unified_mamba_swa_allocator_restore_state": (_P, _P, _P),
+    "kvpool_unified_mamba_swa_allocator_commit_state": (_P, _P),
     "kvpool_mamba_swa_snapshot_destroy": (_P,),
-    "kvpool_mamba_swa_clear": (_P, _P),
-    "kvpool_mamba_swa_check_invariants": (_P, _P),
-    "kvpool_req_pool_create": (_I64, _I64, _P, _PP),
-    "kvpool_req_pool_create_on": (c_int, _I64, _I64, _P, _PP),
-    "kvpool_req_pool_destroy": (_P,),
-    "kvpool_req_pool_table": (_P, _PP, _PI64, _PI64),
-    "kvpool_req_pool_available": (_P, _PI64),
-    "kvpool_req_pool_generation": (_P, _I64, _PI64),
-    "kvpool_req_pool_alloc": (_P, _I64, _P, _PI),
-    "kvpool_req_pool_free": (_P, _P, _I64),
-    "kvpool_req_pool_clear": (_P,),
-    "kvpool_req_pool_write": (_P, _P, _I64, _I64, _P, _I64),
-    "kvpool_req_pool_check_invariants": (_P, _P),
-    "kvpool_hybrid_req_pool_create": (_I64, _I64, _P, POINTER(HybridOptions), _P, _PP),
-    "kvpool_hybrid_req_pool_destroy": (_P,),
-    "kvpool_hybrid_req_pool_tables": (_P, _PP, _PI64, _PI64, _PP, _PP, _PI64),
-    "kvpool_hybrid_req_pool_available": (_P, _PI64),
-    "kvpool_hybrid_req_pool_generation": (_P, _I64, _PI64),
-    "kvpool_hybrid_req_pool_alloc": (_P, _P, _P, _I64, _P, _PI),
-    "kvpool_hybrid_req_pool_free": (_P, _P, _I64),
-    "kvpool_hybrid_req_pool_free_mamba_cache": (_P, _P, _I64, _I64, _PI64),
-    "kvpool_hybrid_req_pool_request": (_P, _I64, _PI64, _P, _PI64),
-    "kvpool_hybrid_req_pool_set_next_track_idx": (_P, _I64, _I64),
-    "kvpool_hybrid_req_pool_set_track_slot": (_P, _P, _I64, _I64, _I64, _PI64),
-    "kvpool_hybrid_req_pool_donate_track_slot": (_P, _P, _I64, _I64, _PI64),
-    "kvpool_hybrid_req_pool_alloc_track_slot": (_P, _P, _I64, _I64, _PI),
-    "kvpool_hybrid_req_pool_clear": (_P, _P),
-    "kvpool_hybrid_req_pool_check_invariants": (_P, _P),
+    "kvpool_unified_mamba_swa_allocator_clear": (_P, _P),
+    "kvpool_unified_mamba_swa_allocator_check_invariants": (_P, _P),
+    "kvpool_req_to_token_pool_create": (_I64, _I64, _P, _PP),
+    "kvpool_req_to_token_pool_create_on": (c_int, _I64, _I64, _P, _PP),
+    "kvpool_req_to_token_pool_destroy": (_P,),
+    "kvpool_req_to_token_pool_table": (_P, _PP, _PI64, _PI64),
+    "kvpool_req_to_token_pool_available": (_P, _PI64),
+    "kvpool_req_to_token_pool_generation": (_P, _I64, _PI64),
+    "kvpool_req_to_token_pool_alloc": (_P, _I64, _P, _PI),
+    "kvpool_req_to_token_pool_free": (_P, _P, _I64),
+    "kvpool_req_to_token_pool_clear": (_P,),
+    "kvpool_req_to_token_pool_write": (_P, _P, _I64, _I64, _P, _I64),
+    "kvpool_req_to_token_pool_check_invariants": (_P, _P),
+    "kvpool_hybrid_req_to_token_pool_create": (_I64, _I64, _P, POINTER(HybridReqToTokenPoolOptions), _P, _PP),
+    "kvpool_hybrid_req_to_token_pool_destroy": (_P,),
+    "kvpool_hybrid_req_to_token_pool_tables": (_P, _PP, _PI64, _PI64, _PP, _PP, _PI64),
+    "kvpool_hybrid_req_to_token_pool_available": (_P, _PI64),
+    "kvpool_hybrid_req_to_token_pool_generation": (_P, _I64, _PI64),
+    "kvpool_hybrid_req_to_token_pool_alloc": (_P, _P, _P, _I64, _P, _PI),
+    "kvpool_hybrid_req_to_token_pool_free": (_P, _P, _I64),
+    "kvpool_hybrid_req_to_token_pool_free_mamba_cache": (_P, _P, _I64, _I64, _PI64),
+    "kvpool_hybrid_req_to_token_pool_request": (_P, _I64, _PI64, _P, _PI64),
+    "kvpool_hybrid_req_to_token_pool_set_next_track_idx": (_P, _I64, _I64),
+    "kvpool_hybrid_req_to_token_pool_set_track_slot": (_P, _P, _I64, _I64, _I64, _PI64),
+    "kvpool_hybrid_req_to_token_pool_donate_track_slot": (_P, _P, _I64, _I64, _PI64),
+    "kvpool_hybrid_req_to_token_pool_alloc_track_slot": (_P, _P, _I64, _I64, _PI),
+    "kvpool_hybrid_req_to_token_pool_clear": (_P, _P),
+    "kvpool_hybrid_req_to_token_pool_check_invariants": (_P, _P),
     # PD transfer descriptors (kvpool.transfer; its structs cross by address)
     "kvpool_transfer_describe": (_P, _P, _P, _P, _I64, _PP),
     "kvpool_transfer_destroy": (_P,),
@@ -332,15 +332,15 @@ _SIGNATURES = {
     "kvpool_layout_mla_views": (_P, _P, _I64, _PI64),
     "kvpool_layout_mamba_views": (_P, _P, _I64, _PI64),
     # state digests of tensor-parallel ranks (kvpool.native's state_digest())
-    "kvpool_allocator_state_digest": (_P, _PU64),
-    "kvpool_swa_pair_state_digest": (_P, _PU64),
-    "kvpool_mamba_pair_state_digest": (_P, _PU64),
-    "kvpool_mamba_swa_state_digest": (_P, _PU64),
+    "kvpool_multi_ended_allocator_state_digest": (_P, _PU64),
+    "kvpool_unified_swa_allocator_state_digest": (_P, _PU64),
+    "kvpool_unified_mamba_allocator_state_digest": (_P, _PU64),
+    "kvpool_unified_mamba_swa_allocator_state_digest": (_P, _PU64),
     # the KV-allocator handle (c_api_kv.h): one entry point per op every allocator shares
-    "kvpool_allocator_kv": (_P, _PP),
-    "kvpool_swa_pair_kv": (_P, _PP),
-    "kvpool_mamba_pair_kv": (_P, _PP),
-    "kvpool_mamba_swa_kv": (_P, _PP),
+    "kvpool_multi_ended_allocator_kv": (_P, _PP),
+    "kvpool_unified_swa_allocator_kv": (_P, _PP),
+    "kvpool_unified_mamba_allocator_kv": (_P, _PP),
+    "kvpool_unified_mamba_swa_allocator_kv": (_P, _PP),
     "kvpool_kv_destroy": (_P,),
     "kvpool_kv_kind": (_P, _PI, _PI),
     "kvpool_kv_side": (_P, c_int, _PP),
@@ -380,17 +380,17 @@ _OTHER_RESTYPES = {
     "kvpool_live_handles": c_int64,
     "kvpool_device_faults_reset": None,
     "kvpool_device_faults_count": c_int64,
-    "kvpool_token_release": None,
-    "kvpool_pool_destroy": None,
-    "kvpool_allocator_destroy": None,
-    "kvpool_snapshot_destroy": None,
+    "kvpool_completion_token_release": None,
+    "kvpool_unified_kv_pool_destroy": None,
+    "kvpool_multi_ended_allocator_destroy": None,
+    "kvpool_allocator_snapshot_destroy": None,
     "kvpool_pair_snapshot_destroy": None,
-    "kvpool_swa_pair_destroy": None,
-    "kvpool_mamba_pair_destroy": None,
-    "kvpool_mamba_swa_destroy": None,
+    "kvpool_unified_swa_allocator_destroy": None,
+    "kvpool_unified_mamba_allocator_destroy": None,
+    "kvpool_unified_mamba_swa_allocator_destroy": None,
     "kvpool_mamba_swa_snapshot_destroy": None,
-    "kvpool_req_pool_destroy": None,
-    "kvpool_hybrid_req_pool_destroy": None,
+    "kvpool_req_to_token_pool_destroy": None,
+    "kvpool_hybrid_req_to_token_pool_destroy": None,
     "kvpool_transfer_destroy": None,
     "kvpool_kv_destroy": None,
     "kvpool_kv_snapshot_destroy": None,

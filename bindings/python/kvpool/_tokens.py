@@ -33,7 +33,10 @@ def _release(key):
 
 
 # The C call that makes a token of a device event, for the backends that have one.
-_FROM_EVENT = {"cuda": lib.kvpool_token_from_cuda_event, "hip": lib.kvpool_token_from_hip_event}
+_FROM_EVENT = {
+    "cuda": lib.kvpool_completion_token_from_cuda_event,
+    "hip": lib.kvpool_completion_token_from_hip_event,
+}
 
 
 def _device_event_handle(marker):
@@ -60,14 +63,16 @@ class Token:
         if event:
             status = _FROM_EVENT[BACKEND](event, _release, key, ctypes.byref(handle))
         else:
-            status = lib.kvpool_token_from_query(_query, _release, key, ctypes.byref(handle))
+            status = lib.kvpool_completion_token_from_query(
+                _query, _release, key, ctypes.byref(handle)
+            )
         if status:
             _markers.pop(key, None)
             raise_status(status)
         self.handle = handle.value
 
     def __del__(self):
-        lib.kvpool_token_release(self.handle)
+        lib.kvpool_completion_token_release(self.handle)
 
 
 def token_handle(marker):

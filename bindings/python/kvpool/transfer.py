@@ -2,7 +2,7 @@
 buffer hold a set of tokens, per sub-pool and per layer, as (offset, length) runs, and the
 copies that carry one end's tokens to the other's.
 
-A transfer engine registers each end's whole buffer once (``UnifiedBuffer.bytes``: one
+A transfer engine registers each end's whole buffer once (``UnifiedKVPool.bytes``: one
 region). Per transfer the sender describes the tokens it sends and the receiver the tokens it
 allocated for them, each gating their pages on the transfer's marker (no compaction moves
 them until it reports done); the engine copies ``pair_pages`` (whole pages, every layer) or
@@ -61,7 +61,7 @@ class CopyRun(Structure):
     _fields_ = [("src_offset", c_int64), ("dst_offset", c_int64), ("length", c_int64)]
 
 
-class TransferLayout:
+class SubPoolTransferLayout:
     """A sub-pool's page as a transfer engine sees it: ``layers`` equal parts of a page, each
     holding the same blocks, block b at ``block_offsets[b]`` bytes into the part and
     ``page_size`` rows of ``row_bytes[b]``; ``view_page_size`` (0: the side's) the page of the
@@ -132,7 +132,7 @@ class TransferDescriptor:
 
 
 def describe_transfer(side, layout, virtual_tokens, marker=None):
-    """One end of a transfer over a ``kvpool.native.Side``: describes the virtual tokens of
+    """One end of a transfer over a ``kvpool.native.MultiEndedAllocator``: describes the virtual tokens of
     its sub-pool (host ids, in transfer order) and, with a marker (``query()`` or a recorded
     device event), gates their pages until it reports done. The sender passes the tokens it
     sends, the receiver the tokens it allocated for them. Bad ids raise, gating nothing."""

@@ -30,18 +30,18 @@ with open(HEADER) as _f:
 # ctypes class -> the C typedef it mirrors
 STRUCTS = {
     _lib.SubPoolSpec: "kvpool_sub_pool_spec",
-    _lib.SideOptions: "kvpool_side_options",
-    _lib.SideInfo: "kvpool_side_info",
-    _lib.SideState: "kvpool_side_state",
-    _lib.SideCounters: "kvpool_side_counters",
-    _lib.SwaSizes: "kvpool_swa_sizes",
-    _lib.Shortfall: "kvpool_shortfall",
+    _lib.AllocatorOptions: "kvpool_allocator_options",
+    _lib.AllocatorInfo: "kvpool_allocator_info",
+    _lib.AllocatorState: "kvpool_allocator_state",
+    _lib.AllocatorCounters: "kvpool_allocator_counters",
+    _lib.SWASizes: "kvpool_swa_sizes",
+    _lib.EvictionShortfall: "kvpool_eviction_shortfall",
     _lib.MambaSizes: "kvpool_mamba_sizes",
-    _lib.TriPoolSizes: "kvpool_tri_pool_sizes",
-    _lib.HybridOptions: "kvpool_hybrid_options",
+    _lib.MambaSWASizes: "kvpool_mamba_swa_sizes",
+    _lib.HybridReqToTokenPoolOptions: "kvpool_hybrid_req_to_token_pool_options",
     transfer.ByteRun: "kvpool_byte_run",
     transfer.CopyRun: "kvpool_copy_run",
-    transfer._Layout: "kvpool_transfer_layout",
+    transfer._Layout: "kvpool_sub_pool_transfer_layout",
     transfer._Info: "kvpool_transfer_info",
     layout.ViewDesc: "kvpool_view_desc",
     layout.MHAViewGeometry: "kvpool_mha_view_geometry",
@@ -174,8 +174,8 @@ def test_the_kv_handle_has_one_entry_point_per_op_for_every_allocator():
     and every op is declared once, for all of them."""
     exported = _exported_functions()
     assert any(h.endswith("c_api_kv.h") for h in HEADERS)
-    makers = {"kvpool_allocator_kv", "kvpool_swa_pair_kv", "kvpool_mamba_pair_kv",
-              "kvpool_mamba_swa_kv"}
+    makers = {"kvpool_multi_ended_allocator_kv", "kvpool_unified_swa_allocator_kv", "kvpool_unified_mamba_allocator_kv",
+              "kvpool_unified_mamba_swa_allocator_kv"}
     assert makers <= set(exported)
     ops = {name for name in exported if name.startswith("kvpool_kv_")}
     assert {"kvpool_kv_alloc_decode", "kvpool_kv_free", "kvpool_kv_gate_transfer"} <= ops

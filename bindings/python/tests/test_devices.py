@@ -90,10 +90,10 @@ def test_the_same_calls_give_the_same_results_on_every_device(seed):
 @pytest.mark.skipif(len(served_devices()) < 2, reason="needs a GPU build on a machine with a GPU")
 def test_sides_on_two_devices_are_not_peers():
     sides = [("full", 64, 4, "up"), ("swa", 64, 4, "down")]
-    cpu = native.UnifiedBuffer(1 << 14, sides, "cpu")
-    gpu = native.UnifiedBuffer(1 << 14, sides, "cuda")
-    up = native.Side.create(cpu, "full", native.side_options())
-    down = native.Side.create(gpu, "swa", native.side_options())
+    cpu = native.UnifiedKVPool(1 << 14, sides, "cpu")
+    gpu = native.UnifiedKVPool(1 << 14, sides, "cuda")
+    up = native.MultiEndedAllocator.create(cpu, "full", native.allocator_options())
+    down = native.MultiEndedAllocator.create(gpu, "swa", native.allocator_options())
     with pytest.raises(errors.InvalidArgumentError) as err:
         up.bind_peer(down)
     assert "another device" in err.value.message

@@ -92,7 +92,7 @@ def test_a_device_event_of_another_backend_or_null_is_refused(vendor):
     """A vendor's event makes a token only in a library built for that vendor, and only if set."""
     from kvpool._lib import BACKEND, RELEASE_FN, lib
 
-    make = getattr(lib, f"kvpool_token_from_{vendor}_event")
+    make = getattr(lib, f"kvpool_completion_token_from_{vendor}_event")
     handle = ctypes.c_void_p()
     event = 0xE7E7 if BACKEND != vendor else None
     status = make(event, RELEASE_FN(), None, ctypes.byref(handle))

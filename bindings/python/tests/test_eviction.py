@@ -233,8 +233,8 @@ def test_allocating_from_inside_the_callback_is_refused(device):
 def test_state_slot_short_evicts_full_kv(device):
     """Mamba pair (kvpool.native): the state side is short; the callback frees full KV."""
     pool = mamba_pool(device, PS, 1 << 13)
-    pair = native.MambaPair(
-        pool._native_for({"full": PS, "mamba": 1}), native.side_options(), native.side_options()
+    pair = native.UnifiedMambaAllocator(
+        pool._native_for({"full": PS, "mamba": 1}), native.allocator_options(), native.allocator_options()
     )
     held = []
     while (ids := pair.alloc(PS)) is not None:

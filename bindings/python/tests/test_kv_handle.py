@@ -17,30 +17,30 @@ class Done:
 
 
 def _buffer(sides):
-    return native.UnifiedBuffer(1 << 15, sides, "cpu")
+    return native.UnifiedKVPool(1 << 15, sides, "cpu")
 
 
 def side():
     buffer = _buffer([("full", 64, PAGE, "up")])
-    return native.Side.create(buffer, "full", native.side_options())
+    return native.MultiEndedAllocator.create(buffer, "full", native.allocator_options())
 
 
 def swa_pair():
     buffer = _buffer([("full", 64, PAGE, "up"), ("swa", 32, PAGE, "down")])
-    return native.SwaPair(buffer, native.side_options(), native.side_options())
+    return native.UnifiedSWAAllocator(buffer, native.allocator_options(), native.allocator_options())
 
 
 def mamba_pair():
     buffer = _buffer([("full", 64, PAGE, "up"), ("mamba", 128, 1, "down")])
-    return native.MambaPair(buffer, native.side_options(), native.side_options())
+    return native.UnifiedMambaAllocator(buffer, native.allocator_options(), native.allocator_options())
 
 
 def tri_pool():
     buffer = _buffer(
         [("mamba", 128, 1, "up"), ("swa", 32, PAGE, "floating"), ("full", 64, PAGE, "down")]
     )
-    options = native.side_options(lazy=True)
-    return native.MambaSwaTriPool(buffer, options, options, options)
+    options = native.allocator_options(lazy=True)
+    return native.UnifiedMambaSWAAllocator(buffer, options, options, options)
 
 
 MAKERS = [side, swa_pair, mamba_pair, tri_pool]

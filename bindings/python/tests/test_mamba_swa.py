@@ -333,7 +333,7 @@ def test_bad_layouts_are_refused_and_make_nothing(device):
     with pytest.raises(errors.InvalidArgumentError, match="'up', 'down' or 'floating'"):
         mha_spec("swa", 3, "sideways")
     with pytest.raises(errors.InvalidArgumentError, match="'up', 'down' or 'floating'"):
-        native.UnifiedBuffer(1 << 15, [("a", 64, 1, "up"), ("b", 64, 1, "sideways")], device)
+        native.UnifiedKVPool(1 << 15, [("a", 64, 1, "up"), ("b", 64, 1, "sideways")], device)
     assert native.live_handles() == baseline
 
 
@@ -367,10 +367,10 @@ def test_backup_window_over_all_three_sides(device, lazy):
     w.check("restored")
     with pytest.raises(errors.InvalidStateError):
         a.restore_state(snapshot)  # spent
-    pair = native.SwaPair(
-        native.UnifiedBuffer(1 << 14, [("f", 64, 4, "up"), ("s", 64, 4, "down")], device),
-        native.side_options(),
-        native.side_options(),
+    pair = native.UnifiedSWAAllocator(
+        native.UnifiedKVPool(1 << 14, [("f", 64, 4, "up"), ("s", 64, 4, "down")], device),
+        native.allocator_options(),
+        native.allocator_options(),
         "f",
         "s",
     )

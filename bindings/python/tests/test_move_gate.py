@@ -19,13 +19,13 @@ def buffer(device, page_size, state_entry=None):
     second = (
         ("swa", ENTRY, page_size, True) if state_entry is None else ("mamba", state_entry, 1, True)
     )
-    return native.UnifiedBuffer(1 << 14, [("full", ENTRY, page_size, False), second], device)
+    return native.UnifiedKVPool(1 << 14, [("full", ENTRY, page_size, False), second], device)
 
 
 def sides(device, page_size, lazy):
     buf = buffer(device, page_size)
-    up = native.Side.create(buf, "full", native.side_options(lazy=lazy))
-    down = native.Side.create(buf, "swa", native.side_options(lazy=lazy))
+    up = native.MultiEndedAllocator.create(buf, "full", native.allocator_options(lazy=lazy))
+    down = native.MultiEndedAllocator.create(buf, "swa", native.allocator_options(lazy=lazy))
     up.bind_peer(down)
     return buf, up, down
 
@@ -135,8 +135,8 @@ def test_gate_misuse_is_refused(device):
 @pytest.mark.parametrize("lazy", [False, True])
 def test_swa_pair_gates_both_sides(device, lazy):
     buf = buffer(device, 2)
-    opts = native.side_options(lazy=lazy)
-    pair = native.SwaPair(buf, opts, opts)
+    opts = native.allocator_options(lazy=lazy)
+    pair = native.UnifiedSWAAllocator(buf, opts, opts)
     ids = pair.alloc(8 * 2).cpu().tolist()
     full, swa = Stamps(pair.full, 0), Stamps(pair.swa, 1)
     full.add(ids)
@@ -170,8 +170,8 @@ def test_swa_pair_gates_both_sides(device, lazy):
 @pytest.mark.parametrize("lazy", [False, True])
 def test_mamba_pair_gates_tokens_and_state_slots(device, lazy):
     buf = buffer(device, 2, state_entry=64)
-    opts = native.side_options(lazy=lazy)
-    pair = native.MambaPair(buf, opts, opts)
+    opts = native.allocator_options(lazy=lazy)
+    pair = native.UnifiedMambaAllocator(buf, opts, opts)
     full, state = Stamps(pair.full, 0), Stamps(pair.state, 1, entry=64)
     tokens = take(pair.full, full, 4 * 2)
     slots = take(pair.state, state, 4)

@@ -26,10 +26,10 @@ def decoupled(device, lazy=False, store_kind="unified", total_bytes=1 << 17):
 
 
 def test_native_pair_takes_the_buffer_sides_page_sizes(device):
-    buffer = native.UnifiedBuffer(
+    buffer = native.UnifiedKVPool(
         1 << 16, [("full", 64, FULL_PAGE, "up"), ("swa", 32, SWA_PAGE, "down")], device
     )
-    pair = native.SwaPair(buffer, native.side_options(), native.side_options())
+    pair = native.UnifiedSWAAllocator(buffer, native.allocator_options(), native.allocator_options())
     assert (pair.full.info.page_size, pair.swa.info.page_size) == (FULL_PAGE, SWA_PAGE)
     ids = pair.alloc(2 * FULL_PAGE)
     assert pair.full.state().live_pages == 2
@@ -45,13 +45,13 @@ def test_native_pair_takes_the_buffer_sides_page_sizes(device):
 
 
 def test_native_pair_refuses_an_swa_page_that_does_not_divide(device):
-    buffer = native.UnifiedBuffer(
+    buffer = native.UnifiedKVPool(
         1 << 16, [("full", 64, FULL_PAGE, "up"), ("swa", 32, 6, "down")], device
     )
     gc.collect()
     baseline = native.live_handles()
     with pytest.raises(InvalidArgumentError, match="size 6 does not divide the full side's 16"):
-        native.SwaPair(buffer, native.side_options(), native.side_options())
+        native.UnifiedSWAAllocator(buffer, native.allocator_options(), native.allocator_options())
     gc.collect()
     assert native.live_handles() == baseline
 

@@ -47,7 +47,7 @@ struct BufferBytes {
 
 class AllocatorCore final : private BandReport {
 public:
-    AllocatorCore(const SideGeometry& geometry, index_t total_bytes, AllocatorOptions options);
+    AllocatorCore(const SubPoolGeometry& geometry, index_t total_bytes, AllocatorOptions options);
 
     // Peers share the gap between their frontiers; bind both directions. A
     // non-owner takes over its peer's virtual id space (only while empty).
@@ -59,7 +59,7 @@ public:
     AllocatorCore* upper_neighbour() const { return upper_; }
     bool is_floating() const { return geometry_.grow() == GrowDirection::floating; }
 
-    const SideGeometry& geometry() const { return geometry_; }
+    const SubPoolGeometry& geometry() const { return geometry_; }
     const AllocatorOptions& options() const { return options_; }
     index_t page_size() const { return geometry_.spec.page_size; }
     bool is_lazy() const { return options_.mode == CompactionMode::lazy; }
@@ -309,7 +309,7 @@ private:
     void free_pages(const std::vector<index_t>& virtual_pages);
     [[noreturn]] void fail(const std::string& what) const override;
 
-    SideGeometry geometry_;
+    SubPoolGeometry geometry_;
     index_t total_bytes_;
     AllocatorOptions options_;
     bool relocations_held_ = false;

@@ -59,7 +59,7 @@ template <class T, class ExecutionSpace, class Src> constexpr void check_source_
         "store sources must be readable by the execution space");
 }
 
-inline void require_entry_bytes(const SideGeometry& side, const std::string& layout,
+inline void require_entry_bytes(const SubPoolGeometry& side, const std::string& layout,
                                 index_t needed_entry_bytes) {
     if (side.spec.entry_bytes != needed_entry_bytes)
         throw Error(ErrorCode::invalid_argument,

@@ -1,5 +1,6 @@
-// Joint capacity of an SWA pair: every token costs a page share on the full side
-// and one on the SWA side, both out of the one gap between them. Host only.
+// Joint capacity of a UnifiedSWAAllocator (the SWA pair): every token costs a
+// page share on the full side and one on the SWA side, both out of the one gap
+// between them. Host only.
 #pragma once
 
 #include <kvpool/detail/allocator_core.hpp>
@@ -14,6 +15,6 @@ namespace kvpool::detail {
 // page. With ratio 1 this is the reference's three phases (both sides drain
 // holes; the side with fewer holes extends while the other drains; both
 // extend). Capped by each side's index space and id headroom.
-index_t swa_pair_available_pages(const AllocatorCore& full, const AllocatorCore& swa);
+index_t unified_swa_available_pages(const AllocatorCore& full, const AllocatorCore& swa);
 
 } // namespace kvpool::detail

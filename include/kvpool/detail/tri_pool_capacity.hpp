@@ -1,6 +1,7 @@
-// Joint capacity of the full + sliding-window part of a tri-pool: every full
-// page costs ratio = full page size / SWA page size pages on the floating SWA
-// side, out of the two gaps around the SWA band. Host only.
+// Joint capacity of the full + sliding-window part of a
+// UnifiedMambaSWAAllocator (the tri-pool): every full page costs ratio = full
+// page size / SWA page size pages on the floating SWA side, out of the two
+// gaps around the SWA band. Host only.
 #pragma once
 
 #include <kvpool/detail/allocator_core.hpp>
@@ -15,6 +16,6 @@ namespace kvpool::detail {
 // transfer or a backup window holds it); the SWA side's new pages come from
 // what is left of both gaps, less an SWA page of slack in each. Capped by
 // both sides' index space and the full side's free ids.
-index_t tri_pool_available_pages(const AllocatorCore& full, const AllocatorCore& swa);
+index_t unified_mamba_swa_available_pages(const AllocatorCore& full, const AllocatorCore& swa);
 
 } // namespace kvpool::detail

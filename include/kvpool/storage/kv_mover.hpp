@@ -24,7 +24,7 @@ template <class Pool> auto make_page_mover(const Pool& pool, index_t page_size) 
 // holds every physical page of the allocator's side.
 template <class Allocator, class Pool> void set_kv_mover(Allocator& allocator, const Pool& pool) {
     const index_t page_size = allocator.page_size();
-    const SideGeometry& side = allocator.geometry();
+    const SubPoolGeometry& side = allocator.geometry();
     if (pool.num_slots() < side.num_physical_pages * page_size)
         throw Error(ErrorCode::invalid_argument,
                     "set_kv_mover: the pool holds " + std::to_string(pool.num_slots()) +

@@ -35,7 +35,7 @@ public:
     PageMajorMHAPool(const UnifiedKVPool<MemorySpace>& pool, const std::string& side_name,
                      const MHAGeometry& geometry)
         : kv_detail::MHAStore<MemorySpace, T>(geometry, "PageMajorMHAPool"), bytes_(pool.bytes()),
-          side_(pool.layout().side(side_name)) {
+          side_(pool.layout().sub_pool(side_name)) {
         const MHAGeometry& g = this->geometry_;
         const index_t size = static_cast<index_t>(sizeof(T)), ps = side_.page_size();
         kernels::RowMap k;
@@ -54,7 +54,7 @@ public:
         this->init(k, v, side_.num_physical_pages * ps);
     }
 
-    const SideGeometry& side() const { return side_; }
+    const SubPoolGeometry& side() const { return side_; }
     index_t num_pages() const { return side_.num_physical_pages; }
     index_t page_size() const { return side_.page_size(); }
 
@@ -81,7 +81,7 @@ private:
     }
 
     typename UnifiedKVPool<MemorySpace>::bytes_view bytes_;
-    SideGeometry side_;
+    SubPoolGeometry side_;
 };
 
 // MLA: per layer, [page_size][1][kv_lora_rank + qk_rope_head_dim].
@@ -93,7 +93,7 @@ public:
     PageMajorMLAPool(const UnifiedKVPool<MemorySpace>& pool, const std::string& side_name,
                      const MLAGeometry& geometry)
         : kv_detail::MLAStore<MemorySpace, T>(geometry, "PageMajorMLAPool"), bytes_(pool.bytes()),
-          side_(pool.layout().side(side_name)) {
+          side_(pool.layout().sub_pool(side_name)) {
         const MLAGeometry& g = this->geometry_;
         const index_t ps = side_.page_size();
         kernels::RowMap rows;
@@ -108,7 +108,7 @@ public:
         this->init(rows, kernels::RowMap(), side_.num_physical_pages * ps);
     }
 
-    const SideGeometry& side() const { return side_; }
+    const SubPoolGeometry& side() const { return side_; }
     index_t num_pages() const { return side_.num_physical_pages; }
     index_t page_size() const { return side_.page_size(); }
 
@@ -125,7 +125,7 @@ public:
 
 private:
     typename UnifiedKVPool<MemorySpace>::bytes_view bytes_;
-    SideGeometry side_;
+    SubPoolGeometry side_;
 };
 
 // Mamba state (page size 1: a page is a slot): per layer, the conv block then
@@ -141,7 +141,7 @@ public:
     PageMajorMambaPool(const UnifiedKVPool<MemorySpace>& pool, const std::string& side_name,
                        const MambaStateGeometry& geometry)
         : kv_detail::MambaStore<MemorySpace, TConv, TTemporal>(geometry, "PageMajorMambaPool"),
-          bytes_(pool.bytes()), side_(pool.layout().side(side_name)) {
+          bytes_(pool.bytes()), side_(pool.layout().sub_pool(side_name)) {
         if (side_.page_size() != 1)
             throw Error(ErrorCode::invalid_argument,
                         "PageMajorMambaPool: side '" + side_name + "' has page_size " +
@@ -160,7 +160,7 @@ public:
         this->init(conv, temporal, side_.num_physical_pages);
     }
 
-    const SideGeometry& side() const { return side_; }
+    const SubPoolGeometry& side() const { return side_; }
 
     conv_view conv_state(index_t layer) const {
         kv_detail::require_layer("conv_state", layer, this->geometry_.layers);
@@ -186,7 +186,7 @@ public:
 
 private:
     typename UnifiedKVPool<MemorySpace>::bytes_view bytes_;
-    SideGeometry side_;
+    SubPoolGeometry side_;
 };
 
 } // namespace kvpool

@@ -28,7 +28,7 @@ struct SubPoolSpec {
 // What follows from a spec once the buffer size is known. Physical page p of a
 // side covers bytes [p * page_bytes, (p + 1) * page_bytes) of the buffer, for
 // both grow directions, so the two sides' frontiers compare directly in bytes.
-struct SideGeometry {
+struct SubPoolGeometry {
     SubPoolSpec spec;
     index_t page_bytes = 0;         // entry_bytes * page_size
     index_t num_physical_pages = 0; // pages of this size that fit in the buffer
@@ -69,17 +69,17 @@ public:
     // Bytes [0, sink_bytes) hold no data: page 0 of every side lies inside it,
     // so tombstoned reads and dummy writes of every side land there harmlessly.
     index_t sink_bytes() const { return sink_bytes_; }
-    const std::vector<SideGeometry>& sides() const { return sides_; }
-    const SideGeometry& side(std::size_t i) const;
-    const SideGeometry& side(const std::string& name) const;
-    std::size_t side_index(const std::string& name) const;
+    const std::vector<SubPoolGeometry>& sub_pools() const { return sub_pools_; }
+    const SubPoolGeometry& sub_pool(std::size_t i) const;
+    const SubPoolGeometry& sub_pool(const std::string& name) const;
+    std::size_t sub_pool_index(const std::string& name) const;
 
 private:
     void order_floating_starts();
 
     index_t total_bytes_;
     index_t sink_bytes_;
-    std::vector<SideGeometry> sides_;
+    std::vector<SubPoolGeometry> sub_pools_;
 };
 
 } // namespace kvpool

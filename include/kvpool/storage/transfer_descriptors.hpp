@@ -74,9 +74,10 @@ struct SubPoolTransferLayout {
 
 // The page-major layouts of page_major_pools.hpp, checked against the side
 // (its entry_bytes must be the geometry's; a Mamba side's page size 1).
-SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MHAGeometry& geometry);
-SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MLAGeometry& geometry);
-SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MambaStateGeometry& geometry);
+SubPoolTransferLayout transfer_layout(const SubPoolGeometry& side, const MHAGeometry& geometry);
+SubPoolTransferLayout transfer_layout(const SubPoolGeometry& side, const MLAGeometry& geometry);
+SubPoolTransferLayout transfer_layout(const SubPoolGeometry& side,
+                                      const MambaStateGeometry& geometry);
 // Any page-major layout of layers equal parts of a page (layer_stride =
 // page_bytes / layers), each part holding the same blocks: block b at
 // block_offsets[b] bytes into the part, page_size rows of row_bytes[b]
@@ -86,7 +87,7 @@ SubPoolTransferLayout transfer_layout(const SideGeometry& side, const MambaState
 // side's page size): an allocator page of m view pages is then m pages here,
 // each laid out as one (as the SGLang-compatible pools' views lay out a side
 // whose allocators take larger pages).
-SubPoolTransferLayout transfer_layout(const SideGeometry& side, index_t layers,
+SubPoolTransferLayout transfer_layout(const SubPoolGeometry& side, index_t layers,
                                       const std::vector<index_t>& block_offsets,
                                       const std::vector<index_t>& row_bytes,
                                       index_t view_page_size = 0);
@@ -210,7 +211,7 @@ template <class Side>
 TransferDescriptor gate_and_describe(Side& side, const SubPoolTransferLayout& layout,
                                      CompletionTokenPtr done,
                                      const std::vector<index_t>& virtual_tokens) {
-    const SideGeometry& g = side.geometry();
+    const SubPoolGeometry& g = side.geometry();
     if (layout.name != g.spec.name || g.page_size() % layout.page_size != 0 ||
         layout.page_bytes * (g.page_size() / layout.page_size) != g.page_bytes)
         throw Error(ErrorCode::invalid_argument, "gate_and_describe: layout of sub-pool '" +

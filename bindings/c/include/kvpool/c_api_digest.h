@@ -21,14 +21,14 @@ extern "C" {
  * sides'. An engine compares its ranks' digests (an all-gather of the value)
  * every few steps: a difference is a divergence. Host only: no device read, no
  * fence; nothing changes. */
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_state_digest(const kvpool_allocator* a,
-                                                            uint64_t* out);
-KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_state_digest(const kvpool_swa_pair* pair,
-                                                           uint64_t* out);
-KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_state_digest(const kvpool_mamba_pair* pair,
-                                                             uint64_t* out);
-KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_state_digest(const kvpool_mamba_swa* tri,
-                                                            uint64_t* out);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_multi_ended_allocator_state_digest(const kvpool_multi_ended_allocator* a, uint64_t* out);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_unified_swa_allocator_state_digest(const kvpool_unified_swa_allocator* pair, uint64_t* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_allocator_state_digest(
+    const kvpool_unified_mamba_allocator* pair, uint64_t* out);
+KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_swa_allocator_state_digest(
+    const kvpool_unified_mamba_swa_allocator* tri, uint64_t* out);
 
 #ifdef __cplusplus
 }

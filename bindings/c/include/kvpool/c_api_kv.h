@@ -23,7 +23,7 @@ extern "C" {
  * an eviction callback on a side) is KVPOOL_ERROR_INVALID_ARGUMENT, naming
  * the allocator, and changes nothing.
  *
- * The composites' own entry points (kvpool_swa_pair_alloc, ...) stay and do
+ * The composites' own entry points (kvpool_unified_swa_allocator_alloc, ...) stay and do
  * the same; new code can use these instead: each entry point below names the
  * calls it stands for. */
 typedef struct kvpool_kv_allocator kvpool_kv_allocator;
@@ -31,18 +31,22 @@ typedef struct kvpool_kv_snapshot kvpool_kv_snapshot;
 
 /* What a KV handle stands for (kvpool_kv_kind). */
 enum {
-    KVPOOL_KV_SIDE = 0,       /* a side: kvpool_allocator_* */
-    KVPOOL_KV_SWA_PAIR = 1,   /* kvpool_swa_pair_* */
-    KVPOOL_KV_MAMBA_PAIR = 2, /* kvpool_mamba_pair_* */
-    KVPOOL_KV_MAMBA_SWA = 3   /* the tri-pool: kvpool_mamba_swa_* */
+    KVPOOL_KV_MULTI_ENDED_ALLOCATOR = 0,   /* a side: kvpool_multi_ended_allocator_* */
+    KVPOOL_KV_UNIFIED_SWA_ALLOCATOR = 1,   /* kvpool_unified_swa_allocator_* */
+    KVPOOL_KV_UNIFIED_MAMBA_ALLOCATOR = 2, /* kvpool_unified_mamba_allocator_* */
+    KVPOOL_KV_UNIFIED_MAMBA_SWA_ALLOCATOR =
+        3 /* the tri-pool: kvpool_unified_mamba_swa_allocator_* */
 };
 
 /* A KV handle on each kind of allocator. */
-KVPOOL_C_EXPORT kvpool_status kvpool_allocator_kv(kvpool_allocator* a, kvpool_kv_allocator** out);
-KVPOOL_C_EXPORT kvpool_status kvpool_swa_pair_kv(kvpool_swa_pair* pair, kvpool_kv_allocator** out);
-KVPOOL_C_EXPORT kvpool_status kvpool_mamba_pair_kv(kvpool_mamba_pair* pair,
-                                                   kvpool_kv_allocator** out);
-KVPOOL_C_EXPORT kvpool_status kvpool_mamba_swa_kv(kvpool_mamba_swa* tri, kvpool_kv_allocator** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_multi_ended_allocator_kv(kvpool_multi_ended_allocator* a,
+                                                              kvpool_kv_allocator** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_unified_swa_allocator_kv(kvpool_unified_swa_allocator* pair,
+                                                              kvpool_kv_allocator** out);
+KVPOOL_C_EXPORT kvpool_status
+kvpool_unified_mamba_allocator_kv(kvpool_unified_mamba_allocator* pair, kvpool_kv_allocator** out);
+KVPOOL_C_EXPORT kvpool_status kvpool_unified_mamba_swa_allocator_kv(
+    kvpool_unified_mamba_swa_allocator* tri, kvpool_kv_allocator** out);
 KVPOOL_C_EXPORT void kvpool_kv_destroy(kvpool_kv_allocator* kv);
 
 /* The KVPOOL_KV_* kind, and the number of sides (1 for a side, 2 for a pair, 3
@@ -50,14 +54,14 @@ KVPOOL_C_EXPORT void kvpool_kv_destroy(kvpool_kv_allocator* kv);
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_kind(const kvpool_kv_allocator* kv, int* kind, int* sides);
 /* A handle on side which, numbered as kvpool_*_side numbers them (0: the full
  * side, which mints the token ids; a side's only side is itself); destroyed
- * with kvpool_allocator_destroy. Stands for kvpool_*_side. */
+ * with kvpool_multi_ended_allocator_destroy. Stands for kvpool_*_side. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_side(kvpool_kv_allocator* kv, int which,
-                                             kvpool_allocator** out);
-/* KV tokens one allocation gets now: kvpool_side_state.available_size of a
+                                             kvpool_multi_ended_allocator** out);
+/* KV tokens one allocation gets now: kvpool_allocator_state.available_size of a
  * side, available_size of the composite's sizes struct. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_available_size(const kvpool_kv_allocator* kv, int64_t* out);
 
-/* Allocation, as kvpool_allocator_alloc, _alloc_extend and _alloc_decode (a
+/* Allocation, as kvpool_multi_ended_allocator_alloc, _alloc_extend and _alloc_decode (a
  * composite: every KV side or none, asking its eviction callback when short). */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_alloc(kvpool_kv_allocator* kv, void* stream,
                                               int64_t need_size, int64_t* out, int* allocated);
@@ -76,9 +80,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_kv_alloc_state_slots(kvpool_kv_allocator* k
                                                           int64_t count, int64_t* out,
                                                           int* allocated);
 
-/* Frees these virtual tokens (host) on every KV side: kvpool_allocator_free
- * (skip_unbound 0), kvpool_swa_pair_free, kvpool_mamba_swa_free; the Mamba
- * pair's full side. */
+/* Frees these virtual tokens (host) on every KV side: kvpool_multi_ended_allocator_free
+ * (skip_unbound 0), kvpool_unified_swa_allocator_free, kvpool_unified_mamba_swa_allocator_free; the
+ * Mamba pair's full side. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_free(kvpool_kv_allocator* kv, void* stream,
                                              const int64_t* virtual_tokens_host, int64_t count);
 /* Tokens that left the window: the sliding-window side only (kvpool_*_free_swa). */
@@ -87,29 +91,30 @@ KVPOOL_C_EXPORT kvpool_status kvpool_kv_free_swa(kvpool_kv_allocator* kv, void* 
 /* Frees on any side between these two calls compact together. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_free_group_begin(kvpool_kv_allocator* kv);
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_free_group_end(kvpool_kv_allocator* kv, void* stream);
-/* One opportunistic lazy compaction pass over every side (kvpool_allocator_flush
- * with urgent 0, kvpool_mamba_swa_flush_opportunistic); *moved (may be NULL):
+/* One opportunistic lazy compaction pass over every side (kvpool_multi_ended_allocator_flush
+ * with urgent 0, kvpool_unified_mamba_swa_allocator_flush_opportunistic); *moved (may be NULL):
  * pages moved. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_flush(kvpool_kv_allocator* kv, void* stream,
                                               int64_t* moved);
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_drain_pending_reuse(kvpool_kv_allocator* kv);
 
 /* The forward's hooks on every side (token may be NULL), as
- * kvpool_allocator_set_latest_forward_done and _set_inflight_forward. */
-KVPOOL_C_EXPORT kvpool_status kvpool_kv_set_latest_forward_done(kvpool_kv_allocator* kv,
-                                                                const kvpool_token* token);
+ * kvpool_multi_ended_allocator_set_latest_forward_done and _set_inflight_forward. */
+KVPOOL_C_EXPORT kvpool_status
+kvpool_kv_set_latest_forward_done(kvpool_kv_allocator* kv, const kvpool_completion_token* token);
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_set_inflight_forward(kvpool_kv_allocator* kv,
-                                                             const kvpool_token* token,
+                                                             const kvpool_completion_token* token,
                                                              const int64_t* virtual_tokens_host,
                                                              int64_t count);
-/* The move gate (kvpool_allocator_gate_transfer) on these tokens on every KV
+/* The move gate (kvpool_multi_ended_allocator_gate_transfer) on these tokens on every KV
  * side and on these state slots (host arrays; slot_count must be 0 without a
  * state side); checked on every side first. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_gate_transfer(
-    kvpool_kv_allocator* kv, const kvpool_token* token, const int64_t* virtual_tokens_host,
-    int64_t count, const int64_t* state_slots_host, int64_t slot_count);
+    kvpool_kv_allocator* kv, const kvpool_completion_token* token,
+    const int64_t* virtual_tokens_host, int64_t count, const int64_t* state_slots_host,
+    int64_t slot_count);
 /* Virtual -> physical token ids of the full side (side 0), as
- * kvpool_allocator_translate. */
+ * kvpool_multi_ended_allocator_translate. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_translate(const kvpool_kv_allocator* kv, void* stream,
                                                   const int64_t* virtual_tokens, int64_t n,
                                                   void* out, int out_int32);

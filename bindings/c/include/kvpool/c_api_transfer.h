@@ -12,7 +12,7 @@ extern "C" {
 /* ------------------------------------------------------------------ PD transfer descriptors
  * Disaggregated prefill (kvpool/storage/transfer_descriptors.hpp; README, "Disaggregated
  * prefill"). A transfer engine registers each end's whole buffer once
- * (kvpool_pool_bytes: base and length); per transfer, each end describes its
+ * (kvpool_unified_kv_pool_bytes: base and length); per transfer, each end describes its
  * tokens of each sub-pool as (offset, length) runs over that buffer, gating
  * their pages until the transfer's token completes, and the engine copies the
  * runs the two descriptions pair into. Host-side: the descriptions come from
@@ -40,7 +40,7 @@ typedef struct {
     /* 0: the side's page size; else the views' page, a divisor of it: a page
      * of the side is then that many pages here, each laid out as above */
     int64_t view_page_size;
-} kvpool_transfer_layout;
+} kvpool_sub_pool_transfer_layout;
 typedef struct {
     int64_t tokens;
     int64_t pages;      /* distinct pages holding them */
@@ -52,45 +52,46 @@ typedef struct {
     int64_t layer_stride; /* bytes between one layer's part of a page and the next's */
     int64_t blocks_per_layer;
 } kvpool_transfer_info;
-typedef struct kvpool_transfer kvpool_transfer;
+typedef struct kvpool_transfer_descriptor kvpool_transfer_descriptor;
 
 /* One end of a transfer over side a: describes the virtual tokens (host) of
  * this sub-pool, then gates their pages until token completes, as
- * kvpool_allocator_gate_transfer (token NULL: describes only). The sender
+ * kvpool_multi_ended_allocator_gate_transfer (token NULL: describes only). The sender
  * passes the tokens it sends; the receiver the tokens it allocated for them,
  * in the same order. An unbound id, a layout that does not fit the side, or
  * tokens that do not fill their pages in order (a repeated id): the error
  * names it, nothing is gated and *out is unchanged. A description is host
  * data: it holds no device memory and outlives the side. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_describe(kvpool_allocator* a,
-                                                       const kvpool_transfer_layout* layout,
-                                                       const kvpool_token* token,
-                                                       const int64_t* virtual_tokens_host,
-                                                       int64_t count, kvpool_transfer** out);
-KVPOOL_C_EXPORT void kvpool_transfer_destroy(kvpool_transfer* t);
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_get_info(const kvpool_transfer* t,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_describe(
+    kvpool_multi_ended_allocator* a, const kvpool_sub_pool_transfer_layout* layout,
+    const kvpool_completion_token* token, const int64_t* virtual_tokens_host, int64_t count,
+    kvpool_transfer_descriptor** out);
+KVPOOL_C_EXPORT void kvpool_transfer_destroy(kvpool_transfer_descriptor* t);
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_get_info(const kvpool_transfer_descriptor* t,
                                                        kvpool_transfer_info* out);
 /* Each list call copies min(capacity, count) runs into out_host and sets
  * *count to all of them (capacity 0: the count alone). */
 /* The tokens' pages, whole (every layer), consecutive pages merged, in token order. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_page_runs(const kvpool_transfer* t,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_page_runs(const kvpool_transfer_descriptor* t,
                                                         kvpool_byte_run* out_host, int64_t capacity,
                                                         int64_t* count);
 /* Block block of layer layer of the tokens, consecutive rows merged. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_layer_runs(const kvpool_transfer* t, int64_t layer,
-                                                         int64_t block, kvpool_byte_run* out_host,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_layer_runs(const kvpool_transfer_descriptor* t,
+                                                         int64_t layer, int64_t block,
+                                                         kvpool_byte_run* out_host,
                                                          int64_t capacity, int64_t* count);
 /* Whole-page copies from the sender's description to the receiver's: both
  * must hold their tokens at the same slots of their pages (else
  * KVPOOL_ERROR_INVALID_ARGUMENT: copy layer by layer instead). */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_pages(const kvpool_transfer* src,
-                                                         const kvpool_transfer* dst,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_pages(const kvpool_transfer_descriptor* src,
+                                                         const kvpool_transfer_descriptor* dst,
                                                          kvpool_copy_run* out_host,
                                                          int64_t capacity, int64_t* count);
 /* The copies of one layer's block, the runs split where either end's end. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer* src,
-                                                         const kvpool_transfer* dst, int64_t layer,
-                                                         int64_t block, kvpool_copy_run* out_host,
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer_descriptor* src,
+                                                         const kvpool_transfer_descriptor* dst,
+                                                         int64_t layer, int64_t block,
+                                                         kvpool_copy_run* out_host,
                                                          int64_t capacity, int64_t* count);
 /* The copies that carry the sender's runs into the receiver's, paired byte by
  * byte in order (both lists must hold the same number of bytes): for ends in
@@ -98,12 +99,9 @@ KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_layer(const kvpool_transfer* 
  * list the other sent. Whole-page runs pair right only when both ends' tokens
  * sit at the same slots of their pages (a request allocated from a page's
  * first slot on each end); one layer's block runs always do. */
-KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_runs(const kvpool_byte_run* src_host,
-                                                        int64_t src_count,
-                                                        const kvpool_byte_run* dst_host,
-                                                        int64_t dst_count,
-                                                        kvpool_copy_run* out_host,
-                                                        int64_t capacity, int64_t* count);
+KVPOOL_C_EXPORT kvpool_status kvpool_transfer_pair_runs(
+    const kvpool_byte_run* src_host, int64_t src_count, const kvpool_byte_run* dst_host,
+    int64_t dst_count, kvpool_copy_run* out_host, int64_t capacity, int64_t* count);
 /* The transfer engine's copy for two buffers of one device (CUDA IPC between
  * processes, two pools in one process): the paired runs copied from src
  * (src_bytes long) to dst (dst_bytes long) in one launch on stream (device: a

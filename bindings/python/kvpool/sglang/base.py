@@ -99,7 +99,7 @@ class InflightForward:
         self._pending = None
 
     def set(self, sides, forward_done, virtual_tokens):
-        """sides: [(native Side, whether it gets the write set)]."""
+        """sides: [(native MultiEndedAllocator, whether it gets the write set)]."""
         if virtual_tokens is not None and virtual_tokens.device.type == "cuda":
             host = torch.empty(virtual_tokens.numel(), dtype=torch.int64, pin_memory=True)
             host.copy_(virtual_tokens.reshape(-1), non_blocking=True)

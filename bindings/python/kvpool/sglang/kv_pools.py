@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from ..errors import InvalidArgumentError, KVPoolAssertionError
-from ..transfer import TransferLayout
+from ..transfer import SubPoolTransferLayout
 from .swa_pages import swa_page_size_of
 
 
@@ -152,11 +152,11 @@ class UnifiedMHATokenToKVPool:
         spec = self.unified_buffer.mha_spec(self.sub_pool_name)
         return [raw.data_ptr()], [raw.numel()], [spec.page_bytes(self._view_page_size)]
 
-    def transfer_layout(self) -> TransferLayout:
+    def transfer_layout(self) -> SubPoolTransferLayout:
         """The page as kvpool.transfer describes it: per layer, the K block then the V block
         (for transfers layer by layer, or between ends of other page sizes)."""
         spec = self.unified_buffer.mha_spec(self.sub_pool_name)
-        return TransferLayout.from_views(
+        return SubPoolTransferLayout.from_views(
             spec.view_descriptors(self._view_page_size), 2, view_page_size=self._view_page_size
         )
 

@@ -9,7 +9,7 @@ import torch
 from .. import native
 from .._tensors import pool_device
 from . import transfer
-from .multi_ended_allocator import MultiEndedAllocator, _check_multiplier, side_options
+from .multi_ended_allocator import MultiEndedAllocator, _check_multiplier, allocator_options
 from .pair_allocator import PairAllocator
 
 
@@ -43,10 +43,10 @@ class UnifiedMambaTokenToKVPoolAllocator(PairAllocator):
             need_sort,
         )
         self.full_attn_allocator, self.mamba_allocator = self._init_pair(
-            native.MambaPair(
+            native.UnifiedMambaAllocator(
                 unified_buffer._native_for({"full": page_size, "mamba": 1}),
-                side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
-                side_options(
+                allocator_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
+                allocator_options(
                     lazy_compaction, mamba_max_moves_per_call, zero_on_alloc=mamba_zero_on_alloc
                 ),
             ),

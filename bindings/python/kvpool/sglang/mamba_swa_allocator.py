@@ -16,7 +16,7 @@ import torch
 
 from .. import native
 from .._tensors import pool_device
-from .multi_ended_allocator import MultiEndedAllocator, side_options
+from .multi_ended_allocator import MultiEndedAllocator, allocator_options
 from .swa_allocator import FullAndSWAKVAllocator
 from .swa_pages import swa_page_size_of
 
@@ -28,7 +28,7 @@ class _StateSlotAllocator(MultiEndedAllocator):
         self._inflight.settle()
         if need_size <= 0:
             return torch.empty(0, dtype=torch.int64, device=self.device)
-        return self._tri_pool.alloc_state_slots(need_size)
+        return self._pair.alloc_state_slots(need_size)
 
 
 class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
@@ -71,11 +71,11 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             kvcache,
             need_sort,
         )
-        tri_pool = native.MambaSwaTriPool(
+        composite = native.UnifiedMambaSWAAllocator(
             unified_buffer._native_for({"full": page_size, "swa": swa_ps, "mamba": 1}),
-            side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
-            side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
-            side_options(
+            allocator_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
+            allocator_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
+            allocator_options(
                 lazy_compaction, mamba_max_moves_per_call, zero_on_alloc=mamba_zero_on_alloc
             ),
         )
@@ -84,7 +84,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             self.swa_attn_allocator,
             self.mamba_allocator,
         ) = self._init_pair(
-            tri_pool,
+            composite,
             lazy_compaction,
             (
                 ("full", "full_kv_pool", page_size),
@@ -98,7 +98,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             forward_stream,
             allocator_classes=(MultiEndedAllocator, MultiEndedAllocator, _StateSlotAllocator),
         )
-        self.mamba_allocator._tri_pool = tri_pool
+        self.mamba_allocator._pair = composite
         if eviction_callback is not None:
             self.set_eviction_callback(eviction_callback)
 

@@ -19,7 +19,7 @@ from . import relocation, transfer
 from .base import BaseTokenToKVPoolAllocator, InflightForward
 
 
-def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True, zero_on_alloc=False):
+def allocator_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True, zero_on_alloc=False):
     """A side's kvpool options. The opportunistic flush's move cap is max_moves_per_call, or
     what SGLANG_LAZY_COMPACTION_MAX_MOVES_PER_CALL says when the side is made, as in the reference.
     zero_on_alloc (not in the reference, off as there): the pages the side hands out are zeroed.
@@ -30,7 +30,7 @@ def side_options(lazy_compaction, max_moves_per_call=None, is_id_owner=True, zer
         )
     if max_moves_per_call <= 0:
         raise InvalidArgumentError(f"max_moves_per_call must be positive, not {max_moves_per_call}")
-    return native.side_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc)
+    return native.allocator_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc)
 
 
 class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
@@ -54,10 +54,10 @@ class MultiEndedAllocator(BaseTokenToKVPoolAllocator):
         # The allocator's page size decides (the pool's shapes its views): the first
         # allocator over the buffer fixes kvpool's layout with it.
         buffer = unified_buffer._native_for({sub_pool_name: page_size})
-        side = native.Side.create(
+        side = native.MultiEndedAllocator.create(
             buffer,
             sub_pool_name,
-            side_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc),
+            allocator_options(lazy_compaction, max_moves_per_call, is_id_owner, zero_on_alloc),
         )
         self._setup(
             side,

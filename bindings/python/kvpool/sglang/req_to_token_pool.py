@@ -30,7 +30,7 @@ class ReqToTokenPool:
         self.size = size
         self._alloc_size = size + 1
         self.max_context_len = max_context_len
-        self._table = native.ReqTable(size, max_context_len, device)
+        self._table = native.ReqToTokenPool(size, max_context_len, device)
         self.device = self._table.device
         self.req_to_token = self._table.table
         self.req_generation = torch.zeros(self._alloc_size, dtype=torch.int64)
@@ -138,14 +138,14 @@ class HybridReqToTokenPool:
     def mamba_allocator(self, allocator):
         mea = getattr(allocator, "_multi_ended_allocator", allocator)
         side = getattr(mea, "_side", None)
-        if not isinstance(side, native.Side):
+        if not isinstance(side, native.MultiEndedAllocator):
             raise InvalidArgumentError(
                 "HybridReqToTokenPool takes its state slots from a kvpool allocator (the Mamba pair's "
                 f"mamba_allocator or a UnifiedMambaSlotAllocator over it), not {type(allocator).__name__}"
             )
         if self._table is not None:
             raise InvalidStateError("HybridReqToTokenPool: the state allocator is already set")
-        self._table = native.HybridReqTable(
+        self._table = native.HybridReqToTokenPool(
             self._rows,
             self.max_context_len,
             side,

@@ -10,7 +10,7 @@ import torch
 
 from .. import native
 from .._tensors import pool_device
-from .multi_ended_allocator import side_options
+from .multi_ended_allocator import allocator_options
 from .pair_allocator import PairAllocator
 from .swa_pages import swa_page_size_of
 
@@ -114,10 +114,10 @@ class UnifiedSWATokenToKVPoolAllocator(FullAndSWAKVAllocator):
             need_sort,
         )
         self.full_attn_allocator, self.swa_attn_allocator = self._init_pair(
-            native.SwaPair(
+            native.UnifiedSWAAllocator(
                 unified_buffer._native_for({"full": page_size, "swa": swa_ps}),
-                side_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
-                side_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
+                allocator_options(lazy_compaction, full_max_moves_per_call, zero_on_alloc=full_zero_on_alloc),
+                allocator_options(lazy_compaction, swa_max_moves_per_call, zero_on_alloc=swa_zero_on_alloc),
             ),
             lazy_compaction,
             (("full", "full_kv_pool", page_size), ("swa", "swa_kv_pool", swa_ps)),

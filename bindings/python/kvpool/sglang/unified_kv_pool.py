@@ -99,7 +99,7 @@ class UnifiedKVPool:
             )
         elif self.view_tail_pad_bytes:
             buffer = torch.zeros(allocation, dtype=torch.uint8, device=pool_device(device))
-        self._native = native.UnifiedBuffer(
+        self._native = native.UnifiedKVPool(
             self.total_bytes,
             [
                 (
@@ -272,7 +272,7 @@ class UnifiedKVPool:
         wanted = {n: page_sizes.get(n, largest) for n in self._kv_names()}
         if all(self._side_page_size[n] == ps for n, ps in wanted.items()):
             return self._native
-        return native.UnifiedBuffer(
+        return native.UnifiedKVPool(
             self.total_bytes,
             [
                 (

@@ -104,7 +104,7 @@ protected:
 
 // One call's view of the band for a part that only reads it.
 struct BandView {
-    const SideGeometry& geometry;
+    const SubPoolGeometry& geometry;
     const BandTables& tables;
     const BandReport& report;
 
@@ -114,7 +114,7 @@ struct BandView {
 // One call's view of the band for a part that changes it: what the band is,
 // its tables, and where the decisions go.
 struct Band {
-    const SideGeometry& geometry;
+    const SubPoolGeometry& geometry;
     const AllocatorOptions& options;
     BandTables& tables;
     DevicePlan& plan;
