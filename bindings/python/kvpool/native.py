@@ -24,6 +24,7 @@ from ._tensors import (
     stream_getter,
 )
 from ._tokens import token_handle
+from .layout import mamba_state_view_descriptors, views_from_descriptors
 
 _INT64 = torch.int64
 
@@ -319,6 +320,10 @@ class _TriPoolSnapshot(_Snapshot):
     pass
 
 
+# Per layer, the padded Mamba state's conv and temporal views (Side.mamba_state_views).
+MambaStateViews = namedtuple("MambaStateViews", "conv temporal")
+
+
 class Side(_KV, _Handle):
     """One side of a unified buffer (a MultiEndedAllocator): standalone, or a pair's."""
 
@@ -390,6 +395,47 @@ class Side(_KV, _Handle):
         return (
             self._exported("v2p", v2p, v2p_shape, torch.int64),
             self._exported("p2v", p2v, p2v_shape, torch.int64),
+        )
+
+    def mamba_state_views(
+        self,
+        *,
+        layers,
+        conv_dim,
+        conv_width,
+        conv_dtype,
+        heads,
+        head_dim,
+        state_dim,
+        temporal_dtype,
+    ):
+        """kvpool's padded Mamba state over this side, as C++'s PageMajorMambaPool lays it out:
+        per layer ``conv[l]`` ``(slots, conv_dim, conv_width)`` and ``temporal[l]`` ``(slots,
+        heads, head_dim, state_dim)``, indexed by physical slot, every view built from the C
+        API's descriptors (kvpool.layout). The side must have page size 1 and the state's entry
+        bytes (layout.mamba_state_entry_bytes); otherwise InvalidArgumentError."""
+        descriptors = mamba_state_view_descriptors(
+            layers=layers,
+            conv_dim=conv_dim,
+            conv_width=conv_width,
+            conv_dtype=conv_dtype,
+            heads=heads,
+            head_dim=head_dim,
+            state_dim=state_dim,
+            temporal_dtype=temporal_dtype,
+            slots=self.info.num_physical_pages,
+        )
+        entry = descriptors[0].strides[0] * descriptors[0].element_size()
+        if self.info.page_size != 1 or self.info.entry_bytes != entry:
+            raise _lib.errors.InvalidArgumentError(
+                f"mamba_state_views: the side has page_size {self.info.page_size} and "
+                f"entry_bytes {self.info.entry_bytes}; this state needs page size 1 and "
+                f"{entry} (layout.mamba_state_entry_bytes)"
+            )
+        raw = self.buffer.bytes
+        return MambaStateViews(
+            views_from_descriptors(raw, descriptors[0::2], conv_dtype),
+            views_from_descriptors(raw, descriptors[1::2], temporal_dtype),
         )
 
     def free_virtual_pages(self):
@@ -942,6 +988,7 @@ def live_handles():
 __all__ = [
     "UnifiedBuffer",
     "Side",
+    "MambaStateViews",
     "SwaPair",
     "MambaPair",
     "MambaSwaTriPool",

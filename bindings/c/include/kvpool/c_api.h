@@ -105,7 +105,7 @@ KVPOOL_C_EXPORT int64_t kvpool_live_handles(void);
  * What a problem report needs (`python -m kvpool` prints it). */
 
 /* The C API's version: raised when a declaration here or in its parts changes or is added. */
-#define KVPOOL_C_API_VERSION 5
+#define KVPOOL_C_API_VERSION 6
 /* KVPOOL_C_API_VERSION of the header the library was built from. */
 KVPOOL_C_EXPORT int kvpool_c_api_version(void);
 /* kvpool's version, "MAJOR.MINOR.PATCH": the CMake project's, which the Python
