@@ -1,7 +1,8 @@
-/* View descriptors through the C API from plain C: page-major MHA (every
- * element against the documented page-major byte formula), dense MLA and
- * SGLang's Mamba slots (offsets and strides), the count-only query and a
- * short output array, and bad geometry refused with the output untouched.
+/* View descriptors through the C API from plain C: page-major MHA and
+ * kvpool's padded Mamba state (every element against the documented byte
+ * formula), dense MLA and SGLang's Mamba slots (offsets and strides), the
+ * count-only query and a short output array, and bad geometry refused with
+ * the output untouched.
  * Exits 0 on success, 1 with a message otherwise. */
 #include "c_test_check.h"
 
@@ -82,6 +83,54 @@ static int mamba(void) {
     return 0;
 }
 
+/* kvpool's padded Mamba state: bf16 conv 3 x 3 (18 bytes, padded to 20 for
+ * the fp32 temporal state), fp32 temporal 2 x 2 x 3 (48 bytes): a layer 68
+ * bytes, a slot 136. */
+enum { M_LAYERS = 2, M_SLOTS = 3, M_ANCHOR = 8, CONV_BLOCK = 20, LAYER_BYTES = 68, SLOT = 136 };
+
+static int64_t byte_of(const kvpool_view_desc* d, const int64_t* index, int64_t size) {
+    int64_t e = 0;
+    for (int64_t k = 0; k < d->ndim; ++k)
+        e += index[k] * d->strides[k];
+    return d->offset + e * size;
+}
+
+static int mamba_state(void) {
+    const kvpool_mamba_state_view_geometry g = {
+        M_LAYERS, 3, 3, KVPOOL_DTYPE_BF16, 2, 2, 3, KVPOOL_DTYPE_FP32, M_SLOTS, M_ANCHOR};
+    kvpool_view_desc out[2 * M_LAYERS];
+    int64_t count = -1;
+    CHECK(kvpool_layout_mamba_state_views(&g, NULL, 0, &count));
+    EXPECT(count == 2 * M_LAYERS);
+    CHECK(kvpool_layout_mamba_state_views(&g, out, 2 * M_LAYERS, &count));
+    for (int64_t l = 0; l < M_LAYERS; ++l) {
+        const kvpool_view_desc* conv = &out[2 * l];
+        const kvpool_view_desc* temporal = &out[2 * l + 1];
+        EXPECT(conv->dtype == KVPOOL_DTYPE_BF16 && conv->ndim == 3);
+        EXPECT(conv->shape[0] == M_SLOTS && conv->shape[1] == 3 && conv->shape[2] == 3);
+        EXPECT(temporal->dtype == KVPOOL_DTYPE_FP32 && temporal->ndim == 4);
+        EXPECT(temporal->shape[0] == M_SLOTS && temporal->shape[1] == 2 &&
+               temporal->shape[2] == 2 && temporal->shape[3] == 3);
+        EXPECT(conv->strides[0] * 2 == SLOT && temporal->strides[0] * 4 == SLOT);
+        for (int64_t s = 0; s < M_SLOTS; ++s) {
+            const int64_t layer = M_ANCHOR + s * SLOT + l * LAYER_BYTES;
+            for (int64_t c = 0; c < 3; ++c)
+                for (int64_t w = 0; w < 3; ++w) {
+                    const int64_t index[3] = {s, c, w};
+                    EXPECT(byte_of(conv, index, 2) == layer + (c * 3 + w) * 2);
+                }
+            for (int64_t h = 0; h < 2; ++h)
+                for (int64_t d = 0; d < 2; ++d)
+                    for (int64_t x = 0; x < 3; ++x) {
+                        const int64_t index[4] = {s, h, d, x};
+                        EXPECT(byte_of(temporal, index, 4) ==
+                               layer + CONV_BLOCK + ((h * 2 + d) * 3 + x) * 4);
+                    }
+        }
+    }
+    return 0;
+}
+
 static int refused(kvpool_status status, const kvpool_view_desc* out, int64_t count) {
     kvpool_view_desc untouched;
     memset(&untouched, 0x5a, sizeof untouched);
@@ -113,13 +162,26 @@ static int bad_geometry(void) {
     if (refused(kvpool_layout_mamba_views(&misaligned, &out, 1, &count), &out, count))
         return 1;
     EXPECT(strstr(kvpool_last_error(), "misaligned") != NULL);
+    const kvpool_mamba_state_view_geometry no_state = {
+        1, 3, 3, KVPOOL_DTYPE_BF16, 2, 2, 0, KVPOOL_DTYPE_FP32, 2, 0};
+    if (refused(kvpool_layout_mamba_state_views(&no_state, &out, 1, &count), &out, count))
+        return 1;
+    EXPECT(strstr(kvpool_last_error(), "state_dim") != NULL);
+    /* bf16 conv, fp32 temporal: slots from byte 2 misalign the temporal state */
+    const kvpool_mamba_state_view_geometry unaligned = {
+        1, 3, 3, KVPOOL_DTYPE_BF16, 2, 2, 3, KVPOOL_DTYPE_FP32, 2, 2};
+    if (refused(kvpool_layout_mamba_state_views(&unaligned, &out, 1, &count), &out, count))
+        return 1;
+    EXPECT(strstr(kvpool_last_error(), "anchor_bytes 2") != NULL);
+    if (refused(kvpool_layout_mamba_state_views(NULL, &out, 1, &count), &out, count))
+        return 1;
     if (refused(kvpool_layout_mha_views(NULL, &out, 1, &count), &out, count))
         return 1;
     return 0;
 }
 
 int main(void) {
-    if (mha() || mla() || mamba() || bad_geometry())
+    if (mha() || mla() || mamba() || mamba_state() || bad_geometry())
         return 1;
     return 0;
 }

@@ -1,6 +1,7 @@
 // View descriptors (view_descriptors.hpp): every element a descriptor
 // addresses is the byte the page-major pools' views address (MHA, MLA, the
-// dense MLA views), the paged views tile their pages exactly once, the
+// dense MLA views, the padded Mamba state, whose clear_slots zeroes exactly
+// the descriptors' bytes), the paged views tile their pages exactly once, the
 // SGLang-compatible Mamba slots follow their documented formula and tile the
 // slots, and bad geometry is refused naming what is wrong.
 #include "kv_pool_test_support.hpp"
@@ -145,6 +146,84 @@ template <class T> void check_mla(const MLAGeometry& g, index_t ps) {
                                          g.row_elements() * dtype_size(g.dtype));
 }
 
+// Element i of a (3- or 4-dim) pool view, in bytes from the pool's base.
+template <class View>
+index_t state_byte(const View& v, const Pool& pool, const std::array<index_t, max_view_dims>& i) {
+    std::size_t e = 0;
+    for (std::size_t k = 0; k < static_cast<std::size_t>(View::rank); ++k)
+        e += static_cast<std::size_t>(i[k]) * v.stride(k);
+    return reinterpret_cast<const std::uint8_t*>(v.data() + e) - pool.bytes().data();
+}
+
+template <class View> bool same_extents(const View& v, const ViewDescriptor& d) {
+    if (d.ndim != static_cast<int>(View::rank))
+        return false;
+    for (std::size_t k = 0; k < static_cast<std::size_t>(d.ndim); ++k)
+        if (static_cast<index_t>(v.extent(k)) != d.shape[k])
+            return false;
+    return true;
+}
+
+// PageMajorMambaPool's padded slots: each descriptor element is the byte the
+// pool's view addresses; the views cover every byte of the slots at most once,
+// leaving exactly the padding; clear_slots (the pool's kernel, over its own row
+// map) zeroes exactly the descriptors' bytes of the slots it clears.
+template <class TConv, class TTemporal>
+void check_mamba_state(const MambaStateGeometry& g, GrowDirection grow) {
+    INFO("Mamba state layers " << g.layers << " conv " << g.conv_dim << "x" << g.conv_width << " "
+                               << to_string(g.conv_dtype) << ", temporal " << g.heads << "x"
+                               << g.head_dim << "x" << g.state_dim << " "
+                               << to_string(g.temporal_dtype));
+    const index_t entry = g.entry_bytes();
+    Pool upool(PoolLayout(entry * 6 + 5, {sub_pool_spec("mamba", g, 1, grow)}));
+    PageMajorMambaPool<Mem, TConv, TTemporal> pool(upool, "mamba", g);
+    const index_t slots = pool.num_slots();
+    const auto descriptors = mamba_state_views(g, slots, 0);
+    REQUIRE(descriptors.size() == static_cast<std::size_t>(2 * g.layers));
+    std::size_t bad = 0;
+    for (index_t l = 0; l < g.layers; ++l) {
+        const ViewDescriptor& conv = descriptors[static_cast<std::size_t>(2 * l)];
+        const ViewDescriptor& temporal = descriptors[static_cast<std::size_t>(2 * l + 1)];
+        CHECK((conv.dtype == g.conv_dtype && temporal.dtype == g.temporal_dtype));
+        REQUIRE(same_extents(pool.conv_state(l), conv));
+        REQUIRE(same_extents(pool.temporal_state(l), temporal));
+        for_each_index(conv, [&](const auto& i) {
+            bad += element_byte(conv, i) != state_byte(pool.conv_state(l), upool, i);
+        });
+        for_each_index(temporal, [&](const auto& i) {
+            bad += element_byte(temporal, i) != state_byte(pool.temporal_state(l), upool, i);
+        });
+    }
+    CHECK(bad == 0);
+    const std::vector<int> hits = coverage(descriptors, upool.total_bytes());
+    std::size_t twice = 0, covered = 0, outside = 0;
+    for (index_t b = 0; b < upool.total_bytes(); ++b) {
+        const int h = hits[static_cast<std::size_t>(b)];
+        twice += h > 1;
+        covered += h == 1 && b < slots * entry;
+        outside += h > 0 && b >= slots * entry;
+    }
+    CHECK(twice == 0);
+    CHECK(outside == 0);
+    const index_t rows = g.conv_row_bytes() + g.temporal_row_bytes();
+    CHECK(covered == static_cast<std::size_t>(slots * g.layers * rows));
+
+    // Clearing two slots zeroes their descriptors' bytes and nothing else.
+    Kokkos::deep_copy(upool.bytes(), poison_byte);
+    const std::vector<index_t> cleared = {1, slots - 1};
+    pool.clear_slots(Space(), to_device(cleared));
+    Space().fence();
+    Bytes expected(static_cast<std::size_t>(upool.total_bytes()), poison_byte);
+    for (const ViewDescriptor& d : descriptors)
+        for_each_index(d, [&](const auto& i) {
+            if (i[0] != cleared[0] && i[0] != cleared[1])
+                return;
+            for (index_t b = 0; b < dtype_size(d.dtype); ++b)
+                expected[static_cast<std::size_t>(element_byte(d, i) + b)] = 0;
+        });
+    CHECK(byte_mismatches(download(upool.bytes()), expected) == 0);
+}
+
 } // namespace
 
 TEST_CASE("view descriptors: page-major MHA addresses what PageMajorMHAPool's views do",
@@ -160,6 +239,35 @@ TEST_CASE("view descriptors: page-major and dense MLA address what PageMajorMLAP
     check_mla<std::uint8_t>({3, 6, 2, KVDtype::fp8}, 2);
     check_mla<u16>({2, 8, 0, KVDtype::bf16}, 1);
     check_mla<u32>({4, 3, 2, KVDtype::fp32}, 4);
+}
+
+TEST_CASE("view descriptors: padded page-major Mamba state addresses what PageMajorMambaPool's "
+          "views and clear_slots do",
+          "[view-descriptors]") {
+    // bf16 conv of 9 elements: 18 bytes padded to 20 before the fp32 temporal state.
+    check_mamba_state<u16, u32>(mamba_geometry, GrowDirection::down);
+    // fp32 conv, bf16 temporal of 3 elements: 6 bytes padded to 8.
+    check_mamba_state<u32, u16>({3, 2, 2, KVDtype::fp32, 1, 3, 1, KVDtype::bf16},
+                                GrowDirection::up);
+    // fp8 conv of 5 bytes padded to 8; fp32 temporal.
+    check_mamba_state<std::uint8_t, u32>({2, 5, 1, KVDtype::fp8, 1, 2, 2, KVDtype::fp32},
+                                         GrowDirection::up);
+    // Same element sizes: no padding.
+    check_mamba_state<u16, u16>({1, 4, 3, KVDtype::fp16, 2, 2, 2, KVDtype::bf16},
+                                GrowDirection::down);
+}
+
+TEST_CASE("view descriptors: the Mamba state views' slots start at the anchor",
+          "[view-descriptors]") {
+    const MambaStateGeometry& g = mamba_geometry;
+    const auto at0 = mamba_state_views(g, 4, 0);
+    const auto at = mamba_state_views(g, 4, 40);
+    REQUIRE(at.size() == at0.size());
+    for (std::size_t i = 0; i < at.size(); ++i) {
+        CHECK(at[i].offset == at0[i].offset + 40);
+        CHECK(at[i].strides == at0[i].strides);
+        CHECK(at[i].strides[0] * dtype_size(at[i].dtype) == g.entry_bytes());
+    }
 }
 
 TEST_CASE("view descriptors: an anchored region shifts every view by its anchor",
@@ -245,6 +353,12 @@ TEST_CASE("view descriptors: bad geometry is refused, naming what is wrong", "[v
     expect_error(invalid, "extent 0", [] {
         mamba_tensor_views({1, {{4, 0}}, KVDtype::bf16, {2}, KVDtype::fp32}, 2, 0);
     });
+    expect_error(invalid, "state_dim", [] {
+        mamba_state_views({1, 2, 2, KVDtype::bf16, 1, 2, 0, KVDtype::fp32}, 2, 0);
+    });
+    expect_error(invalid, "slots must be >= 0", [] { mamba_state_views(mamba_geometry, -1, 0); });
+    // bf16 conv, fp32 temporal: the slots must start 4-byte aligned.
+    expect_error(invalid, "anchor_bytes 2", [] { mamba_state_views(mamba_geometry, 2, 2); });
     const ViewDescriptor d = mha_layer_views({1, 1, 2, 0, KVDtype::bf16}, {1, 2, 0})[0];
     expect_error(ErrorCode::out_of_range, "outside its extent", [&] {
         d.byte_offset({2, 0, 0, 0});

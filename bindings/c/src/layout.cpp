@@ -1,5 +1,6 @@
 // C API: per-layer view descriptors (kvpool/storage/view_descriptors.hpp) of the
-// page-major layouts, for callers that build their tensors from them.
+// page-major layouts (MHA, MLA, SGLang's and kvpool's padded Mamba state), for
+// callers that build their tensors from them.
 #include "handles.hpp"
 
 #include <kvpool/storage/view_descriptors.hpp>
@@ -128,6 +129,20 @@ kvpool_status kvpool_layout_mamba_views(const kvpool_mamba_view_geometry* geomet
         const kvpool::MambaTensorsGeometry mamba = mamba_of(g);
         copy_out([&] { return kvpool::mamba_tensor_views(mamba, g.slots, g.anchor_bytes); },
                  out_host, capacity, count, "kvpool_layout_mamba_views");
+    });
+}
+
+kvpool_status kvpool_layout_mamba_state_views(const kvpool_mamba_state_view_geometry* geometry,
+                                              kvpool_view_desc* out_host, int64_t capacity,
+                                              int64_t* count) {
+    return guarded([&] {
+        const char* call = "kvpool_layout_mamba_state_views";
+        const kvpool_mamba_state_view_geometry& g = deref(geometry, "geometry");
+        const kvpool::MambaStateGeometry mamba{
+            g.layers, g.conv_dim, g.conv_width, dtype_of(g.conv_dtype, call, "conv_dtype"),
+            g.heads,  g.head_dim, g.state_dim,  dtype_of(g.temporal_dtype, call, "temporal_dtype")};
+        copy_out([&] { return kvpool::mamba_state_views(mamba, g.slots, g.anchor_bytes); },
+                 out_host, capacity, count, call);
     });
 }
 

@@ -331,6 +331,7 @@ _SIGNATURES = {
     "kvpool_layout_mha_views": (_P, _P, _I64, _PI64),
     "kvpool_layout_mla_views": (_P, _P, _I64, _PI64),
     "kvpool_layout_mamba_views": (_P, _P, _I64, _PI64),
+    "kvpool_layout_mamba_state_views": (_P, _P, _I64, _PI64),
     # state digests of tensor-parallel ranks (kvpool.native's state_digest())
     "kvpool_multi_ended_allocator_state_digest": (_P, _PU64),
     "kvpool_unified_swa_allocator_state_digest": (_P, _PU64),

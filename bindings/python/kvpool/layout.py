@@ -101,6 +101,24 @@ class MambaViewGeometry(Structure):
     ]
 
 
+class MambaStateViewGeometry(Structure):
+    _fields_ = [
+        (name, c_int64)
+        for name in (
+            "layers",
+            "conv_dim",
+            "conv_width",
+            "conv_dtype",
+            "heads",
+            "head_dim",
+            "state_dim",
+            "temporal_dtype",
+            "slots",
+            "anchor_bytes",
+        )
+    ]
+
+
 def dtype_code(dtype: torch.dtype) -> int:
     """The KVPOOL_DTYPE_* code of a torch dtype, by its element size (bf16 keeps its own)."""
     if dtype == torch.bfloat16:
@@ -187,6 +205,45 @@ def mamba_view_descriptors(
         anchor_bytes,
     )
     return _descriptors(lib.kvpool_layout_mamba_views, g)
+
+
+def mamba_state_view_descriptors(
+    *,
+    layers,
+    conv_dim,
+    conv_width,
+    conv_dtype: torch.dtype,
+    heads,
+    head_dim,
+    state_dim,
+    temporal_dtype: torch.dtype,
+    slots,
+    anchor_bytes=0,
+) -> List[ViewDesc]:
+    """kvpool's own padded Mamba state (C++'s PageMajorMambaPool), page size 1: per layer, the
+    conv view ``(slots, conv_dim, conv_width)`` at 2l and the temporal view ``(slots, heads,
+    head_dim, state_dim)`` at 2l + 1; slot s starts at ``anchor_bytes + s * entry`` bytes, the
+    padding between blocks in no view."""
+    g = MambaStateViewGeometry(
+        layers,
+        conv_dim,
+        conv_width,
+        dtype_code(conv_dtype),
+        heads,
+        head_dim,
+        state_dim,
+        dtype_code(temporal_dtype),
+        slots,
+        anchor_bytes,
+    )
+    return _descriptors(lib.kvpool_layout_mamba_state_views, g)
+
+
+def mamba_state_entry_bytes(**geometry) -> int:
+    """The bytes of one slot of the padded Mamba state (mamba_state_view_descriptors' geometry
+    without slots and anchor_bytes): the entry_bytes of a side that holds it, as C lays it out."""
+    d = mamba_state_view_descriptors(**geometry, slots=0)[0]
+    return d.strides[0] * d.element_size()
 
 
 def views_from_descriptors(

@@ -12,6 +12,7 @@ composites, requests); this module is their one public name space.
 # from kvpool.transfer, the PD transfer descriptors over a MultiEndedAllocator.
 from ._lib import lib
 from ._native.allocator import (  # noqa: F401
+    MambaStateViews,
     MultiEndedAllocator,
     allocator_options,
     set_forward_done,
@@ -42,6 +43,7 @@ def live_handles():
 __all__ = [
     "UnifiedKVPool",
     "MultiEndedAllocator",
+    "MambaStateViews",
     "UnifiedSWAAllocator",
     "UnifiedMambaAllocator",
     "UnifiedMambaSWAAllocator",

@@ -47,6 +47,7 @@ STRUCTS = {
     layout.MHAViewGeometry: "kvpool_mha_view_geometry",
     layout.MLAViewGeometry: "kvpool_mla_view_geometry",
     layout.MambaViewGeometry: "kvpool_mamba_view_geometry",
+    layout.MambaStateViewGeometry: "kvpool_mamba_state_view_geometry",
 }
 
 CALLBACKS = {

@@ -1,15 +1,15 @@
 """Views from the C API's view descriptors (kvpool.layout), the layout's one derivation: for
 several geometries the views the kvpool.sglang pools build (and an MHA pool's transfer layout)
 address the bytes the formulas Python used before did (written out here as the oracle), a value
-stamped through a view lands at the oracle's byte, and bad geometry is refused with a clear
-error."""
+stamped through a view lands at the oracle's byte, kvpool.native's padded Mamba state views
+alias exactly the bytes the library writes, and bad geometry is refused with a clear error."""
 
 import random
 
 import pytest
 import torch
 
-from kvpool import layout
+from kvpool import layout, native
 from kvpool.errors import InvalidArgumentError
 from kvpool.sglang import (
     MambaSubPoolSpec,
@@ -297,3 +297,98 @@ def test_bad_geometry_is_refused_naming_it():
             torch.zeros(1 << 12, dtype=torch.uint8), descriptors, torch.float32
         )
     assert not bool(raw.any())
+
+
+STALE = 0xA5
+MAMBA_STATE_CASES = [
+    # layers, conv_dim, conv_width, conv_dtype, heads, head_dim, state_dim, temporal_dtype,
+    # padding bytes a slot holds
+    (2, 3, 3, torch.bfloat16, 2, 2, 3, torch.float32, 2 * 2),  # conv 18 bytes -> 20
+    (3, 2, 2, torch.float32, 1, 3, 1, torch.bfloat16, 3 * 2),  # temporal 6 bytes -> 8
+    (1, 4, 3, torch.float16, 2, 2, 2, torch.bfloat16, 0),
+]
+
+
+def _state_geometry(case):
+    names = "layers conv_dim conv_width conv_dtype heads head_dim state_dim temporal_dtype"
+    return dict(zip(names.split(), case[:8]))
+
+
+@pytest.mark.parametrize("case", MAMBA_STATE_CASES, ids=lambda c: f"{c[3]}-{c[7]}-pad{c[8]}")
+def test_padded_mamba_state_views_alias_the_bytes_the_library_writes(case, device, seed):
+    """kvpool.native's padded Mamba state views (from C's descriptors): each slot's views hold
+    its page's bytes but the padding, each byte once; a slot the library zeroes on handout
+    (its whole page, padding included) reads zero through the views and no other slot moves."""
+    rng = random.Random(seed)
+    g = _state_geometry(case)
+    padding = case[8]
+    entry = layout.mamba_state_entry_bytes(**g)
+    rows = g["layers"] * (
+        g["conv_dim"] * g["conv_width"] * _size(g["conv_dtype"])
+        + g["heads"] * g["head_dim"] * g["state_dim"] * _size(g["temporal_dtype"])
+    )
+    assert entry == rows + padding
+    slots, tail = 8, 16
+    buffer = native.UnifiedBuffer(slots * entry + tail, [("mamba", entry, 1, "down")], device)
+    side = native.MultiEndedAllocator.create(buffer, "mamba", native.allocator_options(zero_on_alloc=True))
+    views = side.mamba_state_views(**g)
+    assert len(views.conv) == len(views.temporal) == g["layers"]
+    assert tuple(views.conv[0].shape) == (slots, g["conv_dim"], g["conv_width"])
+    assert tuple(views.temporal[0].shape) == (slots, g["heads"], g["head_dim"], g["state_dim"])
+    raw = buffer.bytes
+    pages = slice(0, slots * entry)
+
+    # Zeroing every view leaves exactly the padding of each page and the tail.
+    raw.fill_(STALE)
+    for v in views.conv + views.temporal:
+        v.zero_()
+    image = raw.cpu()
+    for p in range(slots):
+        page = image[p * entry : (p + 1) * entry]
+        assert int((page == 0).sum()) == rows, f"slot {p}"
+        assert int((page == STALE).sum()) == padding, f"slot {p}"
+    assert bool((image[slots * entry :] == STALE).all())
+
+    # Stamps per slot and layer, then the library zeroes the slots it hands out.
+    raw[pages].fill_(STALE)
+    stamps = {}
+    for s in range(slots):
+        for layer in range(g["layers"]):
+            stamps[s, layer] = (rng.randrange(1, 60), rng.randrange(1, 60))
+            views.conv[layer][s].fill_(stamps[s, layer][0])
+            views.temporal[layer][s].fill_(stamps[s, layer][1])
+    before = raw.cpu()
+    ids = side.alloc(rng.randrange(1, slots - 1))
+    assert ids is not None
+    v2p, _ = side.tables()
+    handed = {int(p) for p in v2p[ids.long()].cpu()}
+    image = raw.cpu()
+    for s in range(slots):
+        page = slice(s * entry, (s + 1) * entry)
+        if s in handed:
+            assert not bool(image[page].any()), f"slot {s}: its page is not zero"
+        else:
+            assert torch.equal(image[page], before[page]), f"slot {s} changed"
+        for layer in range(g["layers"]):
+            conv, temporal = stamps[s, layer] if s not in handed else (0, 0)
+            assert bool((views.conv[layer][s] == conv).all()), (s, layer)
+            assert bool((views.temporal[layer][s] == temporal).all()), (s, layer)
+    assert bool((image[slots * entry :] == STALE).all())
+
+
+def test_padded_mamba_state_views_refuse_a_side_that_does_not_hold_them():
+    g = _state_geometry(MAMBA_STATE_CASES[0])
+    entry = layout.mamba_state_entry_bytes(**g)
+    buffer = native.UnifiedBuffer(
+        1 << 12, [("state", entry, 1, "up"), ("paged", entry, 2, "down")], "cpu"
+    )
+    state = native.MultiEndedAllocator.create(buffer, "state", native.allocator_options())
+    paged = native.MultiEndedAllocator.create(buffer, "paged", native.allocator_options())
+    with pytest.raises(InvalidArgumentError, match="page_size 2"):
+        paged.mamba_state_views(**g)
+    with pytest.raises(InvalidArgumentError, match=f"entry_bytes {entry}; this state needs"):
+        state.mamba_state_views(**{**g, "state_dim": g["state_dim"] + 1})
+    with pytest.raises(InvalidArgumentError, match="state_dim must be > 0"):
+        layout.mamba_state_view_descriptors(**{**g, "state_dim": 0}, slots=2)
+    with pytest.raises(InvalidArgumentError, match="anchor_bytes 2"):
+        layout.mamba_state_view_descriptors(**g, slots=2, anchor_bytes=2)

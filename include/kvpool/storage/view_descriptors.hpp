@@ -56,6 +56,15 @@ std::vector<ViewDescriptor> mla_layer_views(const MLAGeometry& geometry, const P
 std::vector<ViewDescriptor> mla_dense_layer_views(const MLAGeometry& geometry,
                                                   const PagedRegion& region);
 
+// Page-major Mamba state (PageMajorMambaPool): page size 1, slot s one page of
+// geometry.entry_bytes() at anchor_bytes + s * entry_bytes(); per layer, the
+// conv block then the temporal block, each padded to the larger element size
+// (the padding is in no view). 2 * layers descriptors: layer l's conv
+// [slots][conv_dim][conv_width] at 2l, its temporal [slots][heads][head_dim]
+// [state_dim] at 2l + 1; strides[0] is a slot's bytes over the element size.
+std::vector<ViewDescriptor> mamba_state_views(const MambaStateGeometry& geometry, index_t slots,
+                                              index_t anchor_bytes);
+
 // Mamba state as the SGLang-compatible pools lay it out: page size 1, slot s
 // one envelope of entry_bytes() at anchor_bytes + s * entry_bytes(), holding
 // each conv tensor of every layer, then the temporal state of every layer,

@@ -72,6 +72,25 @@ typedef struct {
     int64_t anchor_bytes;
 } kvpool_mamba_view_geometry;
 
+/* kvpool's own page-major Mamba state (PageMajorMambaPool), page size 1:
+ * slot s one page at anchor_bytes + s * entry bytes; per layer, the conv
+ * block [conv_dim][conv_width] then the temporal block [heads][head_dim]
+ * [state_dim], each padded to the larger element size (the padding is in no
+ * view). A side holding it has entry_bytes = strides[0] of any descriptor
+ * times its element size. */
+typedef struct {
+    int64_t layers;
+    int64_t conv_dim;
+    int64_t conv_width;
+    int64_t conv_dtype;
+    int64_t heads;
+    int64_t head_dim;
+    int64_t state_dim;
+    int64_t temporal_dtype;
+    int64_t slots;
+    int64_t anchor_bytes;
+} kvpool_mamba_state_view_geometry;
+
 /* 2 * layers descriptors: layer l's K [num_pages][page_size][head_num]
  * [head_dim] at 2l, its V [...][v_head_dim] at 2l + 1. */
 KVPOOL_C_EXPORT kvpool_status kvpool_layout_mha_views(const kvpool_mha_view_geometry* geometry,
@@ -87,6 +106,12 @@ KVPOOL_C_EXPORT kvpool_status kvpool_layout_mla_views(const kvpool_mla_view_geom
 KVPOOL_C_EXPORT kvpool_status kvpool_layout_mamba_views(const kvpool_mamba_view_geometry* geometry,
                                                         kvpool_view_desc* out_host,
                                                         int64_t capacity, int64_t* count);
+/* 2 * layers descriptors: layer l's conv [slots][conv_dim][conv_width] at 2l,
+ * its temporal [slots][heads][head_dim][state_dim] at 2l + 1; strides[0] is a
+ * slot's bytes over the element size. */
+KVPOOL_C_EXPORT kvpool_status
+kvpool_layout_mamba_state_views(const kvpool_mamba_state_view_geometry* geometry,
+                                kvpool_view_desc* out_host, int64_t capacity, int64_t* count);
 
 #ifdef __cplusplus
 }

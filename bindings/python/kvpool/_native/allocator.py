@@ -1,6 +1,7 @@
 """kvpool.native.MultiEndedAllocator: the allocator of one sub-pool (a side), its options,
 and the forward-done marker handed to several sides."""
 
+from collections import namedtuple
 from ctypes import byref, c_char_p, c_int64, c_void_p
 
 import torch
@@ -9,6 +10,7 @@ from .. import _lib
 from .._lib import check, lib, raise_status
 from .._tensors import device_index_input, host_ids, host_view, stream_getter
 from .._tokens import token_handle
+from ..layout import mamba_state_view_descriptors, views_from_descriptors
 from .handle import _INT64, _Handle, _host_run, _new
 from .kv import _KV, _AllocatorSnapshot
 
@@ -20,6 +22,11 @@ def allocator_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_
     return _lib.AllocatorOptions(
         int(bool(lazy)), int(bool(is_id_owner)), int(max_moves_per_flush), int(bool(zero_on_alloc))
     )
+
+
+# Per layer, the padded Mamba state's conv and temporal views
+# (MultiEndedAllocator.mamba_state_views).
+MambaStateViews = namedtuple("MambaStateViews", "conv temporal")
 
 
 class MultiEndedAllocator(_KV, _Handle):
@@ -93,6 +100,47 @@ class MultiEndedAllocator(_KV, _Handle):
         return (
             self._exported("v2p", v2p, v2p_shape, torch.int64),
             self._exported("p2v", p2v, p2v_shape, torch.int64),
+        )
+
+    def mamba_state_views(
+        self,
+        *,
+        layers,
+        conv_dim,
+        conv_width,
+        conv_dtype,
+        heads,
+        head_dim,
+        state_dim,
+        temporal_dtype,
+    ):
+        """kvpool's padded Mamba state over this side, as C++'s PageMajorMambaPool lays it out:
+        per layer ``conv[l]`` ``(slots, conv_dim, conv_width)`` and ``temporal[l]`` ``(slots,
+        heads, head_dim, state_dim)``, indexed by physical slot, every view built from the C
+        API's descriptors (kvpool.layout). The side must have page size 1 and the state's entry
+        bytes (layout.mamba_state_entry_bytes); otherwise InvalidArgumentError."""
+        descriptors = mamba_state_view_descriptors(
+            layers=layers,
+            conv_dim=conv_dim,
+            conv_width=conv_width,
+            conv_dtype=conv_dtype,
+            heads=heads,
+            head_dim=head_dim,
+            state_dim=state_dim,
+            temporal_dtype=temporal_dtype,
+            slots=self.info.num_physical_pages,
+        )
+        entry = descriptors[0].strides[0] * descriptors[0].element_size()
+        if self.info.page_size != 1 or self.info.entry_bytes != entry:
+            raise _lib.errors.InvalidArgumentError(
+                f"mamba_state_views: the side has page_size {self.info.page_size} and "
+                f"entry_bytes {self.info.entry_bytes}; this state needs page size 1 and "
+                f"{entry} (layout.mamba_state_entry_bytes)"
+            )
+        raw = self.buffer.bytes
+        return MambaStateViews(
+            views_from_descriptors(raw, descriptors[0::2], conv_dtype),
+            views_from_descriptors(raw, descriptors[1::2], temporal_dtype),
         )
 
     def free_virtual_pages(self):

@@ -58,6 +58,17 @@ void check_state_shape(const std::vector<index_t>& shape, const std::string& nam
             bad(fmt::format("Mamba state: {} has an extent {}; extents must be > 0", name, x));
 }
 
+// Mamba state slots from anchor_bytes: each tensor's elements aligned there.
+void check_slots(index_t slots, index_t anchor_bytes, KVDtype conv, KVDtype temporal) {
+    if (slots < 0)
+        bad(fmt::format("Mamba state views: slots must be >= 0, got {}", slots));
+    for (KVDtype dtype : {conv, temporal})
+        if (anchor_bytes < 0 || anchor_bytes % dtype_size(dtype) != 0)
+            bad(fmt::format("Mamba state views: anchor_bytes {} is not a non-negative multiple "
+                            "of the {}-byte {}",
+                            anchor_bytes, dtype_size(dtype), to_string(dtype)));
+}
+
 } // namespace
 
 index_t ViewDescriptor::byte_offset(std::initializer_list<index_t> index) const {
@@ -124,6 +135,26 @@ std::vector<ViewDescriptor> mla_dense_layer_views(const MLAGeometry& g, const Pa
     return out;
 }
 
+std::vector<ViewDescriptor> mamba_state_views(const MambaStateGeometry& g, index_t slots,
+                                              index_t anchor_bytes) {
+    g.validate();
+    check_slots(slots, anchor_bytes, g.conv_dtype, g.temporal_dtype);
+    const index_t conv_size = dtype_size(g.conv_dtype),
+                  temporal_size = dtype_size(g.temporal_dtype);
+    const index_t entry = g.entry_bytes();
+    std::vector<ViewDescriptor> out;
+    for (index_t l = 0; l < g.layers; ++l) {
+        const index_t conv_at = anchor_bytes + l * g.layer_bytes();
+        out.push_back(descriptor(conv_at, g.conv_dtype, {slots, g.conv_dim, g.conv_width},
+                                 {entry / conv_size, g.conv_width, 1}));
+        out.push_back(
+            descriptor(conv_at + g.conv_block_bytes(), g.temporal_dtype,
+                       {slots, g.heads, g.head_dim, g.state_dim},
+                       {entry / temporal_size, g.head_dim * g.state_dim, g.state_dim, 1}));
+    }
+    return out;
+}
+
 index_t MambaTensorsGeometry::entry_bytes() const {
     index_t conv = 0;
     for (const auto& shape : conv_shapes)
@@ -157,13 +188,7 @@ void MambaTensorsGeometry::validate() const {
 std::vector<ViewDescriptor> mamba_tensor_views(const MambaTensorsGeometry& g, index_t slots,
                                                index_t anchor_bytes) {
     g.validate();
-    if (slots < 0)
-        bad(fmt::format("Mamba state views: slots must be >= 0, got {}", slots));
-    for (KVDtype dtype : {g.conv_dtype, g.temporal_dtype})
-        if (anchor_bytes < 0 || anchor_bytes % dtype_size(dtype) != 0)
-            bad(fmt::format("Mamba state views: anchor_bytes {} is not a non-negative multiple "
-                            "of the {}-byte {}",
-                            anchor_bytes, dtype_size(dtype), to_string(dtype)));
+    check_slots(slots, anchor_bytes, g.conv_dtype, g.temporal_dtype);
     const index_t entry = g.entry_bytes();
     index_t at = anchor_bytes;
     std::vector<ViewDescriptor> out;
