@@ -329,7 +329,7 @@ def test_padded_mamba_state_views_alias_the_bytes_the_library_writes(case, devic
     )
     assert entry == rows + padding
     slots, tail = 8, 16
-    buffer = native.UnifiedBuffer(slots * entry + tail, [("mamba", entry, 1, "down")], device)
+    buffer = native.UnifiedKVPool(slots * entry + tail, [("mamba", entry, 1, "down")], device)
     side = native.MultiEndedAllocator.create(buffer, "mamba", native.allocator_options(zero_on_alloc=True))
     views = side.mamba_state_views(**g)
     assert len(views.conv) == len(views.temporal) == g["layers"]
@@ -379,7 +379,7 @@ def test_padded_mamba_state_views_alias_the_bytes_the_library_writes(case, devic
 def test_padded_mamba_state_views_refuse_a_side_that_does_not_hold_them():
     g = _state_geometry(MAMBA_STATE_CASES[0])
     entry = layout.mamba_state_entry_bytes(**g)
-    buffer = native.UnifiedBuffer(
+    buffer = native.UnifiedKVPool(
         1 << 12, [("state", entry, 1, "up"), ("paged", entry, 2, "down")], "cpu"
     )
     state = native.MultiEndedAllocator.create(buffer, "state", native.allocator_options())
