@@ -11,7 +11,7 @@
 enum { LAYERS = 2, HEADS = 2, HD = 4, VHD = 6, PS = 4, PAGES = 3, ANCHOR = 64, SIZE = 2 };
 enum { K_ROW = HEADS * HD, V_ROW = HEADS * VHD, PAGE_BYTES = PS * LAYERS * (K_ROW + V_ROW) * SIZE };
 
-static int64_t at(const kvpool_view_desc* d, const int64_t* index) {
+static int64_t at(const kvpool_view_descriptor* d, const int64_t* index) {
     int64_t e = 0;
     for (int64_t k = 0; k < d->ndim; ++k)
         e += index[k] * d->strides[k];
@@ -21,14 +21,14 @@ static int64_t at(const kvpool_view_desc* d, const int64_t* index) {
 static int mha(void) {
     const kvpool_mha_view_geometry g = {LAYERS, HEADS, HD, VHD, KVPOOL_DTYPE_BF16,
                                         PS,     PAGES, ANCHOR};
-    kvpool_view_desc out[2 * LAYERS];
+    kvpool_view_descriptor out[2 * LAYERS];
     int64_t count = -1;
     CHECK(kvpool_layout_mha_views(&g, NULL, 0, &count));
     EXPECT(count == 2 * LAYERS);
     CHECK(kvpool_layout_mha_views(&g, out, 2 * LAYERS, &count));
     for (int64_t l = 0; l < LAYERS; ++l)
         for (int64_t v = 0; v < 2; ++v) {
-            const kvpool_view_desc* d = &out[2 * l + v];
+            const kvpool_view_descriptor* d = &out[2 * l + v];
             const int64_t dim = v ? VHD : HD, row = v ? V_ROW : K_ROW;
             EXPECT(d->dtype == KVPOOL_DTYPE_BF16 && d->ndim == 4);
             EXPECT(d->shape[0] == PAGES && d->shape[1] == PS && d->shape[2] == HEADS &&
@@ -45,7 +45,7 @@ static int mha(void) {
                         }
         }
     /* A short array gets the first descriptors and the full count. */
-    kvpool_view_desc first;
+    kvpool_view_descriptor first;
     CHECK(kvpool_layout_mha_views(&g, &first, 1, &count));
     EXPECT(count == 2 * LAYERS && memcmp(&first, &out[0], sizeof first) == 0);
     return 0;
@@ -53,7 +53,7 @@ static int mha(void) {
 
 static int mla(void) {
     const kvpool_mla_view_geometry g = {3, 10, KVPOOL_DTYPE_BF16, 2, 5, 0, 1};
-    kvpool_view_desc out[3];
+    kvpool_view_descriptor out[3];
     int64_t count = 0;
     CHECK(kvpool_layout_mla_views(&g, out, 3, &count));
     EXPECT(count == 3);
@@ -71,7 +71,7 @@ static int mamba(void) {
     /* conv fp16 (4, 3): 24 bytes a layer; temporal fp32 (2, 2): 16; slot 80 bytes */
     const kvpool_mamba_view_geometry g = {
         2, 1, conv_ndims, conv_dims, KVPOOL_DTYPE_FP16, 2, {2, 2}, KVPOOL_DTYPE_FP32, 3, 0};
-    kvpool_view_desc out[2];
+    kvpool_view_descriptor out[2];
     int64_t count = 0;
     CHECK(kvpool_layout_mamba_views(&g, out, 2, &count));
     EXPECT(count == 2);
@@ -88,7 +88,7 @@ static int mamba(void) {
  * bytes, a slot 136. */
 enum { M_LAYERS = 2, M_SLOTS = 3, M_ANCHOR = 8, CONV_BLOCK = 20, LAYER_BYTES = 68, SLOT = 136 };
 
-static int64_t byte_of(const kvpool_view_desc* d, const int64_t* index, int64_t size) {
+static int64_t byte_of(const kvpool_view_descriptor* d, const int64_t* index, int64_t size) {
     int64_t e = 0;
     for (int64_t k = 0; k < d->ndim; ++k)
         e += index[k] * d->strides[k];
@@ -98,14 +98,14 @@ static int64_t byte_of(const kvpool_view_desc* d, const int64_t* index, int64_t 
 static int mamba_state(void) {
     const kvpool_mamba_state_view_geometry g = {
         M_LAYERS, 3, 3, KVPOOL_DTYPE_BF16, 2, 2, 3, KVPOOL_DTYPE_FP32, M_SLOTS, M_ANCHOR};
-    kvpool_view_desc out[2 * M_LAYERS];
+    kvpool_view_descriptor out[2 * M_LAYERS];
     int64_t count = -1;
     CHECK(kvpool_layout_mamba_state_views(&g, NULL, 0, &count));
     EXPECT(count == 2 * M_LAYERS);
     CHECK(kvpool_layout_mamba_state_views(&g, out, 2 * M_LAYERS, &count));
     for (int64_t l = 0; l < M_LAYERS; ++l) {
-        const kvpool_view_desc* conv = &out[2 * l];
-        const kvpool_view_desc* temporal = &out[2 * l + 1];
+        const kvpool_view_descriptor* conv = &out[2 * l];
+        const kvpool_view_descriptor* temporal = &out[2 * l + 1];
         EXPECT(conv->dtype == KVPOOL_DTYPE_BF16 && conv->ndim == 3);
         EXPECT(conv->shape[0] == M_SLOTS && conv->shape[1] == 3 && conv->shape[2] == 3);
         EXPECT(temporal->dtype == KVPOOL_DTYPE_FP32 && temporal->ndim == 4);
@@ -131,8 +131,8 @@ static int mamba_state(void) {
     return 0;
 }
 
-static int refused(kvpool_status status, const kvpool_view_desc* out, int64_t count) {
-    kvpool_view_desc untouched;
+static int refused(kvpool_status status, const kvpool_view_descriptor* out, int64_t count) {
+    kvpool_view_descriptor untouched;
     memset(&untouched, 0x5a, sizeof untouched);
     EXPECT(status == KVPOOL_ERROR_INVALID_ARGUMENT);
     EXPECT(memcmp(out, &untouched, sizeof untouched) == 0 && count == 77);
@@ -140,7 +140,7 @@ static int refused(kvpool_status status, const kvpool_view_desc* out, int64_t co
 }
 
 static int bad_geometry(void) {
-    kvpool_view_desc out;
+    kvpool_view_descriptor out;
     int64_t count = 77;
     memset(&out, 0x5a, sizeof out);
     const kvpool_mha_view_geometry no_heads = {2, 0, 4, 0, KVPOOL_DTYPE_BF16, 1, 4, 0};

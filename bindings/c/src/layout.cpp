@@ -32,7 +32,7 @@ kvpool::KVDtype dtype_of(int64_t code, const char* call, const char* field) {
 // out and sets *count to the size: nothing is written before the geometry
 // has passed (make throws first).
 template <class Make>
-void copy_out(Make&& make, kvpool_view_desc* out, int64_t capacity, int64_t* count,
+void copy_out(Make&& make, kvpool_view_descriptor* out, int64_t capacity, int64_t* count,
               const char* call) {
     require(count != nullptr, std::string(call) + ": count is NULL");
     require(capacity >= 0 && (capacity == 0 || out != nullptr), std::string(call) + ": capacity " +
@@ -42,8 +42,8 @@ void copy_out(Make&& make, kvpool_view_desc* out, int64_t capacity, int64_t* cou
     const std::size_t n = std::min(list.size(), static_cast<std::size_t>(capacity));
     for (std::size_t i = 0; i < n; ++i) {
         const kvpool::ViewDescriptor& d = list[i];
-        kvpool_view_desc& o = out[i];
-        o = kvpool_view_desc{};
+        kvpool_view_descriptor& o = out[i];
+        o = kvpool_view_descriptor{};
         o.offset = d.offset;
         o.dtype = static_cast<int64_t>(d.dtype);
         o.ndim = d.ndim;
@@ -85,7 +85,7 @@ kvpool::MambaTensorsGeometry mamba_of(const kvpool_mamba_view_geometry& g) {
 extern "C" {
 
 kvpool_status kvpool_layout_mha_views(const kvpool_mha_view_geometry* geometry,
-                                      kvpool_view_desc* out_host, int64_t capacity,
+                                      kvpool_view_descriptor* out_host, int64_t capacity,
                                       int64_t* count) {
     return guarded([&] {
         const char* call = "kvpool_layout_mha_views";
@@ -101,7 +101,7 @@ kvpool_status kvpool_layout_mha_views(const kvpool_mha_view_geometry* geometry,
 }
 
 kvpool_status kvpool_layout_mla_views(const kvpool_mla_view_geometry* geometry,
-                                      kvpool_view_desc* out_host, int64_t capacity,
+                                      kvpool_view_descriptor* out_host, int64_t capacity,
                                       int64_t* count) {
     return guarded([&] {
         const char* call = "kvpool_layout_mla_views";
@@ -122,7 +122,7 @@ kvpool_status kvpool_layout_mla_views(const kvpool_mla_view_geometry* geometry,
 }
 
 kvpool_status kvpool_layout_mamba_views(const kvpool_mamba_view_geometry* geometry,
-                                        kvpool_view_desc* out_host, int64_t capacity,
+                                        kvpool_view_descriptor* out_host, int64_t capacity,
                                         int64_t* count) {
     return guarded([&] {
         const kvpool_mamba_view_geometry& g = deref(geometry, "geometry");
@@ -133,7 +133,7 @@ kvpool_status kvpool_layout_mamba_views(const kvpool_mamba_view_geometry* geomet
 }
 
 kvpool_status kvpool_layout_mamba_state_views(const kvpool_mamba_state_view_geometry* geometry,
-                                              kvpool_view_desc* out_host, int64_t capacity,
+                                              kvpool_view_descriptor* out_host, int64_t capacity,
                                               int64_t* count) {
     return guarded([&] {
         const char* call = "kvpool_layout_mamba_state_views";

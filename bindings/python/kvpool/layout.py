@@ -27,8 +27,8 @@ _CODE_TORCH = {
 }
 
 
-class ViewDesc(Structure):
-    """kvpool_view_desc: one view's byte offset, dtype code, shape and strides (elements)."""
+class ViewDescriptor(Structure):
+    """kvpool_view_descriptor: one view's byte offset, dtype code, shape and strides (elements)."""
 
     _fields_ = [
         ("offset", c_int64),
@@ -132,10 +132,10 @@ def dtype_code(dtype: torch.dtype) -> int:
     return codes[size]
 
 
-def _descriptors(call, geometry) -> List[ViewDesc]:
+def _descriptors(call, geometry) -> List[ViewDescriptor]:
     count = c_int64()
     check(call(addressof(geometry), None, 0, byref(count)))
-    out = (ViewDesc * count.value)()
+    out = (ViewDescriptor * count.value)()
     check(call(addressof(geometry), addressof(out), count.value, byref(count)))
     return list(out)
 
@@ -150,7 +150,7 @@ def mha_view_descriptors(
     page_size,
     num_pages,
     anchor_bytes=0,
-) -> List[ViewDesc]:
+) -> List[ViewDescriptor]:
     """2 * layers descriptors: layer l's K ``(num_pages, page_size, head_num, head_dim)`` at
     2l, its V ``(..., v_head_dim)`` at 2l + 1."""
     code = dtype_code(dtype)
@@ -162,7 +162,7 @@ def mha_view_descriptors(
 
 def mla_view_descriptors(
     *, layers, kv_cache_dim, dtype: torch.dtype, page_size, num_pages, anchor_bytes=0, dense=True
-) -> List[ViewDesc]:
+) -> List[ViewDescriptor]:
     """Per layer, the dense view ``(num_pages * layers * page_size, 1, kv_cache_dim)`` (token t
     at row ``(t // page_size) * page_size * layers + t % page_size``), or with dense=False the
     page-major ``(num_pages, page_size, 1, kv_cache_dim)``."""
@@ -181,7 +181,7 @@ def mamba_view_descriptors(
     temporal_dtype: torch.dtype,
     slots,
     anchor_bytes=0,
-) -> List[ViewDesc]:
+) -> List[ViewDescriptor]:
     """SGLang's Mamba slots: per conv tensor ``(layers, slots, *shape)``, then the temporal
     state's; a slot holds each conv tensor of every layer, then the temporal state of every
     layer."""
@@ -219,7 +219,7 @@ def mamba_state_view_descriptors(
     temporal_dtype: torch.dtype,
     slots,
     anchor_bytes=0,
-) -> List[ViewDesc]:
+) -> List[ViewDescriptor]:
     """kvpool's own padded Mamba state (C++'s PageMajorMambaPool), page size 1: per layer, the
     conv view ``(slots, conv_dim, conv_width)`` at 2l and the temporal view ``(slots, heads,
     head_dim, state_dim)`` at 2l + 1; slot s starts at ``anchor_bytes + s * entry`` bytes, the
@@ -247,7 +247,7 @@ def mamba_state_entry_bytes(**geometry) -> int:
 
 
 def views_from_descriptors(
-    raw: torch.Tensor, descriptors: Sequence[ViewDesc], dtype: Optional[torch.dtype] = None
+    raw: torch.Tensor, descriptors: Sequence[ViewDescriptor], dtype: Optional[torch.dtype] = None
 ) -> List[torch.Tensor]:
     """One ``torch.as_strided`` view of the 1-D uint8 tensor raw per descriptor, of dtype (None:
     the descriptor's own; else one of the descriptor's element size, e.g. an fp8 type). A view

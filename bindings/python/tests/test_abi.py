@@ -43,7 +43,7 @@ STRUCTS = {
     transfer.CopyRun: "kvpool_copy_run",
     transfer._Layout: "kvpool_sub_pool_transfer_layout",
     transfer._Info: "kvpool_transfer_info",
-    layout.ViewDesc: "kvpool_view_desc",
+    layout.ViewDescriptor: "kvpool_view_descriptor",
     layout.MHAViewGeometry: "kvpool_mha_view_geometry",
     layout.MLAViewGeometry: "kvpool_mla_view_geometry",
     layout.MambaViewGeometry: "kvpool_mamba_view_geometry",

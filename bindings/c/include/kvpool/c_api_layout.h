@@ -29,7 +29,7 @@ typedef struct {
     int64_t ndim;
     int64_t shape[KVPOOL_VIEW_MAX_DIMS];
     int64_t strides[KVPOOL_VIEW_MAX_DIMS]; /* in elements */
-} kvpool_view_desc;
+} kvpool_view_descriptor;
 /* Pages of a paged sub-pool: page p at anchor_bytes + p * page bytes (a page
  * holds every layer of its page_size tokens). */
 typedef struct {
@@ -94,24 +94,24 @@ typedef struct {
 /* 2 * layers descriptors: layer l's K [num_pages][page_size][head_num]
  * [head_dim] at 2l, its V [...][v_head_dim] at 2l + 1. */
 KVPOOL_C_EXPORT kvpool_status kvpool_layout_mha_views(const kvpool_mha_view_geometry* geometry,
-                                                      kvpool_view_desc* out_host, int64_t capacity,
-                                                      int64_t* count);
+                                                      kvpool_view_descriptor* out_host,
+                                                      int64_t capacity, int64_t* count);
 /* layers descriptors, layer l's at l. */
 KVPOOL_C_EXPORT kvpool_status kvpool_layout_mla_views(const kvpool_mla_view_geometry* geometry,
-                                                      kvpool_view_desc* out_host, int64_t capacity,
-                                                      int64_t* count);
+                                                      kvpool_view_descriptor* out_host,
+                                                      int64_t capacity, int64_t* count);
 /* num_conv + 1 descriptors, each [layers][slots][shape...]: the conv tensors
  * in order, then the temporal state; strides[1] is a slot's bytes over the
  * element size. */
 KVPOOL_C_EXPORT kvpool_status kvpool_layout_mamba_views(const kvpool_mamba_view_geometry* geometry,
-                                                        kvpool_view_desc* out_host,
+                                                        kvpool_view_descriptor* out_host,
                                                         int64_t capacity, int64_t* count);
 /* 2 * layers descriptors: layer l's conv [slots][conv_dim][conv_width] at 2l,
  * its temporal [slots][heads][head_dim][state_dim] at 2l + 1; strides[0] is a
  * slot's bytes over the element size. */
 KVPOOL_C_EXPORT kvpool_status
 kvpool_layout_mamba_state_views(const kvpool_mamba_state_view_geometry* geometry,
-                                kvpool_view_desc* out_host, int64_t capacity, int64_t* count);
+                                kvpool_view_descriptor* out_host, int64_t capacity, int64_t* count);
 
 #ifdef __cplusplus
 }
