@@ -7,7 +7,7 @@
 // side's holes.
 #pragma once
 
-#include <kvpool/side_occupancy.hpp>
+#include <kvpool/allocator_occupancy.hpp>
 
 namespace kvpool::sim {
 

@@ -4,7 +4,7 @@
 // split), and their bytes the gap plus both sides' holes.
 #pragma once
 
-#include <kvpool/side_occupancy.hpp>
+#include <kvpool/allocator_occupancy.hpp>
 
 namespace kvpool::sim {
 

@@ -27,7 +27,7 @@
 #include <kvpool/allocator_snapshot.hpp>
 #include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/pair_checks.hpp>
-#include <kvpool/detail/tri_pool_capacity.hpp>
+#include <kvpool/detail/unified_mamba_swa_capacity.hpp>
 #include <kvpool/eviction.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 

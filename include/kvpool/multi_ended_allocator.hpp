@@ -17,6 +17,7 @@
 // and the tri-pool in prose) hold two or three sides over one buffer.
 #pragma once
 
+#include <kvpool/allocator_occupancy.hpp>
 #include <kvpool/detail/allocator_core.hpp>
 #include <kvpool/detail/follower_pages.hpp>
 #include <kvpool/detail/library_spaces.hpp>
@@ -24,7 +25,6 @@
 #include <kvpool/detail/table_executor.hpp>
 #include <kvpool/error.hpp>
 #include <kvpool/kokkos_compat.hpp>
-#include <kvpool/side_occupancy.hpp>
 #include <kvpool/storage/unified_kv_pool.hpp>
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 
 #include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/pair_checks.hpp>
-#include <kvpool/detail/swa_pair_capacity.hpp>
+#include <kvpool/detail/unified_swa_capacity.hpp>
 #include <kvpool/eviction.hpp>
 #include <kvpool/multi_ended_allocator.hpp>
 #include <kvpool/pair_snapshot.hpp>

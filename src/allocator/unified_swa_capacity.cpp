@@ -1,4 +1,4 @@
-#include <kvpool/detail/swa_pair_capacity.hpp>
+#include <kvpool/detail/unified_swa_capacity.hpp>
 
 #include <algorithm>
 

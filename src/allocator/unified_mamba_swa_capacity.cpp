@@ -1,4 +1,4 @@
-#include <kvpool/detail/tri_pool_capacity.hpp>
+#include <kvpool/detail/unified_mamba_swa_capacity.hpp>
 
 #include <algorithm>
 
