@@ -68,10 +68,17 @@ protected:
             log_.push_back(e);
     }
     // Before a rebuild: the container moves into the saved copy (the
-    // rebuild replaces it anyway); false when nothing was saved.
+    // rebuild replaces it anyway); false when nothing was saved. A second
+    // rebuild first undoes what was logged since the save, against the
+    // contents it was logged on: a rollback restores the saved copy anyway,
+    // and those entries would not fit the rebuilt contents.
     bool save(Items& items) {
-        if (!this->open_ || saved_)
+        if (!this->open_)
             return false;
+        if (saved_) {
+            static_cast<Derived&>(*this).undo_down_to(saved_->first);
+            return false;
+        }
         saved_.emplace(log_.size(), std::move(items));
         return true;
     }
@@ -454,11 +461,6 @@ public:
             this->log({RunChange::erased_front, first, k});
         });
     }
-    void erase_front(std::size_t n) {
-        pop_ids<front_end>(n, [&](T first, T k) {
-            this->log({RunChange::erased_front, first, k});
-        });
-    }
     void erase_back(std::size_t n) {
         pop_ids<back_end>(n, [&](T first, T k) { this->log({RunChange::erased_back, first, k}); });
     }
@@ -489,10 +491,6 @@ public:
     // Empties the queue (a whole rebuild: the old contents are kept once).
     void clear() {
         this->save(items_);
-        // A rollback puts back the saved contents: what changed since the
-        // save goes, and its entries with it.
-        if (this->saved_)
-            this->log_.resize(this->saved_->first);
         items_ = RunList<T>();
     }
 
