@@ -15,9 +15,10 @@ from .handle import _INT64, _TENSOR, _Handle, _host_run, _new
 from .kv import _KV, _AllocatorSnapshot
 
 # The short calls' C functions, bound once (kv.py's).
-_free = lib.kvpool_multi_ended_allocator_free
+_free = lib.kvpool_kv_free
+_free_if_bound = lib.kvpool_multi_ended_allocator_free
 _flush = lib.kvpool_multi_ended_allocator_flush
-_translate = lib.kvpool_multi_ended_allocator_translate
+_translate = lib.kvpool_kv_translate  # on the side's KV handle: translate_into checks out= too
 
 
 def allocator_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_on_alloc=False):
@@ -198,7 +199,10 @@ class MultiEndedAllocator(_KV, _Handle):
     # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens, skip_unbound=False):
         ids, ptr, n = _host_run(virtual_tokens, "free_index")
-        status = _free(self._h, self._stream(), ptr, n, 1 if skip_unbound else 0)
+        if skip_unbound:
+            status = _free_if_bound(self._h, self._stream(), ptr, n, 1)
+        else:
+            status = _free(self._kv, self._stream(), ptr, n)
         if status:
             raise_status(status)
 
@@ -274,7 +278,7 @@ class MultiEndedAllocator(_KV, _Handle):
             dst = torch.empty(shape if out is None else out.shape, dtype=dtype, device=self.device)
         if kernel_page_multiplier == 1:
             status = _translate(
-                self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
+                self._kv, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
             )
         else:
             status = lib.kvpool_multi_ended_allocator_translate_dense(
