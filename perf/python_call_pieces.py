@@ -2,8 +2,8 @@
 """Where the host time of a short kvpool.sglang call goes: each row times the whole call
 through kvpool.sglang, then the same C function(s) called bare through ctypes with their
 arguments made beforehand (the C API and the C++ core), and their ratio; then each piece the
-binding adds on its own (the result tensor, torch's current stream, the argument checks, a
-ctypes crossing).
+binding adds on its own (the result tensor, torch's current stream, the argument checks as
+the short calls make them in line and as any other input takes them, a ctypes crossing).
 Medians of host time in us over --calls calls, on the device bench_python.py uses (the SWA
 pair; free, flush and the serving step on a lazy one). A call that allocates runs inside a
 backup window, restored after each call; a free's request is admitted again after it, and a
@@ -28,6 +28,7 @@ import bench_python as bp  # noqa: E402  (the SWA pair at the peer's geometry, D
 
 from kvpool import _tensors  # noqa: E402
 from kvpool._lib import lib  # noqa: E402
+from kvpool._native.handle import _host_run  # noqa: E402
 
 
 def median_us(call, calls, window=None, before=None, after=None):
@@ -102,8 +103,8 @@ def short_calls(ps, n):
     side = pair.full
     whole = median_us(lambda: a.translate_kv_loc(virt, out=translated), n)
     bare = median_us(
-        lambda: lib.kvpool_multi_ended_allocator_translate(
-            side._h, stream(), virt.data_ptr(), 256, translated.data_ptr(), 0
+        lambda: lib.kvpool_kv_translate(
+            side._kv, stream(), virt.data_ptr(), 256, translated.data_ptr(), 0
         ),
         n,
     )
@@ -202,11 +203,13 @@ def main():
     host = torch.ones(256, dtype=torch.int64)
     out = torch.empty(256, dtype=torch.int64, device=bp.DEVICE)
     device = template.device
+    pair = bp.SwaServing(1, False).alloc._pair
     pieces = [
         ("result tensor (new_empty of 256)", lambda: template.new_empty(256)),
         ("torch's current stream", _tensors.stream_getter(device)),
-        ("host ids check (CPU int64 tensor)", lambda: _tensors.host_ids(host, "ids")),
-        ("device ids check", lambda: _tensors.device_ids(out, "ids", device, 256)),
+        ("host ids check (a CPU int64 tensor, in line)", lambda: _host_run(host, "ids")),
+        ("host ids check (any other host ids)", lambda: _tensors.host_ids(host, "ids")),
+        ("device ids check (last_loc, in line)", lambda: pair._last_loc(out, 256)),
         ("a ctypes crossing (no arguments)", lib.kvpool_live_handles),
     ]
     print(f"{'piece':52} {'us':>8}")

@@ -28,9 +28,9 @@ class _KV:
         """The KV handle, and what every call reuses: the result flag with its reference made
         once, an empty int64 tensor on the device whose new_empty makes each result (a fresh
         tensor, without torch.empty's parsing of dtype and device), and the device's type and
-        index. Every array a call on the KV handle gets is checked here first (its device
-        through torch, host ids made host memory), so the C API is told not to ask the GPU
-        runtime again, array by array."""
+        index. Every array this package hands a call on the KV handle is checked in Python
+        first (a tensor's device through torch; host ids are CPU tensors or numpy arrays), so
+        the C API is told not to ask the GPU runtime again, array by array."""
         self._kv = _new(type(self)._as_kv, self._h)
         check(lib.kvpool_kv_set_caller_checks_memory(self._kv, 1))
         self._ok = c_int()
