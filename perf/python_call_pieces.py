@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Where the host time of a short kvpool.sglang call goes: each row times the whole call
-through kvpool.sglang, then the same C function called bare through ctypes with its arguments
-made beforehand (the C API and the C++ core), then each piece the binding adds on its own
-(the result tensor, torch's current stream, the argument checks, one ctypes crossing).
-Medians of host time in us over --calls calls, on the device bench_python.py uses; a call
-that allocates runs inside a backup window, restored after each call (untimed).
+through kvpool.sglang, then the same C function(s) called bare through ctypes with their
+arguments made beforehand (the C API and the C++ core), and their ratio; then each piece the
+binding adds on its own (the result tensor, torch's current stream, the argument checks as
+the short calls make them in line and as any other input takes them, a ctypes crossing).
+Medians of host time in us over --calls calls, on the device bench_python.py uses (the SWA
+pair; free, flush and the serving step on a lazy one). A call that allocates runs inside a
+backup window, restored after each call; a free's request is admitted again after it, and a
+serving step's finished requests replaced (untimed).
 
 usage: KVPOOL_LIBRARY=build/cuda-hopper/lib/libkvpool_c.so PYTHONPATH=bindings/python \\
        perf/python_call_pieces.py [--calls N]
@@ -25,20 +28,159 @@ import bench_python as bp  # noqa: E402  (the SWA pair at the peer's geometry, D
 
 from kvpool import _tensors  # noqa: E402
 from kvpool._lib import lib  # noqa: E402
+from kvpool._native.handle import _host_run  # noqa: E402
 
 
-def median_us(call, calls, window=None):
-    """Median host time of call(); window: the allocator whose backup window wraps each call."""
+def median_us(call, calls, window=None, before=None, after=None):
+    """Median host time of call(); window: the allocator whose backup window wraps each call;
+    before / after: untimed set-up and clean-up of each call."""
     times = []
     for _ in range(calls):
         undo = window.backup_state() if window is not None else None
+        if before is not None:
+            before()
         bp.sync()
         start = time.perf_counter_ns()
         call()
         times.append(time.perf_counter_ns() - start)
         if window is not None:
             window.restore_state(undo)
+        if after is not None:
+            after()
     return statistics.median(times[calls // 10 :]) / 1e3
+
+
+def short_calls(ps, n):
+    """(row, kvpool.sglang us, bare C us) of the eager pair's decode, prefill and translate."""
+    s = bp.SwaServing(ps, False)
+    s.admit([300] * 256)
+    seq, seq_d, last = s.decode_inputs()
+    a, pair = s.alloc, s.alloc._pair
+    stream = pair._stream
+    ok_ref = ctypes.byref(ctypes.c_int())
+    out = torch.empty(256, dtype=torch.int64, device=bp.DEVICE)
+    rows = []
+    if ps == 1:
+        whole = median_us(lambda: a.alloc(256), n, a)
+        bare = median_us(
+            lambda: lib.kvpool_kv_alloc(pair._kv, stream(), 256, out.data_ptr(), ok_ref), n, a
+        )
+    else:
+        whole = median_us(lambda: a.alloc_decode(seq_d, seq, last), n, a)
+        bare = median_us(
+            lambda: lib.kvpool_kv_alloc_decode(
+                pair._kv, stream(), seq.data_ptr(), 256, last.data_ptr(), out.data_ptr(), ok_ref
+            ),
+            n,
+            a,
+        )
+    rows.append((f"decode 256, page {ps}", whole, bare))
+
+    zeros = torch.zeros(4, dtype=torch.int64)
+    new = torch.full((4,), 512, dtype=torch.int64)
+    zeros_d, new_d, new_last = zeros.to(bp.DEVICE), new.to(bp.DEVICE), bp.ids([-1] * 4)
+    extend_out = torch.empty(2048, dtype=torch.int64, device=bp.DEVICE)
+    whole = median_us(lambda: a.alloc_extend(zeros_d, zeros, new_d, new, new_last, 2048), n, a)
+    bare = median_us(
+        lambda: lib.kvpool_kv_alloc_extend(
+            pair._kv,
+            stream(),
+            zeros.data_ptr(),
+            new.data_ptr(),
+            4,
+            new_last.data_ptr(),
+            extend_out.data_ptr(),
+            2048,
+            ok_ref,
+        ),
+        n,
+        a,
+    )
+    rows.append((f"prefill 4x512, page {ps}", whole, bare))
+
+    virt = bp.ids([r[0] for r in s.requests])
+    translated = torch.empty_like(virt)
+    side = pair.full
+    whole = median_us(lambda: a.translate_kv_loc(virt, out=translated), n)
+    bare = median_us(
+        lambda: lib.kvpool_kv_translate(
+            side._kv, stream(), virt.data_ptr(), 256, translated.data_ptr(), 0
+        ),
+        n,
+    )
+    rows.append((f"translate 256 ids (out=), page {ps}", whole, bare))
+    return rows
+
+
+def lazy_calls(ps, n):
+    """(row, kvpool.sglang us, bare C us) of the lazy pair's free, flush and serving step."""
+    s = bp.SwaServing(ps, True)
+    s.admit([512] * 64)
+    a, pair = s.alloc, s.alloc._pair
+    stream = pair._stream
+    moved = ctypes.byref(ctypes.c_int64())
+    ok_ref = ctypes.byref(ctypes.c_int())
+    held = {}
+
+    def take_middle():
+        held["ids"] = bp.cpu_ids(s.requests.pop(len(s.requests) // 2))
+
+    def readmit():
+        a.flush_opportunistic()
+        s.admit([512])
+
+    rows = []
+    whole = median_us(lambda: a.free(held["ids"]), n, before=take_middle, after=readmit)
+    bare = median_us(
+        lambda: lib.kvpool_kv_free(pair._kv, stream(), held["ids"].data_ptr(), 512),
+        n,
+        before=take_middle,
+        after=readmit,
+    )
+    rows.append((f"free a 512-token request, page {ps} lazy", whole, bare))
+
+    whole = median_us(a.flush_opportunistic, n)
+    bare = median_us(lambda: lib.kvpool_kv_flush(pair._kv, stream(), moved), n)
+    rows.append((f"flush_opportunistic (no moves), page {ps}", whole, bare))
+
+    # decode 256 requests, free the 4 oldest, flush; then 4 short ones admitted (untimed)
+    a.clear()
+    s.requests.clear()
+    s.admit([100] * 256)
+    step = {}
+    decode_out = torch.empty(256, dtype=torch.int64, device=bp.DEVICE)
+
+    def inputs():
+        step["seq"], step["seq_d"], step["last"] = s.decode_inputs()
+        step["finished"] = [bp.cpu_ids(r) for r in s.requests[:4]]
+
+    def through_sglang():
+        step["out"] = a.alloc_decode(step["seq_d"], step["seq"], step["last"])
+        for r in step["finished"]:
+            a.free(r)
+        a.flush_opportunistic()
+
+    def bare_calls():
+        kv, seq, last = pair._kv, step["seq"], step["last"]
+        lib.kvpool_kv_alloc_decode(
+            kv, stream(), seq.data_ptr(), 256, last.data_ptr(), decode_out.data_ptr(), ok_ref
+        )
+        for r in step["finished"]:
+            lib.kvpool_kv_free(kv, stream(), r.data_ptr(), r.numel())
+        lib.kvpool_kv_flush(kv, stream(), moved)
+        step["out"] = decode_out
+
+    def replace():
+        for r, x in zip(s.requests, step["out"].tolist()):
+            r.append(x)
+        del s.requests[:4]
+        s.admit([64] * 4)
+
+    steps = max(n // 4, 20)
+    whole = median_us(through_sglang, steps, before=inputs, after=replace)
+    bare = median_us(bare_calls, steps, before=inputs, after=replace)
+    rows.append((f"serving step (decode, 4 frees, flush), page {ps} lazy", whole, bare))
+    return rows
 
 
 def main():
@@ -48,62 +190,31 @@ def main():
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
     n = args.calls
-    ok = ctypes.c_int()
-    ok_ref = ctypes.byref(ok)
     rows = []
     for ps in (1, 16):
-        s = bp.SwaServing(ps, False)
-        s.admit([300] * 256)
-        seq, seq_d, last = s.decode_inputs()
-        a, pair = s.alloc, s.alloc._pair
-        stream = pair._stream
-        out = torch.empty(256, dtype=torch.int64, device=bp.DEVICE)
-        if ps == 1:
-            whole = median_us(lambda: a.alloc(256), n, a)
-            bare = median_us(
-                lambda: lib.kvpool_kv_alloc(pair._kv, stream(), 256, out.data_ptr(), ok_ref),
-                n,
-                a,
-            )
-        else:
-            whole = median_us(lambda: a.alloc_decode(seq_d, seq, last), n, a)
-            bare = median_us(
-                lambda: lib.kvpool_kv_alloc_decode(
-                    pair._kv, stream(), seq.data_ptr(), 256, last.data_ptr(), out.data_ptr(), ok_ref
-                ),
-                n,
-                a,
-            )
-        rows.append((f"decode 256, page {ps}", whole, bare))
-        virt = bp.ids([r[0] for r in s.requests])
-        translated = torch.empty_like(virt)
-        side = pair.full
-        whole = median_us(lambda: a.translate_kv_loc(virt, out=translated), n)
-        bare = median_us(
-            lambda: lib.kvpool_multi_ended_allocator_translate(
-                side._h, stream(), virt.data_ptr(), 256, translated.data_ptr(), 0
-            ),
-            n,
-        )
-        rows.append((f"translate 256 ids (out=), page {ps}", whole, bare))
+        rows += short_calls(ps, n)
+        rows += lazy_calls(ps, n)
     print(f"device: {bp.DEVICE}; torch {torch.__version__}; {bp.TOKENS} tokens per side")
-    print(f"{'call':36} {'kvpool.sglang':>14} {'bare C call':>12} {'binding':>8}")
+    print(f"{'call':52} {'kvpool.sglang':>14} {'bare C':>8} {'binding':>8} {'ratio':>6}")
     for name, whole, bare in rows:
-        print(f"{name:36} {whole:14.2f} {bare:12.2f} {whole - bare:8.2f}")
+        print(f"{name:52} {whole:14.2f} {bare:8.2f} {whole - bare:8.2f} {whole / bare:6.2f}")
 
     template = torch.empty(0, dtype=torch.int64, device=bp.DEVICE)
     host = torch.ones(256, dtype=torch.int64)
+    out = torch.empty(256, dtype=torch.int64, device=bp.DEVICE)
     device = template.device
+    pair = bp.SwaServing(1, False).alloc._pair
     pieces = [
         ("result tensor (new_empty of 256)", lambda: template.new_empty(256)),
         ("torch's current stream", _tensors.stream_getter(device)),
-        ("host ids check (CPU int64 tensor)", lambda: _tensors.host_ids(host, "ids")),
-        ("device ids check", lambda: _tensors.device_ids(out, "ids", device, 256)),
+        ("host ids check (a CPU int64 tensor, in line)", lambda: _host_run(host, "ids")),
+        ("host ids check (any other host ids)", lambda: _tensors.host_ids(host, "ids")),
+        ("device ids check (last_loc, in line)", lambda: pair._last_loc(out, 256)),
         ("a ctypes crossing (no arguments)", lib.kvpool_live_handles),
     ]
-    print(f"{'piece':36} {'us':>8}")
+    print(f"{'piece':52} {'us':>8}")
     for name, call in pieces:
-        print(f"{name:36} {median_us(call, n):8.2f}")
+        print(f"{name:52} {median_us(call, n):8.2f}")
     return 0
 
 

@@ -72,6 +72,16 @@ static int devices(void) {
             allocated != -1 ||
             strstr(kvpool_last_error(), "host memory the GPU cannot reach") == NULL)
             return fail("host memory given to a GPU side was not refused");
+        /* So is it through a KV handle whose caller has stopped checking memory itself. */
+        kvpool_kv_allocator* kv = NULL;
+        CHECK(kvpool_multi_ended_allocator_kv(down, &kv));
+        CHECK(kvpool_kv_set_caller_checks_memory(kv, 1));
+        CHECK(kvpool_kv_set_caller_checks_memory(kv, 0));
+        if (kvpool_kv_alloc(kv, NULL, 4, host_out, &allocated) != KVPOOL_ERROR_INVALID_ARGUMENT ||
+            allocated != -1 ||
+            strstr(kvpool_last_error(), "host memory the GPU cannot reach") == NULL)
+            return fail("host memory given to a GPU side's KV handle was not refused");
+        kvpool_kv_destroy(kv);
         CHECK(kvpool_multi_ended_allocator_state(down, &after));
         CHECK(kvpool_multi_ended_allocator_check_invariants(down, NULL));
         if (after.allocated_count != before.allocated_count ||

@@ -82,6 +82,8 @@ static int make_world(world* w, int kind, int via_kv, int lazy) {
             CHECK(kvpool_unified_mamba_allocator_kv(w->mamba, &w->kv));
         else
             CHECK(kvpool_unified_mamba_swa_allocator_kv(w->tri, &w->kv));
+        /* As kvpool's Python package uses it: the decisions are the same. */
+        CHECK(kvpool_kv_set_caller_checks_memory(w->kv, 1));
         int kv_kind = -1, sides = -1;
         CHECK(kvpool_kv_kind(w->kv, &kv_kind, &sides));
         EXPECT(kv_kind == kind && sides == w->sides);
@@ -595,6 +597,9 @@ static int refusals(void) {
     kvpool_multi_ended_allocator* none = NULL;
     EXPECT(kvpool_kv_side(swa.kv, 2, &none) == KVPOOL_ERROR_INVALID_ARGUMENT && none == NULL);
     EXPECT(kvpool_kv_alloc(NULL, NULL, 4, ids, &ok) == KVPOOL_ERROR_INVALID_ARGUMENT);
+    EXPECT(kvpool_kv_set_caller_checks_memory(side.kv, 2) == KVPOOL_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(kvpool_last_error(), "caller_checks is 0 or 1") != NULL);
+    EXPECT(kvpool_kv_set_caller_checks_memory(NULL, 1) == KVPOOL_ERROR_INVALID_ARGUMENT);
     /* A snapshot of a side is not the SWA pair's. */
     kvpool_kv_snapshot* snapshot = NULL;
     CHECK(kvpool_kv_backup_state(side.kv, &snapshot));

@@ -144,13 +144,31 @@ inline void require(bool condition, const std::string& what) {
         argument_error(what);
 }
 
+// Whether the running call's caller has checked where its arrays live
+// (kvpool_kv_set_caller_checks_memory): then the checks below ask no runtime.
+// Set for the length of one call on a KV handle (CallerChecksMemory); a call
+// made from inside a callback (eviction, KV move, completion query) starts
+// without it.
+bool caller_checks_memory();
+class CallerChecksMemory {
+public:
+    explicit CallerChecksMemory(bool checks);
+    ~CallerChecksMemory();
+    CallerChecksMemory(const CallerChecksMemory&) = delete;
+    CallerChecksMemory& operator=(const CallerChecksMemory&) = delete;
+
+private:
+    bool saved_;
+};
+
 // Throws invalid_argument unless a handle's code on S can reach caller memory
 // of n elements: a GPU build asks its runtime (a kernel that touches memory it
-// cannot reach poisons the whole context); a host build cannot tell.
+// cannot reach poisons the whole context) unless the caller has checked; a
+// host build cannot tell.
 void require_host_reachable(const void* data, std::int64_t n);
 template <class S> void require_reachable(const void* data, std::int64_t n) {
     if constexpr (kernels::NativeBackend<S>::available) {
-        if (data != nullptr && n > 0 &&
+        if (data != nullptr && n > 0 && !caller_checks_memory() &&
             !kernels::NativeBackend<S>::runtime::device_can_access(data))
             argument_error("an array of " + std::to_string(n) +
                            " elements for a GPU handle is host memory the GPU cannot reach: "
@@ -197,6 +215,7 @@ public:
 private:
     bool failed_;
     std::string error_;
+    CallerChecksMemory unchecked_{false};
 };
 
 // Runs f, translating what it throws into a status and the thread's last error.

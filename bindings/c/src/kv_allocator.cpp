@@ -216,6 +216,7 @@ std::unique_ptr<KvAllocator> kv_on(std::shared_ptr<SideOwner> owner, C& c,
 struct kvpool_kv_allocator {
     kvpool::capi::LiveHandle live;
     std::unique_ptr<kvpool::capi::KvAllocator> kv;
+    bool caller_checks_memory = false; // kvpool_kv_set_caller_checks_memory
 };
 
 struct kvpool_kv_snapshot {
@@ -227,9 +228,14 @@ using kvpool::index_t;
 
 namespace {
 
-// Runs f(the handle's allocator) inside guarded(); NULL: invalid_argument.
+// Runs f(the handle's allocator) inside guarded(), the reachability checks
+// skipped where its caller checks memory itself; NULL: invalid_argument.
 template <class F> kvpool_status on_kv(const kvpool_kv_allocator* kv, F&& f) {
-    return guarded([&] { f(*deref(kv, "kv").kv); });
+    return guarded([&] {
+        const kvpool_kv_allocator& handle = deref(kv, "kv");
+        const CallerChecksMemory checks(handle.caller_checks_memory);
+        f(*handle.kv);
+    });
 }
 
 void hand_out(std::unique_ptr<KvAllocator> allocator, kvpool_kv_allocator** out) {
@@ -295,6 +301,14 @@ kvpool_status kvpool_kv_side(kvpool_kv_allocator* kv, int which,
     return on_kv(kv, [&](const KvAllocator& k) {
         require(out != nullptr, "out is NULL");
         *out = k.side(which);
+    });
+}
+
+kvpool_status kvpool_kv_set_caller_checks_memory(kvpool_kv_allocator* kv, int caller_checks) {
+    return guarded([&] {
+        require(caller_checks == 0 || caller_checks == 1,
+                "kvpool_kv_set_caller_checks_memory: caller_checks is 0 or 1");
+        deref(kv, "kv").caller_checks_memory = caller_checks == 1;
     });
 }
 

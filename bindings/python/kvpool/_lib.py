@@ -345,6 +345,7 @@ _SIGNATURES = {
     "kvpool_kv_destroy": (_P,),
     "kvpool_kv_kind": (_P, _PI, _PI),
     "kvpool_kv_side": (_P, c_int, _PP),
+    "kvpool_kv_set_caller_checks_memory": (_P, c_int),
     "kvpool_kv_available_size": (_P, _PI64),
     "kvpool_kv_alloc": (_P, _P, _I64, _P, _PI),
     "kvpool_kv_alloc_extend": (_P, _P, _P, _P, _I64, _P, _P, _I64, _PI),

@@ -20,7 +20,8 @@
  *   refuses (KVPOOL_ERROR_INVALID_ARGUMENT) one the call's code cannot reach:
  *   pageable host memory for a GPU handle (managed and page-locked memory
  *   serve; so does any host memory where the GPU reads pageable memory), GPU
- *   memory for a host handle or a *_host array.
+ *   memory for a host handle or a *_host array; a KV handle whose caller
+ *   checks that itself asks nothing (kvpool_kv_set_caller_checks_memory).
  * - stream: the cudaStream_t (hipStream_t) to run on (NULL: the default
  *   stream) for GPU handles; ignored by host handles, whose calls complete
  *   before they return. No call fences the stream, except

@@ -57,6 +57,15 @@ KVPOOL_C_EXPORT kvpool_status kvpool_kv_kind(const kvpool_kv_allocator* kv, int*
  * with kvpool_multi_ended_allocator_destroy. Stands for kvpool_*_side. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_side(kvpool_kv_allocator* kv, int which,
                                              kvpool_multi_ended_allocator** out);
+/* caller_checks 1: the caller checks that every array it passes to this
+ * handle's calls is memory of the handle's device, and every *_host array host
+ * memory, as kvpool's Python package does through torch; the calls then ask
+ * the GPU runtime nothing about them (a cudaPointerGetAttributes or
+ * hipPointerGetAttributes per array, a large part of a short call's host time).
+ * 0, the default: each array is checked as c_api.h says. A host build asks
+ * nothing either way. Another value: KVPOOL_ERROR_INVALID_ARGUMENT. */
+KVPOOL_C_EXPORT kvpool_status kvpool_kv_set_caller_checks_memory(kvpool_kv_allocator* kv,
+                                                                  int caller_checks);
 /* KV tokens one allocation gets now: kvpool_allocator_state.available_size of a
  * side, available_size of the composite's sizes struct. */
 KVPOOL_C_EXPORT kvpool_status kvpool_kv_available_size(const kvpool_kv_allocator* kv, int64_t* out);

@@ -11,8 +11,14 @@ from .._lib import check, lib, raise_status
 from .._tensors import device_index_input, host_ids, host_view, stream_getter
 from .._tokens import token_handle
 from ..layout import mamba_state_view_descriptors, views_from_descriptors
-from .handle import _INT64, _Handle, _host_run, _new
+from .handle import _INT64, _TENSOR, _Handle, _host_run, _new
 from .kv import _KV, _AllocatorSnapshot
+
+# The short calls' C functions, bound once (kv.py's).
+_free = lib.kvpool_kv_free
+_free_if_bound = lib.kvpool_multi_ended_allocator_free
+_flush = lib.kvpool_multi_ended_allocator_flush
+_translate = lib.kvpool_kv_translate  # on the side's KV handle: translate_into checks out= too
 
 
 def allocator_options(lazy=False, max_moves_per_flush=0, is_id_owner=True, zero_on_alloc=False):
@@ -46,6 +52,7 @@ class MultiEndedAllocator(_KV, _Handle):
         self._state = _lib.AllocatorState()
         self._init_kv()
         self._n = c_int64()
+        self._n_ref = byref(self._n)
         self._tables = None
         self._move = None
 
@@ -192,14 +199,15 @@ class MultiEndedAllocator(_KV, _Handle):
     # ---------------------------------------------------------------- free and compaction
     def free(self, virtual_tokens, skip_unbound=False):
         ids, ptr, n = _host_run(virtual_tokens, "free_index")
-        status = lib.kvpool_multi_ended_allocator_free(self._h, self._stream(), ptr, n, 1 if skip_unbound else 0)
+        if skip_unbound:
+            status = _free_if_bound(self._h, self._stream(), ptr, n, 1)
+        else:
+            status = _free(self._kv, self._stream(), ptr, n)
         if status:
             raise_status(status)
 
     def flush(self, urgent):
-        status = lib.kvpool_multi_ended_allocator_flush(
-            self._h, self._stream(), 1 if urgent else 0, byref(self._n)
-        )
+        status = _flush(self._h, self._stream(), 1 if urgent else 0, self._n_ref)
         if status:
             raise_status(status)
         return self._n.value
@@ -233,7 +241,10 @@ class MultiEndedAllocator(_KV, _Handle):
         """translate() with SGLang's out= convention, for the call named what: into out
         (dtype, the ids' shape, on this side's device; written in place, through a copy if
         strided) or, when out is None, into a new tensor of dtype. out is checked first. A
-        kernel_page_multiplier above 1 gives translate_dense()'s dense ids (int64)."""
+        kernel_page_multiplier above 1 gives translate_dense()'s dense ids (int64). The
+        device checks read is_cpu, or is_cuda and the index, in line: a torch.device made
+        and compared per call costs more than the translation of a short batch."""
+        cpu, index = self._cpu, self._index
         if out is None:
             shape = virtual_tokens.shape
         else:
@@ -246,15 +257,15 @@ class MultiEndedAllocator(_KV, _Handle):
                     f"{what}: out= shape {tuple(out.shape)} must match the ids' shape "
                     f"{tuple(virtual_tokens.shape)}"
                 )
-            if out.device != self.device:
+            if not (out.is_cpu if cpu else out.is_cuda and out.get_device() == index):
                 raise _lib.errors.InvalidArgumentError(
                     f"{what}: out= must be on {self.device}, got {out.device}"
                 )
         src = virtual_tokens
         if not (
-            type(src) is torch.Tensor
+            type(src) is _TENSOR
             and src.dtype is _INT64
-            and src.device == self.device
+            and (src.is_cpu if cpu else src.is_cuda and src.get_device() == index)
             and src.is_contiguous()
         ):
             src = device_index_input(src, "virtual token ids", self.device)
@@ -266,8 +277,8 @@ class MultiEndedAllocator(_KV, _Handle):
         else:
             dst = torch.empty(shape if out is None else out.shape, dtype=dtype, device=self.device)
         if kernel_page_multiplier == 1:
-            status = lib.kvpool_multi_ended_allocator_translate(
-                self._h, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
+            status = _translate(
+                self._kv, stream, src.data_ptr(), src.numel(), dst.data_ptr(), dtype is torch.int32
             )
         else:
             status = lib.kvpool_multi_ended_allocator_translate_dense(

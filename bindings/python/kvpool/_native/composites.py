@@ -9,9 +9,13 @@ from .._lib import check, lib, raise_status
 from .._tensors import host_ids, stream_getter
 from .._tokens import token_handle
 from .allocator import MultiEndedAllocator
-from .handle import _Handle, _host_run, _new
+from .handle import _INT64, _TENSOR, _Handle, _host_run, _new
 from .kv import _KV, _MambaSWASnapshot, _PairSnapshot
 
+
+# The short calls' C functions, bound once (kv.py's).
+_free = lib.kvpool_kv_free
+_flush = lib.kvpool_kv_flush
 
 EvictionShortfall = namedtuple("EvictionShortfall", "side pages bytes requested_pages")
 EvictionShortfall.__doc__ = """What an allocation lacks when it calls the eviction callback: side (the short
@@ -41,7 +45,8 @@ class _Pair(_KV, _Handle):
         self.device = buffer.device
         self._stream = stream_getter(self.device)
         self._init_kv()
-        self._n = c_int64()
+        self._moved = c_int64()
+        self._moved_ref = byref(self._moved)
         self.sides = tuple(
             MultiEndedAllocator(_new(lib.kvpool_kv_side, self._kv, which), buffer) for which in range(len(names))
         )
@@ -85,8 +90,12 @@ class _Pair(_KV, _Handle):
     def free(self, virtual_tokens):
         """Every KV side (the SWA pair's and the tri-pool's sliding-window pages already
         released by free_swa are skipped; the Mamba pair's full side)."""
-        ids, ptr, n = _host_run(virtual_tokens, "free_index")
-        status = lib.kvpool_kv_free(self._kv, self._stream(), ptr, n)
+        ids = virtual_tokens
+        if type(ids) is _TENSOR and ids.is_cpu and ids.dtype is _INT64 and ids.is_contiguous():
+            ptr, n = ids.data_ptr(), ids.numel()
+        else:
+            ids, ptr, n = _host_run(ids, "free_index")
+        status = _free(self._kv, self._stream(), ptr, n)
         if status:
             raise_status(status)
 
@@ -97,8 +106,10 @@ class _Pair(_KV, _Handle):
 
     def flush_opportunistic(self):
         """One opportunistic lazy compaction pass over every side; pages moved."""
-        check(lib.kvpool_kv_flush(self._kv, self._stream(), byref(self._n)))
-        return self._n.value
+        status = _flush(self._kv, self._stream(), self._moved_ref)
+        if status:
+            raise_status(status)
+        return self._moved.value
 
     # ---------------------------------------------------------------- state slots
     def alloc_state_slots(self, count):

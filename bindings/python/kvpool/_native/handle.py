@@ -12,15 +12,14 @@ from .._tensors import export, host_ids
 _INT64 = torch.int64
 
 
-def _is_host_int64(x):
-    """Whether x is a CPU int64 contiguous tensor, whose memory the C API reads in place."""
-    return type(x) is torch.Tensor and x.is_cpu and x.dtype is _INT64 and x.is_contiguous()
+_TENSOR = torch.Tensor
 
 
 def _host_run(ids, what):
     """(ids kept alive until the call returns, their address, their count): a CPU int64
-    contiguous tensor read in place, anything else through host_ids (its checks and errors)."""
-    if _is_host_int64(ids):
+    contiguous tensor read in place (checked here, in one expression: every short call runs
+    it), anything else through host_ids (its checks and errors)."""
+    if type(ids) is _TENSOR and ids.is_cpu and ids.dtype is _INT64 and ids.is_contiguous():
         return ids, ids.data_ptr(), ids.numel()
     held = host_ids(ids, what)
     return held, held.ptr, held.n

@@ -9,7 +9,11 @@ from .. import _lib
 from .._lib import check, lib, raise_status
 from .._tensors import device_ids, host_ids
 from .._tokens import token_handle
-from .handle import _INT64, _Handle, _host_run, _new
+from .handle import _INT64, _TENSOR, _Handle, _host_run, _new
+
+_alloc = lib.kvpool_kv_alloc
+_alloc_extend = lib.kvpool_kv_alloc_extend
+_alloc_decode = lib.kvpool_kv_alloc_decode
 
 
 class _KV:
@@ -24,8 +28,11 @@ class _KV:
         """The KV handle, and what every call reuses: the result flag with its reference made
         once, an empty int64 tensor on the device whose new_empty makes each result (a fresh
         tensor, without torch.empty's parsing of dtype and device), and the device's type and
-        index."""
+        index. Every array this package hands a call on the KV handle is checked in Python
+        first (a tensor's device through torch; host ids are CPU tensors or numpy arrays), so
+        the C API is told not to ask the GPU runtime again, array by array."""
         self._kv = _new(type(self)._as_kv, self._h)
+        check(lib.kvpool_kv_set_caller_checks_memory(self._kv, 1))
         self._ok = c_int()
         self._ok_ref = byref(self._ok)
         self._no_ids = torch.empty(0, dtype=torch.int64, device=self.device)
@@ -36,7 +43,7 @@ class _KV:
         """last_loc as the C call reads it: device_ids' accepted case checked inline (it runs
         on every step), anything else through device_ids (its checks and errors)."""
         if (
-            type(last) is torch.Tensor
+            type(last) is _TENSOR
             and last.dtype is _INT64
             and (last.is_cpu if self._cpu else last.is_cuda and last.get_device() == self._index)
             and last.is_contiguous()
@@ -45,11 +52,13 @@ class _KV:
             return last
         return device_ids(last, "last_loc", self.device, batch)
 
+    # The short calls below run on every scheduler step: each checks its arguments in line
+    # and crosses into C once, through a function bound when the module loads.
     def alloc(self, need_size):
         """need_size virtual token ids (a multiple of the page size)."""
         n = int(need_size)
         out = self._no_ids.new_empty(n if n > 0 else 0)
-        status = lib.kvpool_kv_alloc(self._kv, self._stream(), n, out.data_ptr(), self._ok_ref)
+        status = _alloc(self._kv, self._stream(), n, out.data_ptr(), self._ok_ref)
         if status:
             raise_status(status)
         return out if self._ok.value else None
@@ -66,7 +75,7 @@ class _KV:
         last = self._last_loc(last_loc, batch)
         n = int(extend_num_tokens)
         out = self._no_ids.new_empty(n)
-        status = lib.kvpool_kv_alloc_extend(
+        status = _alloc_extend(
             self._kv,
             self._stream(),
             prefix_ptr,
@@ -83,10 +92,22 @@ class _KV:
 
     def alloc_decode(self, seq_lens_cpu, last_loc):
         """Decode: one token per request; seq_lens_cpu count it already."""
-        seq, seq_ptr, batch = _host_run(seq_lens_cpu, "seq_lens_cpu")
-        last = self._last_loc(last_loc, batch)
+        seq = seq_lens_cpu
+        if type(seq) is _TENSOR and seq.is_cpu and seq.dtype is _INT64 and seq.is_contiguous():
+            seq_ptr, batch = seq.data_ptr(), seq.numel()
+        else:
+            seq, seq_ptr, batch = _host_run(seq, "seq_lens_cpu")
+        last = last_loc
+        if not (
+            type(last) is _TENSOR
+            and last.dtype is _INT64
+            and (last.is_cpu if self._cpu else last.is_cuda and last.get_device() == self._index)
+            and last.is_contiguous()
+            and last.numel() == batch
+        ):
+            last = device_ids(last, "last_loc", self.device, batch)
         out = self._no_ids.new_empty(batch)
-        status = lib.kvpool_kv_alloc_decode(
+        status = _alloc_decode(
             self._kv, self._stream(), seq_ptr, batch, last.data_ptr(), out.data_ptr(), self._ok_ref
         )
         if status:
