@@ -454,8 +454,9 @@ public:
     const_iterator end() const { return {&items_.runs, items_.runs.size()}; }
     T front() const { return items_.runs.front().first; }
 
-    // Appends the first n ids to out and takes them off (n <= size()).
-    void take_front(std::size_t n, std::vector<T>& out) {
+    // Appends the first n ids to out (a list, or a PageRunList: a run at a
+    // time) and takes them off (n <= size()).
+    template <class Out> void take_front(std::size_t n, Out& out) {
         pop_ids<front_end>(n, [&](T first, T k) {
             append_run(out, first, k);
             this->log({RunChange::erased_front, first, k});
