@@ -67,8 +67,12 @@ void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, D
         for (std::size_t i = 0; i < drained_holes; ++i)
             holes.insert_at(binding.hole_positions[i], drained[i]);
     if (from_free_list) {
-        const std::vector<index_t> ids = virtual_pages.to_vector();
-        free_virtual_pages.insert_front(ids.data(), ids.data() + n);
+        // The ids came from the free list's runs: back a run at a time.
+        std::vector<IdRun<index_t>> pieces;
+        for (const SteppedRun& r : virtual_pages.runs())
+            for (index_t k = 0; k < (r.step == 1 ? 1 : r.count); ++k)
+                pieces.push_back({r.at(k), r.step == 1 ? r.count : 1});
+        free_virtual_pages.insert_front_runs(pieces);
     }
     watermark = binding.watermark_before;
     anchor = binding.anchor_before;
