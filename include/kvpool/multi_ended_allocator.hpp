@@ -169,8 +169,8 @@ public:
     }
     // Virtual pages the last successful allocation bound (the ids a non-owner
     // peer binds next).
-    const std::vector<index_t>& last_allocated_virtual_pages() const {
-        return tables_.binding().virtual_pages;
+    std::vector<index_t> last_allocated_virtual_pages() const {
+        return tables_.binding().virtual_pages.to_vector();
     }
 
     // Device tables, one row per virtual (resp. physical) page; -1 is unbound.
@@ -595,10 +595,9 @@ private:
         core_.hold_relocations(true);
         bool ok = false;
         try {
-            const std::vector<index_t>& pages = detail::follower_pages(
+            const detail::PageRunList& pages = detail::follower_pages(
                 binding.virtual_pages, page_size() / follower_->page_size(), follower_scratch_);
-            ok = follower_->core_.bind_virtual_pages(
-                pages.data(), static_cast<index_t>(pages.size()), follower_->tables_.binding());
+            ok = follower_->core_.bind_virtual_pages(pages, follower_->tables_.binding());
             // A follower of smaller pages binds in a launch of its own, the
             // other bands' plans first (as alloc_with_virtual).
             if (ok && !tables_.fused_follower()) {
@@ -635,7 +634,7 @@ private:
     std::vector<MultiEndedAllocator*> neighbours_;            // the peer, or up to two neighbours
     std::vector<MultiEndedAllocator*> sides_of_buffer_{this}; // this side first
     MultiEndedAllocator* follower_ = nullptr;
-    std::vector<index_t> follower_scratch_; // the follower's pages of one allocation
+    detail::PageRunList follower_scratch_; // the follower's pages of one allocation
 };
 
 KVPOOL_EXTERN_LIBRARY_INSTANCES(MultiEndedAllocator)

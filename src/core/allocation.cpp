@@ -53,15 +53,16 @@ bool AllocatorCore::ensure_room(index_t num_pages) {
     return num_pages <= available_pages(0, 0);
 }
 
-bool AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
-    std::vector<index_t>& out = binding.physical_pages;
-    out.reserve(static_cast<std::size_t>(num_pages));
+void AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
+    PageRunList& out = binding.physical_pages;
     const index_t from_holes = std::min<index_t>(num_pages, usable_hole_pages());
     // Holes under a transfer stay where they are in the list; the positions of
     // the holes taken from between them put those back in place on an undo.
     const std::vector<index_t> gated = gated_pages();
     if (gated.empty()) {
-        out.insert(out.end(), tables_.holes.begin(), tables_.holes.begin() + from_holes);
+        for (auto it = tables_.holes.begin(); out.size() < static_cast<std::size_t>(from_holes);
+             ++it)
+            out.push_back(*it);
         tables_.holes.erase_front(static_cast<std::size_t>(from_holes));
     }
     bool passed_gated = false;
@@ -83,7 +84,7 @@ bool AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     const index_t extend = num_pages - from_holes;
     if (is_floating()) {
         extend_floating(extend, out);
-        return false;
+        return;
     }
     const BandDirection band(geometry_, tables_.anchor);
     tables_.watermark = band.grown(tables_.watermark, extend);
@@ -91,19 +92,13 @@ bool AllocatorCore::take_physical(index_t num_pages, PageBinding& binding) {
     // Ascending, as the reference binds a pure extension on either side and
     // an up side's always; a down side's extension after drained holes it
     // binds from the old frontier outward (descending).
-    if (band.up() || from_holes == 0) {
-        append_run(out, first, last - first);
-        return from_holes == 0;
-    }
-    const std::size_t at = out.size();
-    out.resize(at + static_cast<std::size_t>(last - first));
-    index_t* const dst = out.data() + at;
-    for (index_t k = 0; k < last - first; ++k)
-        dst[k] = last - 1 - k;
-    return false;
+    if (band.up() || from_holes == 0)
+        out.append_run(first, last - first);
+    else
+        out.append_descending(last - 1, last - first);
 }
 
-void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
+void AllocatorCore::extend_floating(index_t pages, PageRunList& out) {
     // Into the wider gap first, then the other: each new page, above the band
     // and below it, ascending.
     const index_t room_above = page_limit_above() - tables_.watermark;
@@ -112,8 +107,8 @@ void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
     const index_t above =
         above_first ? std::min(pages, room_above) : pages - std::min(pages, room_below);
     const index_t below = pages - above;
-    const auto push_above = [&] { append_run(out, tables_.watermark, above); };
-    const auto push_below = [&] { append_run(out, tables_.anchor - below, below); };
+    const auto push_above = [&] { out.append_run(tables_.watermark, above); };
+    const auto push_below = [&] { out.append_run(tables_.anchor - below, below); };
     if (above_first) {
         push_above();
         push_below();
@@ -125,31 +120,32 @@ void AllocatorCore::extend_floating(index_t pages, std::vector<index_t>& out) {
     tables_.anchor -= below;
 }
 
-void AllocatorCore::bind(PageBinding& binding, bool virtual_run, bool physical_run) {
-    const std::vector<index_t>& virtual_pages = binding.virtual_pages;
-    const std::size_t n = virtual_pages.size();
-    const index_t* const v = virtual_pages.data();
-    const index_t* const p = binding.physical_pages.data();
-    binding.one_run =
-        n > 0 && (virtual_run || consecutive(v, n)) && (physical_run || consecutive(p, n));
-    if (binding.one_run) {
-        // One run (a fresh or dense band's): contiguous fills, each one
-        // journaled stretch inside a transaction.
-        const auto v0 = static_cast<std::size_t>(v[0]), p0 = static_cast<std::size_t>(p[0]);
-        tables_.v2p.set_run(v0, n, p[0]);
-        tables_.p2v.set_run(p0, n, v[0]);
-        tables_.page_state.fill(p0, p0 + n, PageState::live);
-    } else {
-        const auto live = [](std::size_t) { return PageState::live; };
-        const auto virtual_at = [v](std::size_t k) { return static_cast<std::size_t>(v[k]); };
-        const auto physical_at = [p](std::size_t k) { return static_cast<std::size_t>(p[k]); };
-        tables_.v2p.set_each(n, virtual_at, [p](std::size_t k) { return p[k]; });
-        tables_.p2v.set_each(n, physical_at, [v](std::size_t k) { return v[k]; });
-        tables_.page_state.set_each(n, physical_at, live);
-    }
-    tables_.live_pages += static_cast<index_t>(virtual_pages.size());
-    counters_.allocs += virtual_pages.empty() ? 0 : 1;
-    counters_.pages_allocated += static_cast<index_t>(virtual_pages.size());
+void AllocatorCore::bind(const PageBinding& binding) {
+    // A paired run (a fresh or dense band's prefill is one) as contiguous
+    // fills, each one journaled stretch inside a transaction; short runs
+    // (scattered pages) row by row, as a stretch would not pay.
+    for_each_paired_run(binding.virtual_pages, binding.physical_pages,
+                        [&](index_t v, index_t p, index_t count) {
+                            const auto v0 = static_cast<std::size_t>(v);
+                            const auto p0 = static_cast<std::size_t>(p);
+                            const auto n = static_cast<std::size_t>(count);
+                            if (n >= min_stretch_pages) {
+                                tables_.v2p.set_run(v0, n, p);
+                                tables_.p2v.set_run(p0, n, v);
+                                tables_.page_state.fill(p0, p0 + n, PageState::live);
+                                return;
+                            }
+                            for (std::size_t k = 0; k < n; ++k) {
+                                const auto step = static_cast<index_t>(k);
+                                tables_.v2p.set(v0 + k, p + step);
+                                tables_.p2v.set(p0 + k, v + step);
+                                tables_.page_state.set(p0 + k, PageState::live);
+                            }
+                        });
+    const auto n = static_cast<index_t>(binding.virtual_pages.size());
+    tables_.live_pages += n;
+    counters_.allocs += n == 0 ? 0 : 1;
+    counters_.pages_allocated += n;
 }
 
 bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out) {
@@ -182,76 +178,99 @@ bool AllocatorCore::alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds 
     out.watermark_before = tables_.watermark;
     out.anchor_before = tables_.anchor;
     tables_.free_virtual_pages.take_front(static_cast<std::size_t>(num_pages), out.virtual_pages);
-    const bool physical_run = take_physical(num_pages, out);
-    bind(out, false, physical_run);
+    take_physical(num_pages, out);
+    bind(out);
     backup_.log(out, true);
     return true;
 }
 
 bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t count,
                                        PageBinding& out) {
-    out.clear();
+    if (count < 0) {
+        out.clear();
+        check_role_to_bind();
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("{}: negative page count {}", geometry_.spec.name, count));
+    }
+    bind_scratch_.assign(virtual_pages, static_cast<std::size_t>(count));
+    return bind_virtual_pages(bind_scratch_, out);
+}
+
+void AllocatorCore::check_role_to_bind() const {
     if (options_.is_id_owner)
         throw Error(
             ErrorCode::wrong_role,
             fmt::format("{}: alloc_with_virtual on the id owner; use alloc", geometry_.spec.name));
-    if (count < 0)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("{}: negative page count {}", geometry_.spec.name, count));
+}
+
+bool AllocatorCore::virtual_runs_free(const PageRunList& virtual_pages) const {
+    // Ascending runs, each past the last, inside the table and unbound: one
+    // vectorised pass over each run's rows, no repeats possible.
+    index_t next = tables_.min_virtual_page;
+    for (const SteppedRun& r : virtual_pages.runs()) {
+        if (r.step != 1 || r.first < next || r.first + r.count > tables_.virtual_table_pages ||
+            !tables_.rows_unbound(r.first, r.count))
+            return false;
+        next = r.first + r.count;
+    }
+    return true;
+}
+
+std::vector<index_t> AllocatorCore::unbindable_pages(const PageRunList& pages) {
+    // Pages not all in free runs, one by one: ascending ids cannot repeat and
+    // are checked alone; the rest are checked for repeats by marking each page
+    // in v2p as it is checked, marks undone before anything else reads the
+    // table.
+    const std::vector<index_t> ids = pages.to_vector();
+    const auto count = static_cast<index_t>(ids.size());
+    const index_t* const virtual_pages = ids.data();
     std::vector<index_t> bad;
     const auto outside_or_bound = [&](index_t v) {
         return v < tables_.min_virtual_page || v >= tables_.virtual_table_pages ||
                tables_.v2p[v] != unbound;
     };
-    // One run of unbound ids inside the table (what an allocation from a
-    // fresh or dense band mints) is checked with one pass over its rows.
-    // Other ascending ids cannot repeat and are checked one by one; the rest
-    // are checked for repeats by marking each page in v2p as it is checked,
-    // marks undone before anything else reads the table.
-    const auto one_free_run = [&] {
-        if (count == 0 || !consecutive(virtual_pages, static_cast<std::size_t>(count)))
-            return false;
-        const index_t first = virtual_pages[0];
-        return first >= tables_.min_virtual_page && first + count <= tables_.virtual_table_pages &&
-               tables_.rows_unbound(first, count);
-    };
-    const auto ascending = [&] {
-        return std::adjacent_find(virtual_pages, virtual_pages + count, [](index_t a, index_t b) {
-                   return a >= b;
-               }) == virtual_pages + count;
-    };
-    // The run's check first: one vectorised pass where the order check alone
-    // would be a scalar one.
-    const bool free_run = one_free_run();
-    if (!free_run && ascending()) {
+    const bool ascending =
+        std::adjacent_find(virtual_pages, virtual_pages + count,
+                           [](index_t a, index_t b) { return a >= b; }) == virtual_pages + count;
+    if (ascending) {
         for (index_t k = 0; k < count; ++k)
             if (outside_or_bound(virtual_pages[k]))
                 bad.push_back(virtual_pages[k]);
-    } else if (!free_run) {
-        constexpr index_t seen = unbound - 1;
-        index_t checked = 0;
-        // The marks undo themselves: a transaction need not journal them.
-        const Unjournaled quiet(transaction_scope(), transaction_.is_open());
-        for (; checked < count; ++checked) {
-            const index_t v = virtual_pages[checked];
-            if (outside_or_bound(v))
-                bad.push_back(v);
-            else
-                tables_.v2p.set(v, seen);
-        }
-        for (index_t i = 0; i < checked; ++i) {
-            const index_t v = virtual_pages[i];
-            if (v >= tables_.min_virtual_page && v < tables_.virtual_table_pages &&
-                tables_.v2p[v] == seen)
-                tables_.v2p.set(v, unbound);
-        }
+        return bad;
     }
-    if (!bad.empty())
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("{}: cannot bind virtual pages {}: outside [{}, {}), already "
-                                "bound, or repeated. State: {}",
-                                geometry_.spec.name, first_ids(bad), tables_.min_virtual_page,
-                                tables_.virtual_table_pages, state_string()));
+    constexpr index_t seen = unbound - 1;
+    index_t checked = 0;
+    // The marks undo themselves: a transaction need not journal them.
+    const Unjournaled quiet(transaction_scope(), transaction_.is_open());
+    for (; checked < count; ++checked) {
+        const index_t v = virtual_pages[checked];
+        if (outside_or_bound(v))
+            bad.push_back(v);
+        else
+            tables_.v2p.set(v, seen);
+    }
+    for (index_t i = 0; i < checked; ++i) {
+        const index_t v = virtual_pages[i];
+        if (v >= tables_.min_virtual_page && v < tables_.virtual_table_pages &&
+            tables_.v2p[v] == seen)
+            tables_.v2p.set(v, unbound);
+    }
+    return bad;
+}
+
+bool AllocatorCore::bind_virtual_pages(const PageRunList& virtual_pages, PageBinding& out) {
+    out.clear();
+    check_role_to_bind();
+    const auto count = static_cast<index_t>(virtual_pages.size());
+    if (!virtual_runs_free(virtual_pages)) {
+        const std::vector<index_t> bad = unbindable_pages(virtual_pages);
+        if (!bad.empty())
+            throw Error(ErrorCode::invalid_argument,
+                        fmt::format("{}: cannot bind virtual pages {}: outside [{}, {}), already "
+                                    "bound, or repeated. State: {}",
+                                    geometry_.spec.name, first_ids(bad), tables_.min_virtual_page,
+                                    tables_.virtual_table_pages, state_string()));
+    }
     if (count == 0)
         return true;
     if (!ensure_room(count)) {
@@ -262,9 +281,9 @@ bool AllocatorCore::bind_virtual_pages(const index_t* virtual_pages, index_t cou
                             transaction_.take_allocation(out, false, backup_.is_open()));
     out.watermark_before = tables_.watermark;
     out.anchor_before = tables_.anchor;
-    out.virtual_pages.assign(virtual_pages, virtual_pages + count);
-    const bool physical_run = take_physical(count, out);
-    bind(out, free_run, physical_run);
+    out.virtual_pages = virtual_pages;
+    take_physical(count, out);
+    bind(out);
     backup_.log(out, false);
     return true;
 }

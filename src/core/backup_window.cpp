@@ -29,17 +29,10 @@ void BackupWindow::log(const PageBinding& binding, bool from_free_list) {
     r.binding.hole_positions = binding.hole_positions;
     r.binding.watermark_before = binding.watermark_before;
     r.binding.anchor_before = binding.anchor_before;
-    const index_t* const v = binding.virtual_pages.data();
-    const index_t* const p = binding.physical_pages.data();
-    const std::size_t n = binding.virtual_pages.size();
-    // One run (a fresh or dense band's prefill) was found when it was bound;
-    // others by the run walk.
-    if (binding.one_run)
-        r.runs.push_back({v[0], p[0], static_cast<index_t>(n)});
-    else
-        for_each_paired_run(v, p, n, [&](std::size_t i, std::size_t count) {
-            r.runs.push_back({v[i], p[i], static_cast<index_t>(count)});
-        });
+    for_each_paired_run(binding.virtual_pages, binding.physical_pages,
+                        [&](index_t v, index_t p, index_t count) {
+                            r.runs.push_back({v, p, count});
+                        });
     undo_log_.edit().push_back(std::move(r));
 }
 
@@ -88,7 +81,10 @@ void BackupWindow::restore(const Band& band, const AllocatorSnapshot& snapshot) 
     while (undo_log_.get().size() > snapshot.undo_depth) {
         UndoRecord r = std::move(undo_log_.edit().back());
         undo_log_.edit().pop_back();
-        expand(r.runs, r.binding.virtual_pages, r.binding.physical_pages);
+        for (const PageRun& run : r.runs) {
+            r.binding.virtual_pages.append_run(run.virtual_first, run.count);
+            r.binding.physical_pages.append_run(run.physical_first, run.count);
+        }
         band.tables.undo_binding(r.binding, r.virtual_pages_from_free_list, band.plan);
     }
     if (snapshot.opened_window)

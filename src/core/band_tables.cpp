@@ -5,24 +5,27 @@
 
 namespace kvpool::detail {
 
+void BandTables::unbind_run(index_t virtual_first, index_t physical_first, std::size_t count,
+                            PageState state) {
+    const auto v = static_cast<std::size_t>(virtual_first);
+    const auto p = static_cast<std::size_t>(physical_first);
+    if (count >= min_stretch_pages) {
+        v2p.fill(v, v + count, unbound);
+        p2v.fill(p, p + count, unbound);
+        page_state.fill(p, p + count, state);
+        return;
+    }
+    for (std::size_t k = 0; k < count; ++k) {
+        v2p.set(v + k, unbound);
+        p2v.set(p + k, unbound);
+        page_state.set(p + k, state);
+    }
+}
+
 void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pages, std::size_t n,
                         PageState state) {
-    // A run of count pages from virtual_pages[i] and physical_pages[i]: one
-    // journaled stretch per table when long, else row by row.
-    const auto unbind_run = [&](std::size_t i, std::size_t count) {
-        const auto v = static_cast<std::size_t>(virtual_pages[i]);
-        const auto p = static_cast<std::size_t>(physical_pages[i]);
-        if (count >= min_stretch_pages) {
-            v2p.fill(v, v + count, unbound);
-            p2v.fill(p, p + count, unbound);
-            page_state.fill(p, p + count, state);
-            return;
-        }
-        for (std::size_t k = 0; k < count; ++k) {
-            v2p.set(v + k, unbound);
-            p2v.set(p + k, unbound);
-            page_state.set(p + k, state);
-        }
+    const auto unbind_at = [&](std::size_t i, std::size_t count) {
+        unbind_run(virtual_pages[i], physical_pages[i], count, state);
     };
     // One run (a request's pages from a fresh or dense band): its ends say
     // so cheaply before a vectorised check, where the run walk is scalar.
@@ -30,35 +33,50 @@ void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pa
         virtual_pages[n - 1] - virtual_pages[0] == static_cast<index_t>(n) - 1 &&
         physical_pages[n - 1] - physical_pages[0] == static_cast<index_t>(n) - 1 &&
         consecutive(virtual_pages, n) && consecutive(physical_pages, n))
-        unbind_run(0, n);
+        unbind_at(0, n);
     else
-        for_each_paired_run(virtual_pages, physical_pages, n, unbind_run);
+        for_each_paired_run(virtual_pages, physical_pages, n, unbind_at);
 }
 
 void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, DevicePlan& plan) {
-    const auto& virtual_pages = binding.virtual_pages;
-    const auto& physical_pages = binding.physical_pages;
+    const PageRunList& virtual_pages = binding.virtual_pages;
+    const PageRunList& physical_pages = binding.physical_pages;
     const std::size_t n = virtual_pages.size();
     const std::size_t drained_holes = binding.drained_holes;
-    // The drained holes go back to being holes, the pages past them outside.
-    unbind(virtual_pages.data(), physical_pages.data(), drained_holes, PageState::hole);
-    unbind(virtual_pages.data() + drained_holes, physical_pages.data() + drained_holes,
-           n - drained_holes, PageState::outside);
+    // The drained holes go back to being holes, the pages past them outside:
+    // a paired run across that line is unbound in two parts.
+    std::size_t at = 0;
+    for_each_paired_run(virtual_pages, physical_pages, [&](index_t v, index_t p, index_t count) {
+        const auto c = static_cast<std::size_t>(count);
+        const std::size_t holes_in = at < drained_holes ? std::min(c, drained_holes - at) : 0;
+        unbind_run(v, p, holes_in, PageState::hole);
+        const auto h = static_cast<index_t>(holes_in);
+        unbind_run(v + h, p + h, c - holes_in, PageState::outside);
+        at += c;
+    });
     plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
     plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
     plan.p2v_index.insert(plan.p2v_index.end(), physical_pages.begin(), physical_pages.end());
     plan.p2v_value.insert(plan.p2v_value.end(), n, unbound);
+    std::vector<index_t> drained;
+    for (auto it = physical_pages.begin(); drained.size() < drained_holes; ++it)
+        drained.push_back(*it);
     if (binding.hole_positions.empty())
-        holes.insert_front(physical_pages.begin(),
-                           physical_pages.begin() + static_cast<std::ptrdiff_t>(drained_holes));
+        holes.insert_front(drained.begin(), drained.end());
     else
         for (std::size_t i = 0; i < drained_holes; ++i)
-            holes.insert_at(binding.hole_positions[i], physical_pages[i]);
-    if (from_free_list)
-        free_virtual_pages.insert_front(virtual_pages.data(), virtual_pages.data() + n);
+            holes.insert_at(binding.hole_positions[i], drained[i]);
+    if (from_free_list) {
+        // The ids came from the free list's runs: back a run at a time.
+        std::vector<IdRun<index_t>> pieces;
+        for (const SteppedRun& r : virtual_pages.runs())
+            for (index_t k = 0; k < (r.step == 1 ? 1 : r.count); ++k)
+                pieces.push_back({r.at(k), r.step == 1 ? r.count : 1});
+        free_virtual_pages.insert_front_runs(pieces);
+    }
     watermark = binding.watermark_before;
     anchor = binding.anchor_before;
-    live_pages -= static_cast<index_t>(virtual_pages.size());
+    live_pages -= static_cast<index_t>(n);
 }
 
 void BandTables::add_to(StateDigest& digest) const {

@@ -106,11 +106,10 @@ private:
         swa.hold_relocations(true);
         bool ok = full.alloc_pages(pages, probe_cores_.first_pages);
         if (ok) {
-            const std::vector<index_t>& swa_pages =
+            const detail::PageRunList& swa_pages =
                 detail::follower_pages(probe_cores_.first_pages.virtual_pages,
                                        full.page_size() / swa.page_size(), probe_swa_pages_);
-            ok = swa.bind_virtual_pages(swa_pages.data(), static_cast<index_t>(swa_pages.size()),
-                                        probe_cores_.second_pages);
+            ok = swa.bind_virtual_pages(swa_pages, probe_cores_.second_pages);
         }
         if (!ok)
             fail(fmt::format("a joint allocation of available_size() = {} tokens failed",
@@ -349,7 +348,7 @@ private:
     }
 
     std::vector<Request> requests_;
-    mutable std::vector<index_t> probe_swa_pages_;
+    mutable detail::PageRunList probe_swa_pages_;
 };
 
 } // namespace kvpool::test::swa_run

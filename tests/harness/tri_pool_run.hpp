@@ -192,10 +192,9 @@ private:
         bool ok = copies_.full->alloc_pages(pages, copies_.first);
         copies_.full->hold_relocations(true);
         if (ok) {
-            const std::vector<index_t>& swa_pages =
+            const detail::PageRunList& swa_pages =
                 detail::follower_pages(copies_.first.virtual_pages, ratio(), probe_swa_pages_);
-            ok = copies_.swa->bind_virtual_pages(
-                swa_pages.data(), static_cast<index_t>(swa_pages.size()), copies_.second);
+            ok = copies_.swa->bind_virtual_pages(swa_pages, copies_.second);
         }
         if (!ok)
             fail(fmt::format("a joint allocation of available_size() = {} tokens failed",
@@ -593,7 +592,7 @@ private:
     std::vector<index_t> last_allocated_;
     bool eager_; // a side compacts on every free
     TriCopies copies_;
-    std::vector<index_t> probe_swa_pages_; // probe_joint's sliding-window pages
+    detail::PageRunList probe_swa_pages_; // probe_joint's sliding-window pages
 };
 
 } // namespace kvpool::test::tri_run

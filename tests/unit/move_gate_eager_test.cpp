@@ -177,7 +177,7 @@ TEST_CASE("move gate, eager: the core waits on a stream token and settles its ga
     core.set_stream_wait_check(&is_stream_token);
     detail::PageBinding binding;
     REQUIRE(core.alloc_pages(6, binding));
-    const std::vector<index_t> pages = binding.virtual_pages;
+    const std::vector<index_t> pages = binding.virtual_pages.to_vector();
     core.plan().clear();
     const auto at = [&](index_t k) { return pages[static_cast<std::size_t>(k)] * 2; };
 

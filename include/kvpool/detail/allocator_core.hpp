@@ -122,6 +122,9 @@ public:
     bool alloc_request_pages(index_t num_pages, PageBinding& out);
     // Non-owner: bind the given (peer-minted) virtual pages to physical pages.
     bool bind_virtual_pages(const index_t* virtual_pages, index_t count, PageBinding& out);
+    // The same for pages held as runs (an owner's binding, or the follower
+    // pages made of it), checked a run at a time.
+    bool bind_virtual_pages(const PageRunList& virtual_pages, PageBinding& out);
     // Takes back the allocation that filled binding, the last change made here
     // (the pair's follower could not bind it), counting it as failed.
     // Relocations are held meanwhile.
@@ -295,15 +298,18 @@ private:
     index_t page_limit_above() const;
     bool alloc_pages(index_t num_pages, PageBinding& out, ShortOfIds short_of_ids);
     bool ensure_room(index_t num_pages);
-    // True when the pages it appended are one ascending run (no hole
-    // drained, one stretch of the gap).
-    bool take_physical(index_t num_pages, PageBinding& out);
+    // Throws wrong_role on the id owner (alloc_with_virtual's check).
+    void check_role_to_bind() const;
+    // Whether the pages are ascending runs of unbound ids inside the table.
+    bool virtual_runs_free(const PageRunList& virtual_pages) const;
+    // The pages that cannot be bound (outside, bound, or repeated), one by one.
+    std::vector<index_t> unbindable_pages(const PageRunList& virtual_pages);
+    // Appends num_pages physical pages to out's, holes first, a run at a time.
+    void take_physical(index_t num_pages, PageBinding& out);
     // A floating side's new pages past its holes, from the gaps on both sides.
-    void extend_floating(index_t pages, std::vector<index_t>& out);
-    // Writes the binding's pages into the host mirror; sets its one_run.
-    // virtual_run / physical_run: the caller knows that list is one run
-    // (otherwise bind looks).
-    void bind(PageBinding& binding, bool virtual_run, bool physical_run);
+    void extend_floating(index_t pages, PageRunList& out);
+    // Writes the binding's pages into the host mirror, a paired run at a time.
+    void bind(const PageBinding& binding);
     std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,
                                          bool skip_unbound) const;
     void free_pages(const std::vector<index_t>& virtual_pages);
@@ -327,6 +333,7 @@ private:
 
     AllocatorCounters counters_;
     DevicePlan plan_;
+    PageRunList bind_scratch_; // bind_virtual_pages' ids given as a list, as runs
 };
 
 // Pages that alloc_extend needs: for each request, pages covering seq_len that

@@ -4,6 +4,7 @@
 
 #include <kvpool/completion_token.hpp>
 #include <kvpool/detail/id_runs.hpp>
+#include <kvpool/detail/page_run_list.hpp>
 #include <kvpool/types.hpp>
 
 #include <cstddef>
@@ -50,28 +51,24 @@ struct DevicePlan {
     }
 };
 
-// Pages one allocation bound: virtual_pages[i] now maps to physical_pages[i];
-// with what AllocatorCore::undo_allocation needs to take it back.
+// Pages one allocation bound: virtual_pages' k-th id now maps to
+// physical_pages' k-th, both held as runs (see PageRunList); with what
+// AllocatorCore::undo_allocation needs to take it back.
 struct PageBinding {
-    std::vector<index_t> virtual_pages;
-    std::vector<index_t> physical_pages;
-    std::size_t drained_holes = 0; // physical_pages[0, drained_holes) came from holes
+    PageRunList virtual_pages;
+    PageRunList physical_pages;
+    std::size_t drained_holes = 0; // physical_pages' first drained_holes came from holes
     // Where each drained hole stood in the hole list, ascending; empty when
     // they were its first drained_holes entries (no hole under a transfer
     // was passed over).
     std::vector<std::size_t> hole_positions;
     index_t watermark_before = 0;
     index_t anchor_before = 0;
-    // Both lists step by one from entry to entry (one paired run: a fresh or
-    // dense band's prefill), as AllocatorCore::bind found when it bound them,
-    // so that what logs the binding need not look again.
-    bool one_run = false;
     void clear() {
         virtual_pages.clear();
         physical_pages.clear();
         drained_holes = 0;
         hole_positions.clear();
-        one_run = false;
     }
 };
 

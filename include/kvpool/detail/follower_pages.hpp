@@ -5,6 +5,7 @@
 // is the owner's in its own pages). Host only.
 #pragma once
 
+#include <kvpool/detail/page_run_list.hpp>
 #include <kvpool/types.hpp>
 
 #include <vector>
@@ -12,15 +13,21 @@
 namespace kvpool::detail {
 
 // owner_pages itself for a follower of the owner's page size; else the
-// follower's pages, written to scratch.
-inline const std::vector<index_t>& follower_pages(const std::vector<index_t>& owner_pages,
-                                                  index_t ratio, std::vector<index_t>& scratch) {
+// follower's pages, written to scratch: a run of owner pages is one run of
+// follower pages, ratio times longer.
+inline const PageRunList& follower_pages(const PageRunList& owner_pages, index_t ratio,
+                                         PageRunList& scratch) {
     if (ratio == 1)
         return owner_pages;
     scratch.clear();
-    for (index_t v : owner_pages)
-        for (index_t j = 0; j < ratio; ++j)
-            scratch.push_back(v * ratio + j);
+    for (const SteppedRun& r : owner_pages.runs()) {
+        if (r.step == 1) {
+            scratch.append_run(r.first * ratio, r.count * ratio);
+            continue;
+        }
+        for (index_t k = 0; k < r.count; ++k)
+            scratch.append_run(r.at(k) * ratio, ratio);
+    }
     return scratch;
 }
 

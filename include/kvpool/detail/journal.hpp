@@ -454,8 +454,9 @@ public:
     const_iterator end() const { return {&items_.runs, items_.runs.size()}; }
     T front() const { return items_.runs.front().first; }
 
-    // Appends the first n ids to out and takes them off (n <= size()).
-    void take_front(std::size_t n, std::vector<T>& out) {
+    // Appends the first n ids to out (a list, or a PageRunList: a run at a
+    // time) and takes them off (n <= size()).
+    template <class Out> void take_front(std::size_t n, Out& out) {
         pop_ids<front_end>(n, [&](T first, T k) {
             append_run(out, first, k);
             this->log({RunChange::erased_front, first, k});
@@ -480,11 +481,19 @@ public:
     }
     // Inserts [first, last) before the front, in order.
     void insert_front(const T* first, const T* last) {
-        if (first == last)
-            return;
-        this->log({RunChange::pushed_front, T{}, static_cast<T>(last - first)});
         std::vector<IdRun<T>> pieces;
         for_each_run(first, last, [&](T start, T count) { pieces.push_back({start, count}); });
+        insert_front_runs(pieces);
+    }
+    // Inserts the ids of pieces (runs of ids going up) before the front, in
+    // order, a run at a time.
+    void insert_front_runs(const std::vector<IdRun<T>>& pieces) {
+        T ids = 0;
+        for (const IdRun<T>& piece : pieces)
+            ids += piece.count;
+        if (ids == 0)
+            return;
+        this->log({RunChange::pushed_front, T{}, ids});
         for (auto it = pieces.rbegin(); it != pieces.rend(); ++it)
             push_front(it->first, it->count);
     }

@@ -17,6 +17,7 @@
 #include <kvpool/kokkos_compat.hpp>
 #include <kvpool/storage/unified_kv_pool.hpp>
 
+#include <array>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -201,8 +202,8 @@ public:
 
     // A non-owner's binding written as table rows (no tokens, no zeroing).
     void apply_binding(const ExecutionSpace& space) {
-        const std::size_t v = staging_.add(binding_.virtual_pages);
-        const std::size_t p = staging_.add(binding_.physical_pages);
+        const std::size_t v = stage_pages(binding_.virtual_pages);
+        const std::size_t p = stage_pages(binding_.physical_pages);
         staging_.upload(space);
         const auto n = binding_.virtual_pages.size();
         kernels::apply_table_writes(
@@ -307,30 +308,39 @@ private:
         kernels::PageRuns runs;
     };
     StagedBinding stage_binding() {
-        const auto& pages = binding_.virtual_pages;
-        const index_t* const follower_pages =
-            fused_follower() ? follower_->binding_.physical_pages.data() : nullptr;
-        // Both sides' bindings one run (as the core found when it bound them,
-        // the follower's of the same ids): one run for the kernels, unsearched.
-        if (!pages.empty() && binding_.one_run &&
-            (!follower_pages || follower_->binding_.one_run)) {
-            kernels::PageRuns runs;
-            runs.count = 1;
-            runs.pages = static_cast<index_t>(pages.size());
-            runs.virtual_start[0] = pages[0];
-            runs.physical_start[0] = binding_.physical_pages[0];
-            runs.follower_start[0] = follower_pages ? follower_pages[0] : runs.physical_start[0];
+        const PageRunList* const follower_pages =
+            fused_follower() ? &follower_->binding_.physical_pages : nullptr;
+        // Without a follower its pages are the physical ones: the runs stay the same.
+        const std::array<const PageRunList*, 3> lists{
+            &binding_.virtual_pages, &binding_.physical_pages,
+            follower_pages ? follower_pages : &binding_.physical_pages};
+        kernels::PageRuns runs;
+        index_t at = 0;
+        bool too_many = false;
+        for_each_joint_run(lists, [&](const std::array<index_t, 3>& firsts, index_t count) {
+            if (runs.count == kernels::PageRuns::max_runs)
+                too_many = true;
+            if (!too_many) {
+                runs.first[runs.count] = at;
+                runs.virtual_start[runs.count] = firsts[0];
+                runs.physical_start[runs.count] = firsts[1];
+                runs.follower_start[runs.count] = firsts[2];
+                ++runs.count;
+            }
+            at += count;
+        });
+        runs.pages = at;
+        if (!too_many)
             return {0, 0, 0, runs};
-        }
-        const kernels::PageRuns runs =
-            kernels::find_page_runs(pages.data(), binding_.physical_pages.data(), follower_pages,
-                                    static_cast<index_t>(pages.size()));
-        if (runs.count > 0)
-            return {0, 0, 0, runs};
-        const std::size_t v = staging_.add(binding_.virtual_pages);
-        const std::size_t p = staging_.add(binding_.physical_pages);
-        return {v, p, fused_follower() ? staging_.add(follower_->binding_.physical_pages) : 0,
-                runs};
+        const std::size_t v = stage_pages(binding_.virtual_pages);
+        const std::size_t p = stage_pages(binding_.physical_pages);
+        return {v, p, follower_pages ? stage_pages(*follower_pages) : 0, kernels::PageRuns{}};
+    }
+    // A page list for the kernels, written out for the next upload.
+    std::size_t stage_pages(const PageRunList& pages) {
+        listed_.clear();
+        pages.append_to(listed_);
+        return staging_.add(listed_);
     }
     using staged_view = decltype(std::declval<const Staging<ExecutionSpace>&>().slice(0, 0));
     // The n pages of a staged binding, for the kernels (after the upload).
@@ -391,6 +401,7 @@ private:
     index_view p2v_;
     Staging<ExecutionSpace> staging_;
     PageBinding binding_;
+    std::vector<index_t> listed_; // a binding's pages written out for staging
     move_callback move_;
 };
 

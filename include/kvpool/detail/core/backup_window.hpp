@@ -57,7 +57,7 @@ private:
     struct PageRun {
         index_t virtual_first, physical_first, count;
     };
-    // An allocation's binding with its page lists held as runs (a prefill's
+    // An allocation's binding with its pages as paired runs (a prefill's
     // thousands of pages are a few), so that logging and a transaction's
     // copy of the log cost per run, not per page.
     struct UndoRecord {
@@ -66,7 +66,7 @@ private:
         bool virtual_pages_from_free_list;
         std::uint64_t serial;
     };
-    // The page lists runs stand for, into v and p.
+    // The page lists runs stand for, into v and p (the digest's form).
     static void expand(const std::vector<PageRun>& runs, std::vector<index_t>& v,
                        std::vector<index_t>& p);
 

@@ -76,6 +76,11 @@ struct BandTables {
                v2p[static_cast<std::size_t>(first)] != unbound &&
                consecutive(v2p.data() + first, n);
     }
+    // Unbinds count pages from virtual_first and physical_first up, each
+    // physical page left in state: one journaled stretch per table when
+    // min_stretch_pages or more, else row by row.
+    void unbind_run(index_t virtual_first, index_t physical_first, std::size_t count,
+                    PageState state);
     // Unbinds virtual_pages[k] from physical_pages[k] in the host mirror, each
     // physical page left in state: paired runs of min_stretch_pages or more as
     // one journaled stretch per table, shorter ones row by row.
