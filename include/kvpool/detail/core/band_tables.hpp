@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kvpool::detail {
 
@@ -66,19 +67,14 @@ struct BandTables {
             bound |= rows[k] ^ unbound;
         return bound == 0;
     }
-    // Whether the n virtual pages are one run (each one more than the last),
-    // at least min_stretch_pages long, bound to one run of physical pages.
-    bool bound_as_one_run(const index_t* virtual_pages, std::size_t n) const {
-        if (n < min_stretch_pages || !consecutive(virtual_pages, n))
-            return false;
-        const index_t first = virtual_pages[0];
-        return first >= 0 && first + static_cast<index_t>(n) <= static_cast<index_t>(v2p.size()) &&
-               v2p[static_cast<std::size_t>(first)] != unbound &&
-               consecutive(v2p.data() + first, n);
-    }
+    // Appends the physical pages bound to the n virtual pages, in their
+    // order: the rows of each run of virtual pages copied as one.
+    void append_physical(const index_t* virtual_pages, std::size_t n,
+                         std::vector<index_t>& physical) const;
     // Unbinds virtual_pages[k] from physical_pages[k] in the host mirror, each
-    // physical page left in state: paired runs of min_stretch_pages or more as
-    // one journaled stretch per table, shorter ones row by row.
+    // physical page left in state. Each table's rows are written by the runs
+    // (up or down) of the pages indexing it: runs of min_stretch_pages or more
+    // as one journaled stretch, shorter ones row by row.
     void unbind(const index_t* virtual_pages, const index_t* physical_pages, std::size_t n,
                 PageState state);
     // Takes back the pages binding bound (host tables and plan), holes and
