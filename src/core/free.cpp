@@ -38,10 +38,6 @@ void keep_first_occurrences(std::vector<index_t>& values) {
     values.resize(kept);
 }
 
-// More runs than this in one free take the token-by-token walk: a list that
-// scattered gains nothing from runs.
-constexpr std::size_t max_free_runs = 64;
-
 } // namespace
 
 bool AllocatorCore::pages_of_runs(const index_t* virtual_tokens, index_t count,

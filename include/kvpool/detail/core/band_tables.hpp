@@ -25,6 +25,9 @@ enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
 // journaled) as one stretch per table; shorter ones row by row, where a
 // stretch each would cost more.
 constexpr std::size_t min_stretch_pages = 16;
+// A free whose tokens come in more runs than this takes the token-by-token
+// walk: a list that scattered gains nothing from runs.
+constexpr std::size_t max_free_runs = 64;
 
 // The host mirror of the device tables, each physical page's state, the free
 // ids, the hole list and the band's extent.
