@@ -2,6 +2,7 @@
 #include <kvpool/detail/state_digest.hpp>
 
 #include <algorithm>
+#include <vector>
 
 namespace kvpool::detail {
 
@@ -22,20 +23,42 @@ void BandTables::unbind_run(index_t virtual_first, index_t physical_first, std::
     }
 }
 
+void BandTables::append_physical(const index_t* virtual_pages, std::size_t n,
+                                 std::vector<index_t>& physical) const {
+    const index_t* const rows = v2p.data();
+    for_each_run(virtual_pages, n, [&](std::size_t i, std::size_t count) {
+        physical.insert(physical.end(), rows + virtual_pages[i], rows + virtual_pages[i] + count);
+    });
+}
+
 void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pages, std::size_t n,
                         PageState state) {
-    const auto unbind_at = [&](std::size_t i, std::size_t count) {
-        unbind_run(virtual_pages[i], physical_pages[i], count, state);
-    };
-    // One run (a request's pages from a fresh or dense band): its ends say
-    // so cheaply before a vectorised check, where the run walk is scalar.
-    if (n >= min_stretch_pages &&
-        virtual_pages[n - 1] - virtual_pages[0] == static_cast<index_t>(n) - 1 &&
-        physical_pages[n - 1] - physical_pages[0] == static_cast<index_t>(n) - 1 &&
-        consecutive(virtual_pages, n) && consecutive(physical_pages, n))
-        unbind_at(0, n);
-    else
-        for_each_paired_run(virtual_pages, physical_pages, n, unbind_at);
+    // Each table's rows go by the runs of the pages that index it (a v2p row
+    // is unbound whichever page it held, a p2v row whichever page held it),
+    // so that a request's pages bound in opposite directions (a band growing
+    // down) are still a stretch per table: one journaled stretch per run
+    // when long, else row by row.
+    for_each_row_range(virtual_pages, n, [&](index_t first, std::size_t count) {
+        const auto v = static_cast<std::size_t>(first);
+        if (count >= min_stretch_pages) {
+            v2p.fill(v, v + count, unbound);
+            return;
+        }
+        for (std::size_t k = 0; k < count; ++k)
+            v2p.set(v + k, unbound);
+    });
+    for_each_row_range(physical_pages, n, [&](index_t first, std::size_t count) {
+        const auto p = static_cast<std::size_t>(first);
+        if (count >= min_stretch_pages) {
+            p2v.fill(p, p + count, unbound);
+            page_state.fill(p, p + count, state);
+            return;
+        }
+        for (std::size_t k = 0; k < count; ++k) {
+            p2v.set(p + k, unbound);
+            page_state.set(p + k, state);
+        }
+    });
 }
 
 void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, DevicePlan& plan) {

@@ -79,21 +79,13 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
                             const std::vector<index_t>& virtual_pages, CompactionRecord* record) {
     BandTables& t = band.tables;
     const std::size_t n = virtual_pages.size();
-    // The freed pages' physical pages in the order freed (a run's read as
-    // one), and sorted (a copy only where that order is not).
-    const bool one_run = t.bound_as_one_run(virtual_pages.data(), n);
+    // The freed pages' physical pages in the order freed, and sorted (a copy
+    // only where that order is not).
     std::vector<index_t> physical, sorted;
-    if (one_run) {
-        append_run(physical, t.v2p[static_cast<std::size_t>(virtual_pages[0])],
-                   static_cast<index_t>(n));
-    } else {
-        physical.reserve(n);
-        for (index_t v : virtual_pages)
-            physical.push_back(t.v2p[v]);
-        if (!std::is_sorted(physical.begin(), physical.end())) {
-            sorted = physical;
-            std::sort(sorted.begin(), sorted.end());
-        }
+    t.append_physical(virtual_pages.data(), n, physical);
+    if (!std::is_sorted(physical.begin(), physical.end())) {
+        sorted = physical;
+        std::sort(sorted.begin(), sorted.end());
     }
     const std::vector<index_t>& freed = sorted.empty() ? physical : sorted;
     const auto k = static_cast<index_t>(freed.size());
@@ -140,15 +132,9 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
     plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
     plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
     // A hole's p2v entry is rewritten by the move that fills it.
-    if (one_run) {
-        const index_t p0 = physical.front();
-        for (index_t p = std::max(p0, vacated_lo); p < std::min(p0 + k, vacated_hi); ++p)
+    for (index_t p : physical)
+        if (p >= vacated_lo && p < vacated_hi)
             plan.set_p2v(p, unbound);
-    } else {
-        for (index_t p : physical)
-            if (p >= vacated_lo && p < vacated_hi)
-                plan.set_p2v(p, unbound);
-    }
     t.live_pages -= k;
     t.watermark = dir.grown(t.watermark, -k);
     if (record) {
@@ -167,16 +153,9 @@ void Compaction::free_lazy(const Band& band, const std::vector<index_t>& virtual
     DevicePlan& plan = band.plan;
     const std::size_t n = virtual_pages.size();
     // The freed pages' physical pages, in the order freed, are the plan's p2v
-    // rows and the new holes (a run's read as one).
+    // rows and the new holes.
     const std::size_t at = plan.p2v_index.size();
-    if (t.bound_as_one_run(virtual_pages.data(), n)) {
-        append_run(plan.p2v_index, t.v2p[static_cast<std::size_t>(virtual_pages[0])],
-                   static_cast<index_t>(n));
-    } else {
-        plan.p2v_index.reserve(at + n);
-        for (index_t v : virtual_pages)
-            plan.p2v_index.push_back(t.v2p[v]);
-    }
+    t.append_physical(virtual_pages.data(), n, plan.p2v_index);
     const index_t* const physical = plan.p2v_index.data() + at;
     t.unbind(virtual_pages.data(), physical, n, PageState::hole);
     t.holes.insert_back(physical, physical + n);

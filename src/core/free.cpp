@@ -9,18 +9,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <functional>
 
 namespace kvpool::detail {
 
 namespace {
 
-// Each value once, at its first position.
-std::vector<index_t> first_occurrences(std::vector<index_t> values) {
+// Drops each value's repeats, keeping its first position.
+void keep_first_occurrences(std::vector<index_t>& values) {
     // A request's pages in ascending order hold no repeats: nothing to drop.
     if (std::adjacent_find(values.begin(), values.end(), std::greater_equal<index_t>()) ==
         values.end())
-        return values;
+        return;
     std::vector<std::size_t> order(values.size());
     for (std::size_t i = 0; i < order.size(); ++i)
         order[i] = i;
@@ -34,36 +36,111 @@ std::vector<index_t> first_occurrences(std::vector<index_t> values) {
         if (!repeat[i])
             values[kept++] = values[i];
     values.resize(kept);
-    return values;
 }
 
 } // namespace
 
-std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_tokens, index_t count,
-                                                    bool skip_unbound) const {
-    if (count < 0)
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("{}: negative id count {}", geometry_.spec.name, count));
-    std::vector<index_t> pages;
+bool AllocatorCore::pages_of_runs(const index_t* virtual_tokens, index_t count,
+                                  std::vector<index_t>* pages) const {
     const index_t token_limit = tables_.virtual_table_pages * page_size();
     const index_t ps = page_size();
     const int shift = power_of_two_shift(ps);
-    // A run of consecutive tokens (a request's, at page size 1 a fresh
-    // band's) covers a run of pages: one vectorised pass over their v2p rows
-    // finds them all bound, and the pages are that run, ascending, in every
-    // mode's order. Anything else (an id outside, unbound, or tokens out of
-    // order) takes the token-by-token walk below, which words the errors.
-    if (count > 0 && consecutive(virtual_tokens, static_cast<std::size_t>(count))) {
-        const index_t t0 = virtual_tokens[0];
-        const index_t first = shift >= 0 ? t0 >> shift : t0 / ps;
-        const index_t last = shift >= 0 ? (t0 + count - 1) >> shift : (t0 + count - 1) / ps;
-        if (t0 >= 0 && t0 + count <= token_limit && first >= tables_.min_virtual_page &&
-            tables_.rows_bound(first, last - first + 1)) {
-            append_run(pages, first, last - first + 1);
-            return pages;
+    const auto page_of = [&](index_t t) { return shift >= 0 ? t >> shift : t / ps; };
+    // The runs of consecutive tokens (a request's, in a few pieces once its
+    // ids came from several freed requests), each a run of pages that one
+    // vectorised pass over their v2p rows finds bound.
+    std::array<IdRun<index_t>, max_free_runs> runs;
+    std::size_t r = 0;
+    const auto add_run = [&](std::size_t i, std::size_t n) {
+        const index_t t0 = virtual_tokens[i];
+        if (r == max_free_runs || t0 < 0 || t0 >= token_limit ||
+            static_cast<index_t>(n) > token_limit - t0)
+            return false;
+        const index_t t1 = t0 + static_cast<index_t>(n) - 1;
+        const index_t first = page_of(t0);
+        const index_t pages_in_run = page_of(t1) - first + 1;
+        if (first < tables_.min_virtual_page || !tables_.rows_bound(first, pages_in_run))
+            return false;
+        runs[r++] = {first, pages_in_run};
+        return true;
+    };
+    // Ids are compared as unsigned, where the caller's wildest ids cannot
+    // overflow; a run that wraps around fails add_run's range check.
+    const auto id = [&](std::size_t k) { return static_cast<std::uint64_t>(virtual_tokens[k]); };
+    const auto n = static_cast<std::size_t>(count);
+    if (id(n - 1) - id(0) == n - 1 && virtual_tokens[0] >= 0 && virtual_tokens[n - 1] >= 0 &&
+        consecutive(virtual_tokens, n)) {
+        if (!add_run(0, n))
+            return false;
+    } else {
+        std::size_t first = 0;
+        for (std::size_t k = 1; k <= n; ++k)
+            if (k == n || id(k) != id(k - 1) + 1) {
+                if (!add_run(first, k - first))
+                    return false;
+                first = k;
+            }
+    }
+    std::array<IdRun<index_t>, max_free_runs> sorted;
+    std::copy(runs.begin(), runs.begin() + r, sorted.begin());
+    const auto by_first = [](const IdRun<index_t>& a, const IdRun<index_t>& b) {
+        return a.first < b.first;
+    };
+    if (!std::is_sorted(sorted.begin(), sorted.begin() + r, by_first))
+        std::sort(sorted.begin(), sorted.begin() + r, by_first);
+    // A lazy side's page-size-1 free keeps the caller's order (see
+    // validated_pages): runs that share no page are that order with no
+    // repeat to drop; others take the walk, which drops them.
+    if (is_lazy() && ps == 1) {
+        for (std::size_t k = 1; k < r; ++k)
+            if (sorted[k].first < sorted[k - 1].first + sorted[k - 1].count)
+                return false;
+        if (pages) {
+            pages->clear();
+            for (std::size_t k = 0; k < r; ++k)
+                append_run(*pages, runs[k].first, runs[k].count);
+        }
+        return true;
+    }
+    // Every other free: the pages ascending, each once (runs may overlap,
+    // or share a page at their ends where a page holds several tokens).
+    if (pages) {
+        pages->clear();
+        index_t next = sorted[0].first;
+        for (std::size_t k = 0; k < r; ++k) {
+            const index_t from = std::max(next, sorted[k].first);
+            const index_t end = sorted[k].first + sorted[k].count;
+            if (from < end)
+                append_run(*pages, from, end - from);
+            next = std::max(next, end);
         }
     }
-    pages.reserve(static_cast<std::size_t>(count));
+    return true;
+}
+
+bool AllocatorCore::validated_pages(const index_t* virtual_tokens, index_t count, bool skip_unbound,
+                                    std::vector<index_t>* pages) const {
+    if (count < 0)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("{}: negative id count {}", geometry_.spec.name, count));
+    if (count == 0) {
+        if (pages)
+            pages->clear();
+        return false;
+    }
+    // Tokens in a few runs, all inside and bound: a pass per run. Anything
+    // else (an id outside, unbound, scattered tokens or repeats a lazy
+    // page-size-1 free must drop) takes the token-by-token walk below, which
+    // words the errors.
+    if (pages_of_runs(virtual_tokens, count, pages))
+        return true;
+    std::vector<index_t> own;
+    std::vector<index_t>& out = pages ? *pages : own;
+    out.clear();
+    out.reserve(static_cast<std::size_t>(count));
+    const index_t token_limit = tables_.virtual_table_pages * page_size();
+    const index_t ps = page_size();
+    const int shift = power_of_two_shift(ps);
     std::vector<index_t> outside, unallocated;
     for (index_t i = 0; i < count; ++i) {
         const index_t t = virtual_tokens[i];
@@ -77,7 +154,7 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
                 unallocated.push_back(t);
             continue;
         }
-        pages.push_back(page);
+        out.push_back(page);
     }
     if (!outside.empty())
         throw Error(ErrorCode::out_of_range,
@@ -94,22 +171,25 @@ std::vector<index_t> AllocatorCore::validated_pages(const index_t* virtual_token
     // The reference frees a lazy side's page-size-1 ids in the caller's order
     // (its hole list, and every later reuse, follow it) and every other free
     // in ascending page order.
-    if (is_lazy() && page_size() == 1)
-        return first_occurrences(std::move(pages));
-    // A request's pages usually arrive in ascending order already.
-    if (!std::is_sorted(pages.begin(), pages.end()))
-        std::sort(pages.begin(), pages.end());
-    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-    return pages;
+    if (is_lazy() && page_size() == 1) {
+        keep_first_occurrences(out);
+    } else {
+        // A request's pages usually arrive in ascending order already.
+        if (!std::is_sorted(out.begin(), out.end()))
+            std::sort(out.begin(), out.end());
+        out.erase(std::unique(out.begin(), out.end()), out.end());
+    }
+    return !out.empty();
 }
 
 void AllocatorCore::free_tokens(const index_t* virtual_tokens, index_t count, bool skip_unbound) {
     if (in_free_group_) {
-        validated_pages(virtual_tokens, count, skip_unbound);
+        validated_pages(virtual_tokens, count, skip_unbound, nullptr);
         free_group_tokens_.insert_back(virtual_tokens, virtual_tokens + count);
         return;
     }
-    free_pages(validated_pages(virtual_tokens, count, skip_unbound));
+    validated_pages(virtual_tokens, count, skip_unbound, &freed_pages_);
+    free_pages(freed_pages_);
 }
 
 void AllocatorCore::free_group_begin() {
@@ -122,9 +202,8 @@ void AllocatorCore::free_group_end() {
         return;
     // Tokens of one page may have been queued by several frees of the group.
     const std::vector<index_t> tokens(free_group_tokens_.begin(), free_group_tokens_.end());
-    const std::vector<index_t> pages =
-        validated_pages(tokens.data(), static_cast<index_t>(tokens.size()), true);
-    if (!pages.empty()) {
+    const std::vector<index_t>& pages = freed_pages_;
+    if (validated_pages(tokens.data(), static_cast<index_t>(tokens.size()), true, &freed_pages_)) {
         check_free_allowed();
         if (!is_lazy())
             gate_.eager_free_waits(view(), pages);
@@ -136,8 +215,7 @@ void AllocatorCore::free_group_end() {
 
 void AllocatorCore::check_free_tokens(const index_t* virtual_tokens, index_t count,
                                       bool skip_unbound) const {
-    const std::vector<index_t> pages = validated_pages(virtual_tokens, count, skip_unbound);
-    if (!in_free_group_ && !pages.empty())
+    if (validated_pages(virtual_tokens, count, skip_unbound, nullptr) && !in_free_group_)
         check_free_allowed();
 }
 
@@ -145,7 +223,7 @@ void AllocatorCore::check_free_group_end() const {
     if (!in_free_group_)
         return;
     const std::vector<index_t> tokens(free_group_tokens_.begin(), free_group_tokens_.end());
-    if (!validated_pages(tokens.data(), static_cast<index_t>(tokens.size()), true).empty())
+    if (validated_pages(tokens.data(), static_cast<index_t>(tokens.size()), true, nullptr))
         check_free_allowed();
 }
 

@@ -40,18 +40,17 @@ bool TransactionLog::take_allocation(const PageBinding& binding, bool from_free_
 
 void TransactionLog::begin_free(const BandTables& tables,
                                 const std::vector<index_t>& virtual_pages) {
-    free_ = {};
+    // The lists are cleared, not replaced: they keep their room from call to call.
     free_.recording = true;
-    free_.virtual_pages = virtual_pages;
-    const std::size_t n = virtual_pages.size();
-    if (tables.bound_as_one_run(virtual_pages.data(), n)) {
-        const index_t* const rows = tables.v2p.data() + virtual_pages[0];
-        free_.physical_pages.assign(rows, rows + n);
-        return;
-    }
-    free_.physical_pages.reserve(n);
-    for (index_t v : virtual_pages)
-        free_.physical_pages.push_back(tables.v2p[v]);
+    free_.applied = false;
+    free_.virtual_pages.assign(virtual_pages.begin(), virtual_pages.end());
+    free_.physical_pages.clear();
+    tables.append_physical(virtual_pages.data(), virtual_pages.size(), free_.physical_pages);
+    CompactionRecord& c = free_.compaction;
+    c.moved_virtual.clear();
+    c.move_src.clear();
+    c.move_dst.clear();
+    c.gates_before.reset();
 }
 
 void TransactionLog::undo_free(const TransactionScope& scope, const Free& f) {

@@ -310,8 +310,15 @@ private:
     void extend_floating(index_t pages, PageRunList& out);
     // Writes the binding's pages into the host mirror, a paired run at a time.
     void bind(const PageBinding& binding);
-    std::vector<index_t> validated_pages(const index_t* virtual_tokens, index_t count,
-                                         bool skip_unbound) const;
+    // The pages a free of these tokens frees, in the order it frees them,
+    // written to *pages when given; throws what the free would throw.
+    // Whether there is any.
+    bool validated_pages(const index_t* virtual_tokens, index_t count, bool skip_unbound,
+                         std::vector<index_t>* pages) const;
+    // validated_pages' way for tokens in a few runs, each inside the id range
+    // and bound: false, writing nothing, for anything else.
+    bool pages_of_runs(const index_t* virtual_tokens, index_t count,
+                       std::vector<index_t>* pages) const;
     void free_pages(const std::vector<index_t>& virtual_pages);
     [[noreturn]] void fail(const std::string& what) const override;
 
@@ -330,6 +337,7 @@ private:
 
     bool in_free_group_ = false;
     JournaledDeque<index_t> free_group_tokens_;
+    std::vector<index_t> freed_pages_; // free_tokens' pages, kept from call to call
 
     AllocatorCounters counters_;
     DevicePlan plan_;

@@ -72,18 +72,4 @@ struct PageBinding {
     }
 };
 
-// Calls f(first, count) for each maximal stretch [first, first + count) of
-// positions where both a and b go up by one from entry to entry: the runs a
-// binding's pages come in (one for a fresh band's prefill), so that the host
-// tables can be written a run at a time where pages are contiguous.
-template <class F>
-void for_each_paired_run(const index_t* a, const index_t* b, std::size_t n, const F& f) {
-    std::size_t first = 0;
-    for (std::size_t k = 1; k <= n; ++k)
-        if (k == n || a[k] != a[k - 1] + 1 || b[k] != b[k - 1] + 1) {
-            f(first, k - first);
-            first = k;
-        }
-}
-
 } // namespace kvpool::detail

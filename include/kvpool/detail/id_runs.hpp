@@ -4,6 +4,7 @@
 
 #include <kvpool/types.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <iterator>
 #include <vector>
@@ -64,6 +65,58 @@ inline bool consecutive(const index_t* ids, std::size_t n) {
     for (std::size_t k = 0; k < n; ++k)
         differs |= ids[k] ^ (ids[0] + static_cast<index_t>(k));
     return differs == 0;
+}
+// Whether ids[k] == ids[0] - k for every k (a run read backwards).
+inline bool consecutive_down(const index_t* ids, std::size_t n) {
+    index_t differs = 0;
+    for (std::size_t k = 0; k < n; ++k)
+        differs |= ids[k] ^ (ids[0] - static_cast<index_t>(k));
+    return differs == 0;
+}
+
+// Calls f(i, count) for each maximal stretch ids[i, i + count) that goes up
+// by one from entry to entry: the runs a request's pages come in. A list
+// that is one run (its ends say so before a vectorised check) is one call.
+template <class F> void for_each_run(const index_t* ids, std::size_t n, const F& f) {
+    if (n == 0)
+        return;
+    if (ids[n - 1] - ids[0] == static_cast<index_t>(n) - 1 && consecutive(ids, n)) {
+        f(std::size_t(0), n);
+        return;
+    }
+    std::size_t first = 0;
+    for (std::size_t k = 1; k <= n; ++k)
+        if (k == n || ids[k] != ids[k - 1] + 1) {
+            f(first, k - first);
+            first = k;
+        }
+}
+
+// Calls f(lowest, count) for each maximal stretch of ids that goes up or
+// down by one from entry to entry: the rows [lowest, lowest + count) it
+// covers, whatever the order (a band that grows down binds a request's
+// pages in descending order, so its pages are runs read backwards).
+template <class F> void for_each_row_range(const index_t* ids, std::size_t n, const F& f) {
+    if (n == 0)
+        return;
+    const index_t span = ids[n - 1] - ids[0];
+    if ((span == static_cast<index_t>(n) - 1 && consecutive(ids, n)) ||
+        (span == 1 - static_cast<index_t>(n) && consecutive_down(ids, n))) {
+        f(std::min(ids[0], ids[n - 1]), n);
+        return;
+    }
+    std::size_t first = 0;
+    index_t step = 0; // of the stretch from first: 0 while it holds one entry
+    for (std::size_t k = 1; k <= n; ++k) {
+        const index_t d = k < n ? ids[k] - ids[k - 1] : 0;
+        if (k < n && (d == 1 || d == -1) && (step == 0 || d == step)) {
+            step = d;
+            continue;
+        }
+        f(step < 0 ? ids[k - 1] : ids[first], k - first);
+        first = k;
+        step = 0;
+    }
 }
 
 } // namespace kvpool::detail

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kvpool::detail {
 
@@ -24,6 +25,9 @@ enum class PageState : std::uint8_t { outside, live, hole, pending, moved_out };
 // journaled) as one stretch per table; shorter ones row by row, where a
 // stretch each would cost more.
 constexpr std::size_t min_stretch_pages = 16;
+// A free whose tokens come in more runs than this takes the token-by-token
+// walk: a list that scattered gains nothing from runs.
+constexpr std::size_t max_free_runs = 64;
 
 // The host mirror of the device tables, each physical page's state, the free
 // ids, the hole list and the band's extent.
@@ -66,24 +70,19 @@ struct BandTables {
             bound |= rows[k] ^ unbound;
         return bound == 0;
     }
-    // Whether the n virtual pages are one run (each one more than the last),
-    // at least min_stretch_pages long, bound to one run of physical pages.
-    bool bound_as_one_run(const index_t* virtual_pages, std::size_t n) const {
-        if (n < min_stretch_pages || !consecutive(virtual_pages, n))
-            return false;
-        const index_t first = virtual_pages[0];
-        return first >= 0 && first + static_cast<index_t>(n) <= static_cast<index_t>(v2p.size()) &&
-               v2p[static_cast<std::size_t>(first)] != unbound &&
-               consecutive(v2p.data() + first, n);
-    }
+    // Appends the physical pages bound to the n virtual pages, in their
+    // order: the rows of each run of virtual pages copied as one.
+    void append_physical(const index_t* virtual_pages, std::size_t n,
+                         std::vector<index_t>& physical) const;
     // Unbinds count pages from virtual_first and physical_first up, each
     // physical page left in state: one journaled stretch per table when
     // min_stretch_pages or more, else row by row.
     void unbind_run(index_t virtual_first, index_t physical_first, std::size_t count,
                     PageState state);
     // Unbinds virtual_pages[k] from physical_pages[k] in the host mirror, each
-    // physical page left in state: paired runs of min_stretch_pages or more as
-    // one journaled stretch per table, shorter ones row by row.
+    // physical page left in state. Each table's rows are written by the runs
+    // (up or down) of the pages indexing it: runs of min_stretch_pages or more
+    // as one journaled stretch, shorter ones row by row.
     void unbind(const index_t* virtual_pages, const index_t* physical_pages, std::size_t n,
                 PageState state);
     // Takes back the pages binding bound (host tables and plan), holes and
