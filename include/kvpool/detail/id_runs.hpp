@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kvpool::detail {
@@ -51,6 +53,57 @@ public:
 
 private:
     index_t value_;
+};
+
+// The ids of a sequence of runs, one at a time: Runs is a random-access
+// container of runs, each with a count and at(k), its k-th id.
+template <class Runs> class RunIdIterator {
+    using run_type = typename Runs::value_type;
+
+public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::decay_t<decltype(std::declval<const run_type&>().count)>;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const value_type*;
+    using reference = value_type;
+
+    RunIdIterator() = default;
+    RunIdIterator(const Runs* runs, std::size_t run) : runs_(runs), run_(run) {}
+    value_type operator*() const { return (*runs_)[run_].at(offset_); }
+    RunIdIterator& operator++() {
+        if (++offset_ == (*runs_)[run_].count) {
+            ++run_;
+            offset_ = 0;
+        }
+        return *this;
+    }
+    RunIdIterator operator++(int) {
+        RunIdIterator was = *this;
+        ++*this;
+        return was;
+    }
+    // n ids on, a run at a time.
+    RunIdIterator operator+(std::size_t n) const {
+        RunIdIterator it = *this;
+        while (n > 0) {
+            const auto left = static_cast<std::size_t>((*runs_)[it.run_].count - it.offset_);
+            if (n < left) {
+                it.offset_ += static_cast<value_type>(n);
+                break;
+            }
+            n -= left;
+            ++it.run_;
+            it.offset_ = 0;
+        }
+        return it;
+    }
+    bool operator==(const RunIdIterator& o) const { return run_ == o.run_ && offset_ == o.offset_; }
+    bool operator!=(const RunIdIterator& o) const { return !(*this == o); }
+
+private:
+    const Runs* runs_ = nullptr;
+    std::size_t run_ = 0;
+    value_type offset_ = 0;
 };
 
 // Appends the run first, first + 1, ..., first + count - 1 to ids.

@@ -373,6 +373,7 @@ private:
 template <class T> struct IdRun {
     T first;
     T count;
+    T at(T k) const { return first + k; }
 };
 // A queue of distinct ids held as runs, so that taking or returning a run of
 // n ids costs O(runs), not O(n). Neighbouring runs never continue each other
@@ -397,55 +398,7 @@ template <class T> class JournaledRuns : public Journal<JournaledRuns<T>, RunEnt
 
 public:
     // The ids in order, one at a time.
-    class const_iterator {
-    public:
-        using iterator_category = std::forward_iterator_tag;
-        using value_type = T;
-        using difference_type = std::ptrdiff_t;
-        using pointer = const T*;
-        using reference = T;
-
-        const_iterator() = default;
-        const_iterator(const std::deque<IdRun<T>>* runs, std::size_t run)
-            : runs_(runs), run_(run) {}
-        T operator*() const { return (*runs_)[run_].first + offset_; }
-        const_iterator& operator++() {
-            if (++offset_ == (*runs_)[run_].count) {
-                ++run_;
-                offset_ = 0;
-            }
-            return *this;
-        }
-        const_iterator operator++(int) {
-            const_iterator was = *this;
-            ++*this;
-            return was;
-        }
-        // n ids on, a run at a time.
-        const_iterator operator+(std::size_t n) const {
-            const_iterator it = *this;
-            while (n > 0) {
-                const auto left = static_cast<std::size_t>((*runs_)[it.run_].count - it.offset_);
-                if (n < left) {
-                    it.offset_ += static_cast<T>(n);
-                    break;
-                }
-                n -= left;
-                ++it.run_;
-                it.offset_ = 0;
-            }
-            return it;
-        }
-        bool operator==(const const_iterator& o) const {
-            return run_ == o.run_ && offset_ == o.offset_;
-        }
-        bool operator!=(const const_iterator& o) const { return !(*this == o); }
-
-    private:
-        const std::deque<IdRun<T>>* runs_ = nullptr;
-        std::size_t run_ = 0;
-        T offset_ = 0;
-    };
+    using const_iterator = RunIdIterator<std::deque<IdRun<T>>>;
 
     std::size_t size() const { return items_.ids; }
     bool empty() const { return items_.ids == 0; }

@@ -4,6 +4,7 @@
 // scattered pages (drained holes) cost a run each. Host only.
 #pragma once
 
+#include <kvpool/detail/id_runs.hpp>
 #include <kvpool/types.hpp>
 
 #include <algorithm>
@@ -25,40 +26,7 @@ class PageRunList {
 public:
     // The ids in order, one at a time (for per-page readers of scattered
     // bindings and the tests).
-    class const_iterator {
-    public:
-        using iterator_category = std::forward_iterator_tag;
-        using value_type = index_t;
-        using difference_type = std::ptrdiff_t;
-        using pointer = const index_t*;
-        using reference = index_t;
-
-        const_iterator() = default;
-        const_iterator(const std::vector<SteppedRun>* runs, std::size_t run)
-            : runs_(runs), run_(run) {}
-        index_t operator*() const { return (*runs_)[run_].at(offset_); }
-        const_iterator& operator++() {
-            if (++offset_ == (*runs_)[run_].count) {
-                ++run_;
-                offset_ = 0;
-            }
-            return *this;
-        }
-        const_iterator operator++(int) {
-            const_iterator was = *this;
-            ++*this;
-            return was;
-        }
-        bool operator==(const const_iterator& o) const {
-            return run_ == o.run_ && offset_ == o.offset_;
-        }
-        bool operator!=(const const_iterator& o) const { return !(*this == o); }
-
-    private:
-        const std::vector<SteppedRun>* runs_ = nullptr;
-        std::size_t run_ = 0;
-        index_t offset_ = 0;
-    };
+    using const_iterator = RunIdIterator<std::vector<SteppedRun>>;
 
     std::size_t size() const { return size_; }
     bool empty() const { return size_ == 0; }
