@@ -6,21 +6,28 @@
 
 namespace kvpool::detail {
 
-void BandTables::unbind_run(index_t virtual_first, index_t physical_first, std::size_t count,
-                            PageState state) {
-    const auto v = static_cast<std::size_t>(virtual_first);
-    const auto p = static_cast<std::size_t>(physical_first);
+namespace {
+
+// Rows [first, first + count) of table set to value: one journaled stretch
+// when min_stretch_pages or more, else row by row.
+template <class Table, class T>
+void set_rows(Table& table, std::size_t first, std::size_t count, T value) {
     if (count >= min_stretch_pages) {
-        v2p.fill(v, v + count, unbound);
-        p2v.fill(p, p + count, unbound);
-        page_state.fill(p, p + count, state);
+        table.fill(first, first + count, value);
         return;
     }
-    for (std::size_t k = 0; k < count; ++k) {
-        v2p.set(v + k, unbound);
-        p2v.set(p + k, unbound);
-        page_state.set(p + k, state);
-    }
+    for (std::size_t k = 0; k < count; ++k)
+        table.set(first + k, value);
+}
+
+} // namespace
+
+void BandTables::unbind_run(index_t virtual_first, index_t physical_first, std::size_t count,
+                            PageState state) {
+    const auto p = static_cast<std::size_t>(physical_first);
+    set_rows(v2p, static_cast<std::size_t>(virtual_first), count, unbound);
+    set_rows(p2v, p, count, unbound);
+    set_rows(page_state, p, count, state);
 }
 
 void BandTables::append_physical(const index_t* virtual_pages, std::size_t n,
@@ -39,25 +46,11 @@ void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pa
     // down) are still a stretch per table: one journaled stretch per run
     // when long, else row by row.
     for_each_row_range(virtual_pages, n, [&](index_t first, std::size_t count) {
-        const auto v = static_cast<std::size_t>(first);
-        if (count >= min_stretch_pages) {
-            v2p.fill(v, v + count, unbound);
-            return;
-        }
-        for (std::size_t k = 0; k < count; ++k)
-            v2p.set(v + k, unbound);
+        set_rows(v2p, static_cast<std::size_t>(first), count, unbound);
     });
     for_each_row_range(physical_pages, n, [&](index_t first, std::size_t count) {
-        const auto p = static_cast<std::size_t>(first);
-        if (count >= min_stretch_pages) {
-            p2v.fill(p, p + count, unbound);
-            page_state.fill(p, p + count, state);
-            return;
-        }
-        for (std::size_t k = 0; k < count; ++k) {
-            p2v.set(p + k, unbound);
-            page_state.set(p + k, state);
-        }
+        set_rows(p2v, static_cast<std::size_t>(first), count, unbound);
+        set_rows(page_state, static_cast<std::size_t>(first), count, state);
     });
 }
 

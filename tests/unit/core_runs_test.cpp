@@ -140,99 +140,95 @@ std::vector<index_t> several_runs(const Twin& t, std::mt19937_64& rng) {
     return tokens;
 }
 
-} // namespace
-
-TEST_CASE("core runs: a free of several runs leaves what the token-by-token walk leaves",
-          "[core-runs]") {
+// Runs steps(a, b, rng, page_size) on twins for every seed, compaction mode
+// and page size, both given the same random requests first and checked after.
+template <class Steps> void on_twins(int requests, const Steps& steps) {
     for (const std::uint64_t seed : randomised_config().seed_list())
         for (auto mode : {CompactionMode::eager, CompactionMode::lazy})
             for (index_t ps : {index_t(1), index_t(4)}) {
                 INFO("seed " << seed << ", " << to_string(mode) << ", page size " << ps);
                 std::mt19937_64 rng(seed);
                 Twin a(mode, ps), b(mode, ps);
-                const std::vector<index_t> pages = random_pages(rng, 10);
+                const std::vector<index_t> pages = random_pages(rng, requests);
                 a.admit(pages);
                 b.admit(pages);
-                for (int step = 0; step < 12; ++step) {
-                    std::vector<index_t> tokens = several_runs(a, rng);
-                    // Now and then a bad id among them: refused, nothing changed.
-                    const bool bad = rng() % 6 == 0;
-                    if (bad) {
-                        const index_t wrong[] = {-1 - static_cast<index_t>(rng() % 4),
-                                                 index_t(1) << 40,
-                                                 a.requests.back().back() + 4 * ps};
-                        tokens.insert(tokens.begin() +
-                                          static_cast<std::ptrdiff_t>(rng() % tokens.size()),
-                                      wrong[rng() % 3]);
-                    }
-                    const auto before = a.pair.full().core().state_digest();
-                    bool a_threw = false, b_threw = false;
-                    ErrorCode a_code{}, b_code{};
-                    try {
-                        a.pair.free(Space(), tokens);
-                    } catch (const Error& e) {
-                        a_threw = true;
-                        a_code = e.code();
-                    }
-                    try {
-                        b.pair.free(Space(), walked(tokens));
-                    } catch (const Error& e) {
-                        b_threw = true;
-                        b_code = e.code();
-                    }
-                    REQUIRE(a_threw == b_threw);
-                    CHECK(a_threw == bad);
-                    if (a_threw) {
-                        CHECK(a_code == b_code);
-                        CHECK(a.pair.full().core().state_digest() == before);
-                    } else {
-                        forget_pages(a, tokens);
-                        forget_pages(b, tokens);
-                    }
-                    check_same(a, b);
-                    if (a.requests.size() < 4 || rng() % 2 == 0) {
-                        const std::vector<index_t> more = random_pages(rng, 2);
-                        a.admit(more);
-                        b.admit(more);
-                        CHECK(a.requests.back() == b.requests.back());
-                    }
-                    if (rng() % 3 == 0) {
-                        a.pair.flush_opportunistic(Space());
-                        b.pair.flush_opportunistic(Space());
-                    }
-                    check_same(a, b);
-                }
+                steps(a, b, rng, ps);
                 a.check();
                 b.check();
             }
 }
 
+} // namespace
+
+TEST_CASE("core runs: a free of several runs leaves what the token-by-token walk leaves",
+          "[core-runs]") {
+    on_twins(10, [](Twin& a, Twin& b, std::mt19937_64& rng, index_t ps) {
+        for (int step = 0; step < 12; ++step) {
+            std::vector<index_t> tokens = several_runs(a, rng);
+            // Now and then a bad id among them: refused, nothing changed.
+            const bool bad = rng() % 6 == 0;
+            if (bad) {
+                const index_t wrong[] = {-1 - static_cast<index_t>(rng() % 4), index_t(1) << 40,
+                                         a.requests.back().back() + 4 * ps};
+                tokens.insert(tokens.begin() + static_cast<std::ptrdiff_t>(rng() % tokens.size()),
+                              wrong[rng() % 3]);
+            }
+            const auto before = a.pair.full().core().state_digest();
+            bool a_threw = false, b_threw = false;
+            ErrorCode a_code{}, b_code{};
+            try {
+                a.pair.free(Space(), tokens);
+            } catch (const Error& e) {
+                a_threw = true;
+                a_code = e.code();
+            }
+            try {
+                b.pair.free(Space(), walked(tokens));
+            } catch (const Error& e) {
+                b_threw = true;
+                b_code = e.code();
+            }
+            REQUIRE(a_threw == b_threw);
+            CHECK(a_threw == bad);
+            if (a_threw) {
+                CHECK(a_code == b_code);
+                CHECK(a.pair.full().core().state_digest() == before);
+            } else {
+                forget_pages(a, tokens);
+                forget_pages(b, tokens);
+            }
+            check_same(a, b);
+            if (a.requests.size() < 4 || rng() % 2 == 0) {
+                const std::vector<index_t> more = random_pages(rng, 2);
+                a.admit(more);
+                b.admit(more);
+                CHECK(a.requests.back() == b.requests.back());
+            }
+            if (rng() % 3 == 0) {
+                a.pair.flush_opportunistic(Space());
+                b.pair.flush_opportunistic(Space());
+            }
+            check_same(a, b);
+        }
+    });
+}
+
 TEST_CASE("core runs: a free of a run of tokens leaves what the same tokens with a repeat leave",
           "[core-runs]") {
-    for (const std::uint64_t seed : randomised_config().seed_list())
-        for (auto mode : {CompactionMode::eager, CompactionMode::lazy})
-            for (index_t ps : {index_t(1), index_t(4)}) {
-                INFO("seed " << seed << ", " << to_string(mode) << ", page size " << ps);
-                std::mt19937_64 rng(seed);
-                Twin a(mode, ps), b(mode, ps);
-                const std::vector<index_t> pages = random_pages(rng, 8);
-                a.admit(pages);
-                b.admit(pages);
-                for (int step = 0; step < 4; ++step) {
-                    const std::size_t r = rng() % a.requests.size();
-                    const std::vector<index_t> run = a.requests[r];
-                    // The same tokens, one repeated after itself, on the
-                    // token-by-token walk (repeats dropped).
-                    std::vector<index_t> repeated = run;
-                    const std::size_t at = rng() % run.size();
-                    repeated.insert(repeated.begin() + static_cast<std::ptrdiff_t>(at), run[at]);
-                    a.pair.free(Space(), run);
-                    b.pair.free(Space(), walked(repeated));
-                    forget_and_admit(a, b, r, rng);
-                }
-                a.check();
-                b.check();
-            }
+    on_twins(8, [](Twin& a, Twin& b, std::mt19937_64& rng, index_t) {
+        for (int step = 0; step < 4; ++step) {
+            const std::size_t r = rng() % a.requests.size();
+            const std::vector<index_t> run = a.requests[r];
+            // The same tokens, one repeated after itself, on the
+            // token-by-token walk (repeats dropped).
+            std::vector<index_t> repeated = run;
+            const std::size_t at = rng() % run.size();
+            repeated.insert(repeated.begin() + static_cast<std::ptrdiff_t>(at), run[at]);
+            a.pair.free(Space(), run);
+            b.pair.free(Space(), walked(repeated));
+            forget_and_admit(a, b, r, rng);
+        }
+    });
 }
 
 TEST_CASE("core runs: a lazy free of a run leaves what its pieces freed one by one leave",
