@@ -430,12 +430,12 @@ public:
         if (first == last)
             return;
         this->log({RunChange::pushed_back, T{}, static_cast<T>(last - first)});
-        for_each_run(first, last, [&](T start, T count) { push_back(start, count); });
+        each_run(first, last, [&](T start, T count) { push_back(start, count); });
     }
     // Inserts [first, last) before the front, in order.
     void insert_front(const T* first, const T* last) {
         std::vector<IdRun<T>> pieces;
-        for_each_run(first, last, [&](T start, T count) { pieces.push_back({start, count}); });
+        each_run(first, last, [&](T start, T count) { pieces.push_back({start, count}); });
         insert_front_runs(pieces);
     }
     // Inserts the ids of pieces (runs of ids going up) before the front, in
@@ -457,18 +457,10 @@ public:
     }
 
 private:
-    // Calls f(start, count) for each maximal run of [first, last).
-    template <class F> static void for_each_run(const T* first, const T* last, const F& f) {
-        if (consecutive(first, static_cast<std::size_t>(last - first))) {
-            f(*first, static_cast<T>(last - first));
-            return;
-        }
-        const T* start = first;
-        for (const T* p = first + 1; p <= last; ++p)
-            if (p == last || *p != p[-1] + 1) {
-                f(*start, static_cast<T>(p - start));
-                start = p;
-            }
+    // f(start, count) for each maximal run of [first, last) (for_each_run's).
+    template <class F> static void each_run(const T* first, const T* last, const F& f) {
+        for_each_run(first, static_cast<std::size_t>(last - first),
+                     [&](std::size_t i, std::size_t count) { f(first[i], static_cast<T>(count)); });
     }
     void push_back(T first, T count) {
         auto& runs = items_.runs;

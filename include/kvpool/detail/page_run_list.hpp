@@ -91,15 +91,9 @@ public:
     // The n ids from ids on, a run at a time.
     void assign(const index_t* ids, std::size_t n) {
         clear();
-        std::size_t start = 0;
-        for (std::size_t k = 1; k <= n; ++k)
-            if (k == n || ids[k] != ids[k - 1] + 1) {
-                if (k - start > 1)
-                    append_run(ids[start], static_cast<index_t>(k - start));
-                else
-                    push_back(ids[start]);
-                start = k;
-            }
+        for_each_run(ids, n, [&](std::size_t i, std::size_t count) {
+            append_run(ids[i], static_cast<index_t>(count));
+        });
     }
     // Appends the ids to out, a run at a time.
     void append_to(std::vector<index_t>& out) const {
