@@ -121,27 +121,10 @@ void AllocatorCore::extend_floating(index_t pages, PageRunList& out) {
 }
 
 void AllocatorCore::bind(const PageBinding& binding) {
-    // A paired run (a fresh or dense band's prefill is one) as contiguous
-    // fills, each one journaled stretch inside a transaction; short runs
-    // (scattered pages) row by row, as a stretch would not pay.
+    // A paired run (a fresh or dense band's prefill is one, whichever way
+    // the band grows) as contiguous rows per table.
     for_each_paired_run(binding.virtual_pages, binding.physical_pages,
-                        [&](index_t v, index_t p, index_t count) {
-                            const auto v0 = static_cast<std::size_t>(v);
-                            const auto p0 = static_cast<std::size_t>(p);
-                            const auto n = static_cast<std::size_t>(count);
-                            if (n >= min_stretch_pages) {
-                                tables_.v2p.set_run(v0, n, p);
-                                tables_.p2v.set_run(p0, n, v);
-                                tables_.page_state.fill(p0, p0 + n, PageState::live);
-                                return;
-                            }
-                            for (std::size_t k = 0; k < n; ++k) {
-                                const auto step = static_cast<index_t>(k);
-                                tables_.v2p.set(v0 + k, p + step);
-                                tables_.p2v.set(p0 + k, v + step);
-                                tables_.page_state.set(p0 + k, PageState::live);
-                            }
-                        });
+                        [&](const SteppedRun& v, const SteppedRun& p) { tables_.bind_run(v, p); });
     const auto n = static_cast<index_t>(binding.virtual_pages.size());
     tables_.live_pages += n;
     counters_.allocs += n == 0 ? 0 : 1;

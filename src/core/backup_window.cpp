@@ -24,33 +24,7 @@ AllocatorSnapshot BackupWindow::backup() {
 void BackupWindow::log(const PageBinding& binding, bool from_free_list) {
     if (window_id_ == 0)
         return;
-    UndoRecord r{{}, {}, from_free_list, next_serial_++};
-    r.binding.drained_holes = binding.drained_holes;
-    r.binding.hole_positions = binding.hole_positions;
-    r.binding.watermark_before = binding.watermark_before;
-    r.binding.anchor_before = binding.anchor_before;
-    for_each_paired_run(binding.virtual_pages, binding.physical_pages,
-                        [&](index_t v, index_t p, index_t count) {
-                            r.runs.push_back({v, p, count});
-                        });
-    undo_log_.edit().push_back(std::move(r));
-}
-
-void BackupWindow::expand(const std::vector<PageRun>& runs, std::vector<index_t>& v,
-                          std::vector<index_t>& p) {
-    std::size_t n = 0;
-    for (const PageRun& run : runs)
-        n += static_cast<std::size_t>(run.count);
-    v.resize(n);
-    p.resize(n);
-    std::size_t at = 0;
-    for (const PageRun& run : runs) {
-        for (index_t k = 0; k < run.count; ++k) {
-            v[at + static_cast<std::size_t>(k)] = run.virtual_first + k;
-            p[at + static_cast<std::size_t>(k)] = run.physical_first + k;
-        }
-        at += static_cast<std::size_t>(run.count);
-    }
+    undo_log_.edit().push_back({binding, from_free_list, next_serial_++});
 }
 
 void BackupWindow::check(const AllocatorSnapshot& snapshot, const char* call,
@@ -79,12 +53,8 @@ void BackupWindow::commit(const Band& band, const AllocatorSnapshot& snapshot) {
 void BackupWindow::restore(const Band& band, const AllocatorSnapshot& snapshot) {
     check(snapshot, "restore_state", band.geometry.spec.name, band.report);
     while (undo_log_.get().size() > snapshot.undo_depth) {
-        UndoRecord r = std::move(undo_log_.edit().back());
+        const UndoRecord r = std::move(undo_log_.edit().back());
         undo_log_.edit().pop_back();
-        for (const PageRun& run : r.runs) {
-            r.binding.virtual_pages.append_run(run.virtual_first, run.count);
-            r.binding.physical_pages.append_run(run.physical_first, run.count);
-        }
         band.tables.undo_binding(r.binding, r.virtual_pages_from_free_list, band.plan);
     }
     if (snapshot.opened_window)
@@ -96,11 +66,9 @@ void BackupWindow::add_to(StateDigest& digest) const {
     digest.add(next_serial_);
     const std::vector<UndoRecord>& log = undo_log_.get();
     digest.add(log.size());
-    std::vector<index_t> virtual_pages, physical_pages;
     for (const UndoRecord& r : log) {
-        expand(r.runs, virtual_pages, physical_pages);
-        digest.add_range(virtual_pages);
-        digest.add_range(physical_pages);
+        digest.add_range(r.binding.virtual_pages.to_vector());
+        digest.add_range(r.binding.physical_pages.to_vector());
         digest.add(r.binding.drained_holes);
         digest.add_range(r.binding.hole_positions);
         digest.add_signed(r.binding.watermark_before);

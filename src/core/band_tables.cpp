@@ -10,8 +10,8 @@ namespace {
 
 // Rows [first, first + count) of table set to value: one journaled stretch
 // when min_stretch_pages or more, else row by row.
-template <class Table, class T>
-void set_rows(Table& table, std::size_t first, std::size_t count, T value) {
+template <class T>
+void set_rows(JournaledTable<T>& table, std::size_t first, std::size_t count, T value) {
     if (count >= min_stretch_pages) {
         table.fill(first, first + count, value);
         return;
@@ -20,14 +20,37 @@ void set_rows(Table& table, std::size_t first, std::size_t count, T value) {
         table.set(first + k, value);
 }
 
+// Row rows.at(k) of table set to values.at(k) (runs of one count), likewise:
+// in row order the values step by one too, up or down.
+void set_rows(JournaledTable<index_t>& table, const SteppedRun& rows, const SteppedRun& values) {
+    const auto first = static_cast<std::size_t>(rows.low());
+    const auto count = static_cast<std::size_t>(rows.count);
+    const index_t start = values.at(rows.step == 1 ? 0 : rows.count - 1);
+    const index_t step = rows.step * values.step;
+    if (count >= min_stretch_pages) {
+        table.set_run(first, count, start, step);
+        return;
+    }
+    for (std::size_t k = 0; k < count; ++k)
+        table.set(first + k, start + static_cast<index_t>(k) * step);
+}
+
 } // namespace
 
-void BandTables::unbind_run(index_t virtual_first, index_t physical_first, std::size_t count,
+void BandTables::bind_run(const SteppedRun& virtual_pages, const SteppedRun& physical_pages) {
+    set_rows(v2p, virtual_pages, physical_pages);
+    set_rows(p2v, physical_pages, virtual_pages);
+    set_rows(page_state, static_cast<std::size_t>(physical_pages.low()),
+             static_cast<std::size_t>(physical_pages.count), PageState::live);
+}
+
+void BandTables::unbind_run(const SteppedRun& virtual_pages, const SteppedRun& physical_pages,
                             PageState state) {
-    const auto p = static_cast<std::size_t>(physical_first);
-    set_rows(v2p, static_cast<std::size_t>(virtual_first), count, unbound);
-    set_rows(p2v, p, count, unbound);
-    set_rows(page_state, p, count, state);
+    const auto n = static_cast<std::size_t>(virtual_pages.count);
+    const auto p = static_cast<std::size_t>(physical_pages.low());
+    set_rows(v2p, static_cast<std::size_t>(virtual_pages.low()), n, unbound);
+    set_rows(p2v, p, n, unbound);
+    set_rows(page_state, p, n, state);
 }
 
 void BandTables::append_physical(const index_t* virtual_pages, std::size_t n,
@@ -62,14 +85,16 @@ void BandTables::undo_binding(const PageBinding& binding, bool from_free_list, D
     // The drained holes go back to being holes, the pages past them outside:
     // a paired run across that line is unbound in two parts.
     std::size_t at = 0;
-    for_each_paired_run(virtual_pages, physical_pages, [&](index_t v, index_t p, index_t count) {
-        const auto c = static_cast<std::size_t>(count);
-        const std::size_t holes_in = at < drained_holes ? std::min(c, drained_holes - at) : 0;
-        unbind_run(v, p, holes_in, PageState::hole);
-        const auto h = static_cast<index_t>(holes_in);
-        unbind_run(v + h, p + h, c - holes_in, PageState::outside);
-        at += c;
-    });
+    for_each_paired_run(
+        virtual_pages, physical_pages, [&](const SteppedRun& v, const SteppedRun& p) {
+            const auto c = static_cast<std::size_t>(v.count);
+            const auto h =
+                static_cast<index_t>(at < drained_holes ? std::min(c, drained_holes - at) : 0);
+            unbind_run({v.first, h, v.step}, {p.first, h, p.step}, PageState::hole);
+            unbind_run({v.at(h), v.count - h, v.step}, {p.at(h), p.count - h, p.step},
+                       PageState::outside);
+            at += c;
+        });
     plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
     plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
     plan.p2v_index.insert(plan.p2v_index.end(), physical_pages.begin(), physical_pages.end());

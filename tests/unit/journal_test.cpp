@@ -17,7 +17,7 @@
 using namespace kvpool;
 using kvpool::detail::JournaledTable;
 
-TEST_CASE("journal: a rollback takes back single changes, stretches and fills in any mix",
+TEST_CASE("journal: a rollback takes back single changes, stretches, fills and runs in any mix",
           "[journal][randomised]") {
     for (const std::uint64_t seed : test::randomised_config().seed_list()) {
         INFO("seed " << seed);
@@ -66,12 +66,17 @@ TEST_CASE("journal: a rollback takes back single changes, stretches and fills in
                         touched.insert(static_cast<std::size_t>(j));
                     }
                 } else if (kind == 8) {
+                    // A fill, or a run of values stepping up or down (pages bound).
                     const std::size_t first = rng() % size;
                     const std::size_t last = std::min(size, first + rng() % 200);
                     const auto v = static_cast<index_t>(rng() % 1000);
-                    table.fill(first, last, v);
+                    const index_t step = rng() % 2 == 0 ? 0 : rng() % 2 == 0 ? 1 : -1;
+                    if (step == 0)
+                        table.fill(first, last, v);
+                    else
+                        table.set_run(first, last - first, v, step);
                     for (std::size_t i = first; i < last; ++i) {
-                        model[i] = v;
+                        model[i] = v + static_cast<index_t>(i - first) * step;
                         touched.insert(i);
                     }
                 } else {

@@ -265,9 +265,11 @@ TEST_CASE("alloc-bind with handout zeroing: exactly the new pages' bytes are zer
             std::iota(ppages.begin(), ppages.end(), 1);
             std::iota(fpages.begin(), fpages.end(), follower_first);
             if (as_runs) {
-                // Two runs: the second half's physical pages start further up.
+                // Two runs: the second half's physical pages start further up;
+                // the follower's pages go down, as a band growing down binds them.
                 for (std::size_t k = vpages.size() / 2; k < vpages.size(); ++k)
                     ppages[k] += 3;
+                std::reverse(fpages.begin(), fpages.end());
             } else {
                 std::shuffle(vpages.begin(), vpages.end(), rng);
                 std::shuffle(ppages.begin(), ppages.end(), rng);
@@ -277,6 +279,8 @@ TEST_CASE("alloc-bind with handout zeroing: exactly the new pages' bytes are zer
                 as_runs ? kernels::find_page_runs(vpages.data(), ppages.data(), fpages.data(), n)
                         : kernels::PageRuns{};
             REQUIRE((runs.count > 0) == as_runs);
+            if (as_runs && n > 1)
+                CHECK(runs.follower_down[0]);
             const index_t buffer =
                 std::max((n + 4) * own_bytes, (follower_first + n + 1) * follower_bytes);
             const Bytes initial = random_bytes(static_cast<std::size_t>(buffer), seed + n);

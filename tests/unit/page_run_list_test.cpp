@@ -93,30 +93,47 @@ void check_against(const PageRunList& runs, const std::vector<index_t>& model) {
     }
 }
 
-// The model: the maximal stretches of positions where both lists go up by one
-// from entry to entry, found page by page.
-std::vector<std::array<index_t, 3>> paired_stretches(const std::vector<index_t>& a,
-                                                     const std::vector<index_t>& b) {
-    std::vector<std::array<index_t, 3>> stretches;
+// A paired run as the checks compare it: first ids, steps (+1 for a run of
+// one id, whose step means nothing) and count.
+using Pairing = std::array<index_t, 5>;
+Pairing pairing(index_t a, index_t step_a, index_t b, index_t step_b, index_t count) {
+    return count == 1 ? Pairing{a, 1, b, 1, 1} : Pairing{a, step_a, b, step_b, count};
+}
+
+// The model: the maximal stretches of positions where each list steps by +1
+// or by -1 (each its own way) from entry to entry, found page by page.
+std::vector<Pairing> paired_stretches(const std::vector<index_t>& a,
+                                      const std::vector<index_t>& b) {
+    std::vector<Pairing> stretches;
     std::size_t first = 0;
-    for (std::size_t k = 1; k <= a.size(); ++k)
-        if (k == a.size() || a[k] != a[k - 1] + 1 || b[k] != b[k - 1] + 1) {
-            if (k > first)
-                stretches.push_back({a[first], b[first], static_cast<index_t>(k - first)});
-            first = k;
-        }
+    index_t step_a = 0, step_b = 0;
+    for (std::size_t k = 1; k <= a.size(); ++k) {
+        const auto goes_on = [&](const std::vector<index_t>& x, index_t& step) {
+            const index_t d = x[k] - x[k - 1];
+            if (k - first > 1)
+                return d == step;
+            step = d;
+            return d == 1 || d == -1;
+        };
+        if (k < a.size() && goes_on(a, step_a) && goes_on(b, step_b))
+            continue;
+        const auto count = static_cast<index_t>(k - first);
+        stretches.push_back(pairing(a[first], step_a, b[first], step_b, count));
+        first = k;
+    }
     return stretches;
 }
 
 // The paired runs the walk finds, against the per-page walk's over the lists.
 void check_paired(const PageRunList& a, const PageRunList& b) {
     const std::vector<index_t> va = a.to_vector(), vb = b.to_vector();
-    const std::vector<std::array<index_t, 3>> from_lists = paired_stretches(va, vb);
-    std::vector<std::array<index_t, 3>> from_runs;
-    detail::for_each_paired_run(a, b, [&](index_t v, index_t p, index_t count) {
-        from_runs.push_back({v, p, count});
-    });
-    CHECK(from_runs == from_lists);
+    std::vector<Pairing> from_runs;
+    detail::for_each_paired_run(
+        a, b, [&](const detail::SteppedRun& v, const detail::SteppedRun& p) {
+            CHECK(v.count == p.count);
+            from_runs.push_back(pairing(v.first, v.step, p.first, p.step, v.count));
+        });
+    CHECK(from_runs == paired_stretches(va, vb));
 }
 
 } // namespace

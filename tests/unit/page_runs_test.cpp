@@ -1,5 +1,6 @@
 // New pages handed to the alloc-bind kernels as runs instead of lists, and the
 // staging slabs that successive calls share.
+#include <kvpool/detail/page_run_list.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/kernels/dispatch.hpp>
 #include <kvpool/kernels/page_runs.hpp>
@@ -18,37 +19,54 @@ using namespace kvpool::test;
 
 namespace {
 
-// Page lists of the given run lengths: each run starts at ids apart from the
-// previous run's end, so that no two runs merge.
+// Page lists of the given run lengths, each list's ids in a run going up or
+// down by one (a band growing down binds its pages downward) and never
+// repeating: a run takes the ids past the list's last ones, with a gap in one
+// list at least, so that no two runs merge (the other lists may go on).
 struct Lists {
     std::vector<index_t> virtual_pages, physical_pages, follower_pages;
 };
 Lists lists_of_runs(const std::vector<index_t>& lengths, std::mt19937_64& rng) {
     Lists l;
-    index_t v = static_cast<index_t>(rng() % 50), p = static_cast<index_t>(rng() % 50),
-            f = static_cast<index_t>(rng() % 50);
+    std::vector<index_t>* const lists[3] = {&l.virtual_pages, &l.physical_pages, &l.follower_pages};
+    index_t unused[3]; // each list's ids from here on are unused
+    for (index_t& id : unused)
+        id = static_cast<index_t>(rng() % 50);
     for (index_t n : lengths) {
         // Which list breaks the run: any one of them is enough.
         const auto breaks = rng() % 3;
-        v += breaks == 0 ? 2 + static_cast<index_t>(rng() % 5) : 0;
-        p += breaks == 1 ? 2 + static_cast<index_t>(rng() % 5) : 0;
-        f += breaks == 2 ? 2 + static_cast<index_t>(rng() % 5) : 0;
-        for (index_t k = 0; k < n; ++k) {
-            l.virtual_pages.push_back(v++);
-            l.physical_pages.push_back(p++);
-            l.follower_pages.push_back(f++);
+        for (std::size_t i = 0; i < 3; ++i) {
+            const index_t low = unused[i] + (i == breaks ? 2 + static_cast<index_t>(rng() % 5) : 0);
+            const bool down = rng() % 3 == 0;
+            for (index_t k = 0; k < n; ++k)
+                lists[i]->push_back(down ? low + n - 1 - k : low + k);
+            unused[i] = low + n;
         }
     }
     return l;
 }
 
+// How many runs the lists make: the joint runs of the lists held as run
+// lists, the host's own walk.
+int joint_run_count(const Lists& l, bool with_follower) {
+    detail::PageRunList v, p, f;
+    v.assign(l.virtual_pages.data(), l.virtual_pages.size());
+    p.assign(l.physical_pages.data(), l.physical_pages.size());
+    f.assign(l.follower_pages.data(), l.follower_pages.size());
+    int count = 0;
+    detail::for_each_joint_run<3>({&v, &p, with_follower ? &f : &p},
+                                  [&](const std::array<detail::SteppedRun, 3>&) { ++count; });
+    return count;
+}
+
 } // namespace
 
-TEST_CASE("page runs: found where every list goes up by one, and give back every page",
+TEST_CASE("page runs: found where each list steps up or down by one, and give back every page",
           "[page-runs][randomised]") {
     for (const std::uint64_t seed : randomised_config().seed_list()) {
         INFO("seed " << seed);
         std::mt19937_64 rng(seed);
+        int runs_down = 0;
         for (int trial = 0; trial < 200; ++trial) {
             const std::vector<index_t> lengths = random_run_lengths(rng, 1);
             const auto run_count = static_cast<int>(lengths.size());
@@ -56,18 +74,10 @@ TEST_CASE("page runs: found where every list goes up by one, and give back every
             const index_t n = static_cast<index_t>(l.virtual_pages.size());
             const bool with_follower = rng() % 2 == 0;
             const index_t* follower = with_follower ? l.follower_pages.data() : nullptr;
-            // The first run has no break before it; the others do, so the
-            // lists hold exactly run_count runs (the follower's breaks count
-            // only with a follower).
-            int expected = 1;
-            for (int j = 1; j < run_count; ++j) {
-                const auto at = static_cast<std::size_t>(
-                    std::accumulate(lengths.begin(), lengths.begin() + j, index_t(0)));
-                const bool v_breaks = l.virtual_pages[at] != l.virtual_pages[at - 1] + 1;
-                const bool p_breaks = l.physical_pages[at] != l.physical_pages[at - 1] + 1;
-                const bool f_breaks = l.follower_pages[at] != l.follower_pages[at - 1] + 1;
-                expected += v_breaks || p_breaks || (with_follower && f_breaks) ? 1 : 0;
-            }
+            // The fewest runs: as many as the host's walk finds, never more
+            // than the lengths (each a run).
+            const int expected = joint_run_count(l, with_follower);
+            CHECK(expected <= run_count);
             INFO("trial " << trial << ", " << expected << " runs, follower " << with_follower);
             const kernels::PageRuns runs = kernels::find_page_runs(
                 l.virtual_pages.data(), l.physical_pages.data(), follower, n);
@@ -77,6 +87,11 @@ TEST_CASE("page runs: found where every list goes up by one, and give back every
             }
             REQUIRE(runs.count == expected);
             CHECK(runs.pages == n);
+            for (int j = 0; j < runs.count; ++j)
+                runs_down += runs.virtual_down[j] || runs.physical_down[j] ||
+                                     (with_follower && runs.follower_down[j])
+                                 ? 1
+                                 : 0;
             for (index_t k = 0; k < n; ++k) {
                 const kernels::PageRuns::Page page = runs.at(k);
                 const auto i = static_cast<std::size_t>(k);
@@ -86,6 +101,8 @@ TEST_CASE("page runs: found where every list goes up by one, and give back every
                     CHECK(page.follower_page == l.follower_pages[i]);
             }
         }
+        // Runs going down were found and given back, not only runs going up.
+        CHECK(runs_down > 0);
     }
     CHECK(kernels::find_page_runs(nullptr, nullptr, nullptr, 0).count == 0);
 }

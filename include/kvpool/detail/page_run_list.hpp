@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 namespace kvpool::detail {
@@ -20,6 +21,8 @@ namespace kvpool::detail {
 struct SteppedRun {
     index_t first, count, step;
     index_t at(index_t k) const { return first + k * step; }
+    // The lowest id: the run's ids are the rows [low(), low() + count).
+    index_t low() const { return step == 1 ? first : first - count + 1; }
 };
 
 class PageRunList {
@@ -120,65 +123,80 @@ inline void append_run(PageRunList& ids, index_t first, index_t count) {
     ids.append_run(first, count);
 }
 
-// Calls f(firsts, count) for each maximal stretch of positions where every
-// list (all of one length) goes up by one from id to id, firsts[i] being list
-// i's id at the stretch's start: the paired runs a binding's pages come in.
-// Per run of the lists, but per id inside a descending run.
+// Whether run b, following run a, goes on with it as one run (a run of one id
+// takes whichever step joins it), and then the joined run in a.
+inline bool join_runs(SteppedRun& a, const SteppedRun& b) {
+    const index_t step = a.count > 1 ? a.step : b.count > 1 ? b.step : b.first - a.first;
+    if ((step != 1 && step != -1) || (b.count > 1 && b.step != step) ||
+        b.first != a.first + a.count * step)
+        return false;
+    a = {a.first, a.count + b.count, step};
+    return true;
+}
+
+// Calls f(runs) for each maximal stretch of positions where every list (all
+// of one length) steps by +1 or by -1 from id to id, runs[i] being list i's
+// ids over the stretch (all of one count): the joint runs a binding's pages
+// come in, whichever way each band grows. Per run of the lists.
 template <std::size_t N, class F>
 void for_each_joint_run(const std::array<const PageRunList*, N>& lists, const F& f) {
     std::array<std::size_t, N> run{};
     std::array<index_t, N> offset{};
-    std::array<index_t, N> pending_first{};
-    index_t pending = 0;
-    const auto emit = [&](const std::array<index_t, N>& firsts, index_t count) {
-        bool continues = pending > 0;
-        for (std::size_t i = 0; i < N && continues; ++i)
-            continues = firsts[i] == pending_first[i] + pending;
-        if (continues) {
-            pending += count;
-            return;
-        }
-        if (pending > 0)
-            f(pending_first, pending);
-        pending_first = firsts;
-        pending = count;
+    std::array<SteppedRun, N> pending{};
+    const auto joins_all = [](std::array<SteppedRun, N>& into,
+                              const std::array<SteppedRun, N>& next) {
+        std::array<SteppedRun, N> joined = into;
+        bool joins = into[0].count > 0;
+        for (std::size_t i = 0; i < N && joins; ++i)
+            joins = join_runs(joined[i], next[i]);
+        if (joins)
+            into = joined;
+        return joins;
     };
     const std::size_t runs = lists[0]->runs().size();
     while (run[0] < runs) {
         index_t length = 0;
-        bool ascending = true;
+        for (std::size_t i = 0; i < N; ++i) {
+            const index_t left = lists[i]->runs()[run[i]].count - offset[i];
+            length = i == 0 ? left : std::min(length, left);
+        }
+        std::array<SteppedRun, N> piece;
         for (std::size_t i = 0; i < N; ++i) {
             const SteppedRun& r = lists[i]->runs()[run[i]];
-            const index_t left = r.count - offset[i];
-            length = i == 0 ? left : std::min(length, left);
-            ascending = ascending && r.step == 1;
-        }
-        const index_t pieces = ascending ? 1 : length;
-        const index_t piece = ascending ? length : 1;
-        for (index_t k = 0; k < pieces; ++k) {
-            std::array<index_t, N> firsts;
-            for (std::size_t i = 0; i < N; ++i)
-                firsts[i] = lists[i]->runs()[run[i]].at(offset[i] + k);
-            emit(firsts, piece);
-        }
-        for (std::size_t i = 0; i < N; ++i)
-            if ((offset[i] += length) == lists[i]->runs()[run[i]].count) {
+            piece[i] = {r.at(offset[i]), length, r.step};
+            if ((offset[i] += length) == r.count) {
                 ++run[i];
                 offset[i] = 0;
             }
+        }
+        // The whole piece joins the pending run, or its first ids alone (a
+        // run turning round), or it starts the next run: the stretches are
+        // the maximal ones a walk id by id finds, and so the fewest.
+        if (joins_all(pending, piece))
+            continue;
+        if (length > 1) {
+            std::array<SteppedRun, N> head = piece;
+            for (SteppedRun& r : head)
+                r.count = 1;
+            if (joins_all(pending, head)) {
+                for (SteppedRun& r : piece)
+                    r = {r.at(1), length - 1, r.step};
+            }
+        }
+        if (pending[0].count > 0)
+            f(std::as_const(pending));
+        pending = piece;
     }
-    if (pending > 0)
-        f(pending_first, pending);
+    if (pending[0].count > 0)
+        f(std::as_const(pending));
 }
 
-// The paired runs of a binding: f(virtual_first, physical_first, count).
+// The paired runs of a binding: f(virtual_run, physical_run), of one count.
 template <class F>
 void for_each_paired_run(const PageRunList& virtual_pages, const PageRunList& physical_pages,
                          const F& f) {
     for_each_joint_run<2>({&virtual_pages, &physical_pages},
-                          [&](const std::array<index_t, 2>& firsts, index_t count) {
-                              f(firsts[0], firsts[1], count);
-                          });
+                          [&](const std::array<SteppedRun, 2>& runs) { f(runs[0], runs[1]); });
 }
 
 } // namespace kvpool::detail

@@ -317,17 +317,20 @@ private:
         kernels::PageRuns runs;
         index_t at = 0;
         bool too_many = false;
-        for_each_joint_run(lists, [&](const std::array<index_t, 3>& firsts, index_t count) {
+        for_each_joint_run(lists, [&](const std::array<SteppedRun, 3>& joint) {
             if (runs.count == kernels::PageRuns::max_runs)
                 too_many = true;
             if (!too_many) {
-                runs.first[runs.count] = at;
-                runs.virtual_start[runs.count] = firsts[0];
-                runs.physical_start[runs.count] = firsts[1];
-                runs.follower_start[runs.count] = firsts[2];
-                ++runs.count;
+                const int j = runs.count++;
+                runs.first[j] = at;
+                runs.virtual_start[j] = joint[0].first;
+                runs.physical_start[j] = joint[1].first;
+                runs.follower_start[j] = joint[2].first;
+                runs.virtual_down[j] = joint[0].step < 0;
+                runs.physical_down[j] = joint[1].step < 0;
+                runs.follower_down[j] = joint[2].step < 0;
             }
-            at += count;
+            at += joint[0].count;
         });
         runs.pages = at;
         if (!too_many)

@@ -1,6 +1,7 @@
-// The new pages of one allocation as a few runs of consecutive ids, passed to
-// the alloc-bind kernels by value: a fresh or densely packed band hands out
-// its pages in runs (a prefill of 16,384 pages is often one), and then there
+// The new pages of one allocation as a few runs of ids stepping by one, up or
+// down, passed to the alloc-bind kernels by value: a fresh or densely packed
+// band hands out its pages in runs (a prefill of 16,384 pages is often one,
+// the owner's ids going up while a down band's pages go down), and then there
 // is no page list to stage on the host or to read across the bus. No Kokkos,
 // so that the native kernels use it too.
 #pragma once
@@ -39,51 +40,65 @@ struct PageRuns {
     int count = 0;
     index_t pages = 0;
     // Run j covers new pages [first[j], first[j + 1]) (pages for the last),
-    // starting at these ids and going up by one per page.
+    // starting at these ids and each going up or down by one per page (a
+    // band growing down binds its pages downward).
     index_t first[max_runs] = {};
     index_t virtual_start[max_runs] = {};
     index_t physical_start[max_runs] = {};
     index_t follower_start[max_runs] = {};
+    bool virtual_down[max_runs] = {};
+    bool physical_down[max_runs] = {};
+    bool follower_down[max_runs] = {};
 
     KVPOOL_HOST_DEVICE Page at(index_t k) const {
         const int j = run_holding(first, count, k);
         const index_t d = k - first[j];
-        return {virtual_start[j] + d, physical_start[j] + d, follower_start[j] + d};
+        return {virtual_start[j] + (virtual_down[j] ? -d : d),
+                physical_start[j] + (physical_down[j] ? -d : d),
+                follower_start[j] + (follower_down[j] ? -d : d)};
     }
 };
 
 // The n pages virtual[k] <-> physical[k] (and follower[k], when not null) as
-// runs where every list goes up by one from page to page; count 0 when there
-// are none or more than PageRuns::max_runs. Stops at the first run too many.
+// the fewest runs where each list steps by +1 or by -1 from page to page;
+// count 0 when there are none or more than PageRuns::max_runs. Stops at the
+// first run too many.
 inline PageRuns find_page_runs(const index_t* virtual_pages, const index_t* physical_pages,
                                const index_t* follower_pages, index_t n) {
     PageRuns runs;
     if (n == 0)
         return runs;
     // Without a follower its list is the physical one: the checks stay the same.
-    const index_t* const follower = follower_pages ? follower_pages : physical_pages;
+    const index_t* const lists[3] = {virtual_pages, physical_pages,
+                                     follower_pages ? follower_pages : physical_pages};
     const auto start_run = [&](index_t k) {
         runs.first[runs.count] = k;
-        runs.virtual_start[runs.count] = virtual_pages[k];
-        runs.physical_start[runs.count] = physical_pages[k];
-        runs.follower_start[runs.count] = follower[k];
+        runs.virtual_start[runs.count] = lists[0][k];
+        runs.physical_start[runs.count] = lists[1][k];
+        runs.follower_start[runs.count] = lists[2][k];
         ++runs.count;
     };
     start_run(0);
     runs.pages = n;
-    // One run, the common case, checked without a branch per page (an OR of
-    // differences, which compilers vectorise).
-    index_t differs = 0;
-    for (index_t k = 0; k < n; ++k)
-        differs |= (virtual_pages[k] ^ (virtual_pages[0] + k)) |
-                   (physical_pages[k] ^ (physical_pages[0] + k)) |
-                   (follower[k] ^ (follower[0] + k));
-    if (differs == 0)
-        return runs;
     for (index_t k = 1; k < n; ++k) {
-        if (virtual_pages[k] == virtual_pages[k - 1] + 1 &&
-            physical_pages[k] == physical_pages[k - 1] + 1 && follower[k] == follower[k - 1] + 1)
+        // A run's second page sets each list's direction; later ones keep it.
+        const int j = runs.count - 1;
+        const bool second = k - runs.first[j] == 1;
+        bool* const down[3] = {&runs.virtual_down[j], &runs.physical_down[j],
+                               &runs.follower_down[j]};
+        bool goes_on = true;
+        bool turns[3] = {};
+        for (int i = 0; i < 3 && goes_on; ++i) {
+            const index_t d = lists[i][k] - lists[i][k - 1];
+            turns[i] = d == -1;
+            goes_on = second ? d == 1 || d == -1 : d == (*down[i] ? -1 : 1);
+        }
+        if (goes_on) {
+            if (second)
+                for (int i = 0; i < 3; ++i)
+                    *down[i] = turns[i];
             continue;
+        }
         if (runs.count == PageRuns::max_runs)
             return PageRuns{};
         start_run(k);

@@ -52,23 +52,14 @@ public:
     void add_to(StateDigest& digest) const;
 
 private:
-    // Virtual pages [virtual_first, virtual_first + count) bound to the
-    // physical pages from physical_first on.
-    struct PageRun {
-        index_t virtual_first, physical_first, count;
-    };
-    // An allocation's binding with its pages as paired runs (a prefill's
-    // thousands of pages are a few), so that logging and a transaction's
-    // copy of the log cost per run, not per page.
+    // An allocation's binding, its pages held as runs (a prefill's thousands
+    // of pages are a few), so that logging and a transaction's copy of the
+    // log cost per run, not per page.
     struct UndoRecord {
-        PageBinding binding; // all but the page lists
-        std::vector<PageRun> runs;
+        PageBinding binding;
         bool virtual_pages_from_free_list;
         std::uint64_t serial;
     };
-    // The page lists runs stand for, into v and p (the digest's form).
-    static void expand(const std::vector<PageRun>& runs, std::vector<index_t>& v,
-                       std::vector<index_t>& p);
 
     std::uint64_t window_id_ = 0; // 0: no backup window open
     JournaledValue<std::vector<UndoRecord>> undo_log_;

@@ -74,10 +74,13 @@ struct BandTables {
     // order: the rows of each run of virtual pages copied as one.
     void append_physical(const index_t* virtual_pages, std::size_t n,
                          std::vector<index_t>& physical) const;
-    // Unbinds count pages from virtual_first and physical_first up, each
-    // physical page left in state: one journaled stretch per table when
-    // min_stretch_pages or more, else row by row.
-    void unbind_run(index_t virtual_first, index_t physical_first, std::size_t count,
+    // Binds virtual_pages.at(k) to physical_pages.at(k) (a paired run, each
+    // going up or down), the physical pages live; unbind_run takes them back,
+    // each physical page left in state. Each table's rows are a stretch
+    // either way: one journaled stretch when min_stretch_pages or more, else
+    // row by row.
+    void bind_run(const SteppedRun& virtual_pages, const SteppedRun& physical_pages);
+    void unbind_run(const SteppedRun& virtual_pages, const SteppedRun& physical_pages,
                     PageState state);
     // Unbinds virtual_pages[k] from physical_pages[k] in the host mirror, each
     // physical page left in state. Each table's rows are written by the runs
