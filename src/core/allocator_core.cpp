@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace kvpool::detail {
 
@@ -38,6 +39,13 @@ AllocatorCore::AllocatorCore(const SubPoolGeometry& geometry, index_t total_byte
         throw Error(
             ErrorCode::invalid_argument,
             fmt::format("max_moves_per_flush must be > 0, got {}", options_.max_moves_per_flush));
+    constexpr index_t most_pages = std::numeric_limits<mirror_index_t>::max();
+    if (geometry.num_virtual_pages > most_pages || geometry.num_physical_pages > most_pages)
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("{}: {} virtual and {} physical pages; at most {} each (a larger "
+                                "page size makes fewer)",
+                                geometry.spec.name, geometry.num_virtual_pages,
+                                geometry.num_physical_pages, most_pages));
     clear();
     plan_.clear();
 }

@@ -22,17 +22,18 @@ void set_rows(JournaledTable<T>& table, std::size_t first, std::size_t count, T 
 
 // Row rows.at(k) of table set to values.at(k) (runs of one count), likewise:
 // in row order the values step by one too, up or down.
-void set_rows(JournaledTable<index_t>& table, const SteppedRun& rows, const SteppedRun& values) {
+void set_rows(JournaledTable<mirror_index_t>& table, const SteppedRun& rows,
+              const SteppedRun& values) {
     const auto first = static_cast<std::size_t>(rows.low());
     const auto count = static_cast<std::size_t>(rows.count);
-    const index_t start = values.at(rows.step == 1 ? 0 : rows.count - 1);
-    const index_t step = rows.step * values.step;
+    const auto start = static_cast<mirror_index_t>(values.at(rows.step == 1 ? 0 : rows.count - 1));
+    const auto step = static_cast<mirror_index_t>(rows.step * values.step);
     if (count >= min_stretch_pages) {
         table.set_run(first, count, start, step);
         return;
     }
     for (std::size_t k = 0; k < count; ++k)
-        table.set(first + k, start + static_cast<index_t>(k) * step);
+        table.set(first + k, start + static_cast<mirror_index_t>(k) * step);
 }
 
 } // namespace
@@ -48,14 +49,14 @@ void BandTables::unbind_run(const SteppedRun& virtual_pages, const SteppedRun& p
                             PageState state) {
     const auto n = static_cast<std::size_t>(virtual_pages.count);
     const auto p = static_cast<std::size_t>(physical_pages.low());
-    set_rows(v2p, static_cast<std::size_t>(virtual_pages.low()), n, unbound);
-    set_rows(p2v, p, n, unbound);
+    set_rows(v2p, static_cast<std::size_t>(virtual_pages.low()), n, mirror_index_t(unbound));
+    set_rows(p2v, p, n, mirror_index_t(unbound));
     set_rows(page_state, p, n, state);
 }
 
 void BandTables::append_physical(const index_t* virtual_pages, std::size_t n,
                                  std::vector<index_t>& physical) const {
-    const index_t* const rows = v2p.data();
+    const mirror_index_t* const rows = v2p.data();
     for_each_run(virtual_pages, n, [&](std::size_t i, std::size_t count) {
         physical.insert(physical.end(), rows + virtual_pages[i], rows + virtual_pages[i] + count);
     });
@@ -69,10 +70,10 @@ void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pa
     // down) are still a stretch per table: one journaled stretch per run
     // when long, else row by row.
     for_each_row_range(virtual_pages, n, [&](index_t first, std::size_t count) {
-        set_rows(v2p, static_cast<std::size_t>(first), count, unbound);
+        set_rows(v2p, static_cast<std::size_t>(first), count, mirror_index_t(unbound));
     });
     for_each_row_range(physical_pages, n, [&](index_t first, std::size_t count) {
-        set_rows(p2v, static_cast<std::size_t>(first), count, unbound);
+        set_rows(p2v, static_cast<std::size_t>(first), count, mirror_index_t(unbound));
         set_rows(page_state, static_cast<std::size_t>(first), count, state);
     });
 }

@@ -1,8 +1,12 @@
 // Misuse gets a clear error and changes nothing; running out of room is a
 // normal "no allocation". Each case ends with the invariants and the data check.
+#include <kvpool/detail/allocator_core.hpp>
+
 #include "test_support.hpp"
 
+#include <cstdint>
 #include <functional>
+#include <limits>
 
 using namespace kvpool;
 using namespace kvpool::test;
@@ -165,4 +169,23 @@ TEST_CASE("bad input: requests beyond capacity are a clean no-allocation", "[bad
         check_all(f.pool, f.up, 0, f.up_live);
         check_all(f.pool, f.down, 1, f.down_live);
     }
+}
+
+TEST_CASE("bad input: a band of more pages than the host mirror's 32-bit ids is refused",
+          "[bad-input]") {
+    // 2^31 + 16 one-byte pages: a layout only (no buffer), as a core is built from.
+    const index_t pages = (index_t(1) << 31) + 16;
+    const PoolLayout huge(pages, {spec("full", 1, 1, GrowDirection::up)});
+    REQUIRE(huge.sub_pool("full").num_physical_pages > std::numeric_limits<std::int32_t>::max());
+    try {
+        detail::AllocatorCore core(huge.sub_pool("full"), huge.total_bytes(),
+                                   options(CompactionMode::eager));
+        FAIL("accepted");
+    } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::invalid_argument);
+        CHECK(std::string(e.what()).find("at most 2147483647") != std::string::npos);
+    }
+    // One page size up, the same bytes are half the pages: accepted.
+    const PoolLayout halved(pages, {spec("full", 1, 2, GrowDirection::up)});
+    CHECK(halved.sub_pool("full").num_physical_pages <= std::numeric_limits<std::int32_t>::max());
 }

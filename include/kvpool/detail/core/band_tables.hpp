@@ -29,6 +29,11 @@ constexpr std::size_t min_stretch_pages = 16;
 // walk: a list that scattered gains nothing from runs.
 constexpr std::size_t max_free_runs = 64;
 
+// A page id in the host mirror's rows: 32 bits, so that a page-1 prefill's
+// thousands of rows are half the bytes to write and twice the ids to a vector
+// (the device tables keep index_t; a band's pages fit, see AllocatorCore).
+using mirror_index_t = std::int32_t;
+
 // The host mirror of the device tables, each physical page's state, the free
 // ids, the hole list and the band's extent.
 struct BandTables {
@@ -37,8 +42,8 @@ struct BandTables {
     index_t watermark = 0;           // up: first page past the band; down: last page below it
     index_t anchor = 0;              // see AllocatorCore::anchor()
     JournaledRuns<index_t> free_virtual_pages; // id owner only
-    JournaledTable<index_t> v2p;
-    JournaledTable<index_t> p2v;
+    JournaledTable<mirror_index_t> v2p;
+    JournaledTable<mirror_index_t> p2v;
     JournaledTable<PageState> page_state;
     JournaledDeque<index_t> holes;
     index_t live_pages = 0;
@@ -57,17 +62,17 @@ struct BandTables {
         // Bound rows hold pages (>= 0) and unbound is negative: the OR of the
         // rows is negative exactly when one is unbound.
         static_assert(unbound < 0);
-        const index_t* const rows = v2p.data() + first;
-        index_t rows_or = 0;
+        const mirror_index_t* const rows = v2p.data() + first;
+        mirror_index_t rows_or = 0;
         for (index_t k = 0; k < count; ++k)
             rows_or |= rows[k];
         return rows_or >= 0;
     }
     bool rows_unbound(index_t first, index_t count) const {
-        const index_t* const rows = v2p.data() + first;
-        index_t bound = 0;
+        const mirror_index_t* const rows = v2p.data() + first;
+        mirror_index_t bound = 0;
         for (index_t k = 0; k < count; ++k)
-            bound |= rows[k] ^ unbound;
+            bound |= rows[k] ^ mirror_index_t(unbound);
         return bound == 0;
     }
     // Appends the physical pages bound to the n virtual pages, in their
