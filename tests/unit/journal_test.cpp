@@ -131,13 +131,25 @@ TEST_CASE("journal: closed, stretches record nothing; a checkpoint keeps the cha
     table.close();
 }
 
+namespace {
+
+// The queue cases' start: 1, 2, 3, opened.
+struct OpenedQueue {
+    const std::vector<index_t> start{1, 2, 3};
+    kvpool::detail::JournaledDeque<index_t> queue;
+    OpenedQueue() {
+        queue.assign(start.begin(), start.end());
+        queue.open();
+    }
+};
+
+} // namespace
+
 TEST_CASE("journal: a queue's rollback takes back a range inserted at the front among single "
           "changes",
           "[journal]") {
-    kvpool::detail::JournaledDeque<index_t> queue;
-    const std::vector<index_t> start{1, 2, 3};
-    queue.assign(start.begin(), start.end());
-    queue.open();
+    OpenedQueue opened;
+    auto& [start, queue] = opened;
     queue.push_back(4);
     const std::vector<index_t> run{10, 11, 12, 13};
     queue.insert_front(run.begin(), run.end());
@@ -157,10 +169,8 @@ TEST_CASE("journal: a queue's rollback takes back a range inserted at the front 
 TEST_CASE("journal: a queue rebuilt twice in one opening rolls back to its contents before the "
           "first",
           "[journal]") {
-    kvpool::detail::JournaledDeque<index_t> queue;
-    const std::vector<index_t> start{1, 2, 3};
-    queue.assign(start.begin(), start.end());
-    queue.open();
+    OpenedQueue opened;
+    auto& [start, queue] = opened;
     queue.push_back(4);
     queue.clear();
     queue.push_back(5);

@@ -69,11 +69,8 @@ public:
     }
     // Appends first, first + 1, ..., first + count - 1.
     void append_run(index_t first, index_t count) {
-        if (count <= 1) {
-            if (count == 1)
-                push_back(first);
+        if (append_short(first, count))
             return;
-        }
         size_ += static_cast<std::size_t>(count);
         if (!runs_.empty() && runs_.back().step == 1 &&
             runs_.back().first + runs_.back().count == first)
@@ -83,11 +80,8 @@ public:
     }
     // Appends first, first - 1, ..., first - count + 1.
     void append_descending(index_t first, index_t count) {
-        if (count <= 1) {
-            if (count == 1)
-                push_back(first);
+        if (append_short(first, count))
             return;
-        }
         size_ += static_cast<std::size_t>(count);
         runs_.push_back({first, count, -1});
     }
@@ -114,6 +108,15 @@ public:
     }
 
 private:
+    // A run of at most one id, as push_back appends it: true, else false.
+    bool append_short(index_t first, index_t count) {
+        if (count > 1)
+            return false;
+        if (count == 1)
+            push_back(first);
+        return true;
+    }
+
     std::vector<SteppedRun> runs_;
     std::size_t size_ = 0;
 };
