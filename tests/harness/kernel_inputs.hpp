@@ -1,7 +1,8 @@
-// Random inputs of the kernel tests: a prefill's requests with the decode
-// step after it, and the lengths of a few runs of ids.
+// Inputs of the kernel tests: a prefill's random requests with the decode
+// step after it, the lengths of a few runs of ids, and page lists as runs.
 #pragma once
 
+#include <kvpool/detail/kernel_page_runs.hpp>
 #include <kvpool/types.hpp>
 
 #include <random>
@@ -53,6 +54,19 @@ inline std::vector<index_t> random_run_lengths(std::mt19937_64& rng, index_t min
     for (int j = 0; j < run_count; ++j)
         lengths.push_back(min_length + static_cast<index_t>(rng() % 40));
     return lengths;
+}
+
+// The kernels' runs of the lists, as the table executor makes them: from the
+// lists held as run lists (the physical list again for no follower).
+inline kernels::PageRuns runs_of(const std::vector<index_t>& virtual_pages,
+                                 const std::vector<index_t>& physical_pages,
+                                 const std::vector<index_t>* follower_pages) {
+    kvpool::detail::PageRunList v, p, f;
+    v.assign(virtual_pages.data(), virtual_pages.size());
+    p.assign(physical_pages.data(), physical_pages.size());
+    if (follower_pages)
+        f.assign(follower_pages->data(), follower_pages->size());
+    return kvpool::detail::kernel_page_runs({&v, &p, follower_pages ? &f : &p});
 }
 
 } // namespace kvpool::test

@@ -276,8 +276,7 @@ TEST_CASE("alloc-bind with handout zeroing: exactly the new pages' bytes are zer
                 std::shuffle(fpages.begin(), fpages.end(), rng);
             }
             const kernels::PageRuns runs =
-                as_runs ? kernels::find_page_runs(vpages.data(), ppages.data(), fpages.data(), n)
-                        : kernels::PageRuns{};
+                as_runs ? runs_of(vpages, ppages, &fpages) : kernels::PageRuns{};
             REQUIRE((runs.count > 0) == as_runs);
             if (as_runs && n > 1)
                 CHECK(runs.follower_down[0]);

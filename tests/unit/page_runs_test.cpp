@@ -1,6 +1,5 @@
 // New pages handed to the alloc-bind kernels as runs instead of lists, and the
 // staging slabs that successive calls share.
-#include <kvpool/detail/page_run_list.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/kernels/dispatch.hpp>
 #include <kvpool/kernels/page_runs.hpp>
@@ -46,23 +45,36 @@ Lists lists_of_runs(const std::vector<index_t>& lengths, std::mt19937_64& rng) {
     return l;
 }
 
-// How many runs the lists make: the joint runs of the lists held as run
-// lists, the host's own walk.
-int joint_run_count(const Lists& l, bool with_follower) {
-    detail::PageRunList v, p, f;
-    v.assign(l.virtual_pages.data(), l.virtual_pages.size());
-    p.assign(l.physical_pages.data(), l.physical_pages.size());
-    f.assign(l.follower_pages.data(), l.follower_pages.size());
-    int count = 0;
-    detail::for_each_joint_run<3>({&v, &p, with_follower ? &f : &p},
-                                  [&](const std::array<detail::SteppedRun, 3>&) { ++count; });
+// The model's run count: the stretches a walk page by page finds, each
+// list's direction set at a stretch's second page.
+int stretch_count(const std::vector<const std::vector<index_t>*>& lists) {
+    const std::size_t n = lists[0]->size();
+    int count = n > 0 ? 1 : 0;
+    std::vector<index_t> step(lists.size());
+    std::size_t first = 0;
+    for (std::size_t k = 1; k < n; ++k) {
+        bool goes_on = true;
+        for (std::size_t i = 0; i < lists.size() && goes_on; ++i) {
+            const index_t d = (*lists[i])[k] - (*lists[i])[k - 1];
+            goes_on = k - first == 1 ? d == 1 || d == -1 : d == step[i];
+        }
+        if (goes_on && k - first == 1)
+            for (std::size_t i = 0; i < lists.size(); ++i)
+                step[i] = (*lists[i])[k] - (*lists[i])[k - 1];
+        if (!goes_on) {
+            ++count;
+            first = k;
+        }
+    }
     return count;
 }
 
 } // namespace
 
-TEST_CASE("page runs: found where each list steps up or down by one, and give back every page",
-          "[page-runs][randomised]") {
+TEST_CASE(
+    "page runs: the joint runs of the lists, each stepping up or down by one, give back every "
+    "page",
+    "[page-runs][randomised]") {
     for (const std::uint64_t seed : randomised_config().seed_list()) {
         INFO("seed " << seed);
         std::mt19937_64 rng(seed);
@@ -73,14 +85,16 @@ TEST_CASE("page runs: found where each list steps up or down by one, and give ba
             const Lists l = lists_of_runs(lengths, rng);
             const index_t n = static_cast<index_t>(l.virtual_pages.size());
             const bool with_follower = rng() % 2 == 0;
-            const index_t* follower = with_follower ? l.follower_pages.data() : nullptr;
-            // The fewest runs: as many as the host's walk finds, never more
-            // than the lengths (each a run).
-            const int expected = joint_run_count(l, with_follower);
+            // The fewest runs: as many as the walk page by page finds, never
+            // more than the lengths (each a run).
+            std::vector<const std::vector<index_t>*> listed{&l.virtual_pages, &l.physical_pages};
+            if (with_follower)
+                listed.push_back(&l.follower_pages);
+            const int expected = stretch_count(listed);
             CHECK(expected <= run_count);
             INFO("trial " << trial << ", " << expected << " runs, follower " << with_follower);
-            const kernels::PageRuns runs = kernels::find_page_runs(
-                l.virtual_pages.data(), l.physical_pages.data(), follower, n);
+            const kernels::PageRuns runs = runs_of(l.virtual_pages, l.physical_pages,
+                                                   with_follower ? &l.follower_pages : nullptr);
             if (expected > kernels::PageRuns::max_runs) {
                 CHECK(runs.count == 0);
                 continue;
@@ -104,7 +118,7 @@ TEST_CASE("page runs: found where each list steps up or down by one, and give ba
         // Runs going down were found and given back, not only runs going up.
         CHECK(runs_down > 0);
     }
-    CHECK(kernels::find_page_runs(nullptr, nullptr, nullptr, 0).count == 0);
+    CHECK(runs_of({}, {}, nullptr).count == 0);
 }
 
 TEST_CASE("page runs: the alloc-bind kernels bind and emit the same from runs as from lists",
@@ -122,8 +136,7 @@ TEST_CASE("page runs: the alloc-bind kernels bind and emit the same from runs as
         left -= n;
     }
     const Lists l = lists_of_runs(lengths, rng);
-    const kernels::PageRuns runs = kernels::find_page_runs(
-        l.virtual_pages.data(), l.physical_pages.data(), l.follower_pages.data(), pages);
+    const kernels::PageRuns runs = runs_of(l.virtual_pages, l.physical_pages, &l.follower_pages);
     REQUIRE(runs.count > 1);
     const Space space;
     using Follower = kernels::Follower<IndexView, IndexView>;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <kvpool/detail/allocator_core.hpp>
+#include <kvpool/detail/kernel_page_runs.hpp>
 #include <kvpool/detail/library_spaces.hpp>
 #include <kvpool/detail/staging.hpp>
 #include <kvpool/error.hpp>
@@ -314,26 +315,8 @@ private:
         const std::array<const PageRunList*, 3> lists{
             &binding_.virtual_pages, &binding_.physical_pages,
             follower_pages ? follower_pages : &binding_.physical_pages};
-        kernels::PageRuns runs;
-        index_t at = 0;
-        bool too_many = false;
-        for_each_joint_run(lists, [&](const std::array<SteppedRun, 3>& joint) {
-            if (runs.count == kernels::PageRuns::max_runs)
-                too_many = true;
-            if (!too_many) {
-                const int j = runs.count++;
-                runs.first[j] = at;
-                runs.virtual_start[j] = joint[0].first;
-                runs.physical_start[j] = joint[1].first;
-                runs.follower_start[j] = joint[2].first;
-                runs.virtual_down[j] = joint[0].step < 0;
-                runs.physical_down[j] = joint[1].step < 0;
-                runs.follower_down[j] = joint[2].step < 0;
-            }
-            at += joint[0].count;
-        });
-        runs.pages = at;
-        if (!too_many)
+        const kernels::PageRuns runs = kernel_page_runs(lists);
+        if (runs.count > 0 || binding_.virtual_pages.empty())
             return {0, 0, 0, runs};
         const std::size_t v = stage_pages(binding_.virtual_pages);
         const std::size_t p = stage_pages(binding_.physical_pages);

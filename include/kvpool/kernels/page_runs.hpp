@@ -59,53 +59,6 @@ struct PageRuns {
     }
 };
 
-// The n pages virtual[k] <-> physical[k] (and follower[k], when not null) as
-// the fewest runs where each list steps by +1 or by -1 from page to page;
-// count 0 when there are none or more than PageRuns::max_runs. Stops at the
-// first run too many.
-inline PageRuns find_page_runs(const index_t* virtual_pages, const index_t* physical_pages,
-                               const index_t* follower_pages, index_t n) {
-    PageRuns runs;
-    if (n == 0)
-        return runs;
-    // Without a follower its list is the physical one: the checks stay the same.
-    const index_t* const lists[3] = {virtual_pages, physical_pages,
-                                     follower_pages ? follower_pages : physical_pages};
-    const auto start_run = [&](index_t k) {
-        runs.first[runs.count] = k;
-        runs.virtual_start[runs.count] = lists[0][k];
-        runs.physical_start[runs.count] = lists[1][k];
-        runs.follower_start[runs.count] = lists[2][k];
-        ++runs.count;
-    };
-    start_run(0);
-    runs.pages = n;
-    for (index_t k = 1; k < n; ++k) {
-        // A run's second page sets each list's direction; later ones keep it.
-        const int j = runs.count - 1;
-        const bool second = k - runs.first[j] == 1;
-        bool* const down[3] = {&runs.virtual_down[j], &runs.physical_down[j],
-                               &runs.follower_down[j]};
-        bool goes_on = true;
-        bool turns[3] = {};
-        for (int i = 0; i < 3 && goes_on; ++i) {
-            const index_t d = lists[i][k] - lists[i][k - 1];
-            turns[i] = d == -1;
-            goes_on = second ? d == 1 || d == -1 : d == (*down[i] ? -1 : 1);
-        }
-        if (goes_on) {
-            if (second)
-                for (int i = 0; i < 3; ++i)
-                    *down[i] = turns[i];
-            continue;
-        }
-        if (runs.count == PageRuns::max_runs)
-            return PageRuns{};
-        start_run(k);
-    }
-    return runs;
-}
-
 // Page moves src[k] -> dst[k] as a few runs in which each id steps by +1 or -1
 // from move to move, passed to the move kernels by value like PageRuns: a
 // flush walks survivors from the frontier down into the holes going up, and
