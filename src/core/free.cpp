@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdint>
 #include <functional>
 
 namespace kvpool::detail {
@@ -64,23 +63,10 @@ bool AllocatorCore::pages_of_runs(const index_t* virtual_tokens, index_t count,
         runs[r++] = {first, pages_in_run};
         return true;
     };
-    // Ids are compared as unsigned, where the caller's wildest ids cannot
-    // overflow; a run that wraps around fails add_run's range check.
-    const auto id = [&](std::size_t k) { return static_cast<std::uint64_t>(virtual_tokens[k]); };
-    const auto n = static_cast<std::size_t>(count);
-    if (id(n - 1) - id(0) == n - 1 && virtual_tokens[0] >= 0 && virtual_tokens[n - 1] >= 0 &&
-        consecutive(virtual_tokens, n)) {
-        if (!add_run(0, n))
-            return false;
-    } else {
-        std::size_t first = 0;
-        for (std::size_t k = 1; k <= n; ++k)
-            if (k == n || id(k) != id(k - 1) + 1) {
-                if (!add_run(first, k - first))
-                    return false;
-                first = k;
-            }
-    }
+    // for_each_run compares ids as unsigned, where the caller's wildest ids
+    // cannot overflow; a run that wraps around fails add_run's range check.
+    if (!for_each_run(virtual_tokens, static_cast<std::size_t>(count), add_run))
+        return false;
     std::array<IdRun<index_t>, max_free_runs> sorted;
     std::copy(runs.begin(), runs.begin() + r, sorted.begin());
     const auto by_first = [](const IdRun<index_t>& a, const IdRun<index_t>& b) {

@@ -66,6 +66,16 @@ TEST_CASE("bad input: frees of ids that are not live on this side", "[bad-input]
             f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {1 << 30}); });
             f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {-3}); });
             f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), {0}); });
+            // The widest ids, alone and in runs that wrap from the largest id
+            // to the smallest: refused, not overflowed into the id space.
+            constexpr index_t most = std::numeric_limits<index_t>::max();
+            constexpr index_t least = std::numeric_limits<index_t>::min();
+            for (const std::vector<index_t>& wild : {std::vector<index_t>{most - 1, most},
+                                                     {most, least},
+                                                     {least, least + 1},
+                                                     {most, least, least + 1, least + 2},
+                                                     {f.up_live[0], most}})
+                f.expect_rejected(ErrorCode::out_of_range, [&] { f.up.free(Space(), wild); });
             // One bad id spoils the whole call: the good ones stay allocated.
             f.expect_rejected(ErrorCode::not_allocated, [&] {
                 f.up.free(Space(), {f.up_live[0], never});

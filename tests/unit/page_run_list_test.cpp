@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 using namespace kvpool;
@@ -271,5 +272,56 @@ TEST_CASE("page run list: the core's bindings (lazy holes, up and down bands, id
         }
         for (index_t id : live)
             CHECK(owner.physical_page_of(id) == follower.physical_page_of(id));
+    }
+}
+
+TEST_CASE("id runs: for_each_run finds the maximal ascending stretches of any ids, wrapping "
+          "ones included, and stops where its function says",
+          "[page-run-list][randomised]") {
+    constexpr index_t most = std::numeric_limits<index_t>::max();
+    constexpr index_t least = std::numeric_limits<index_t>::min();
+    for (const std::uint64_t seed : randomised_config().seed_list()) {
+        print_seed("id-runs", seed);
+        INFO("seed " << seed);
+        std::mt19937_64 rng(seed);
+        for (int trial = 0; trial < 500; ++trial) {
+            // Ids near 0 or near either end, in stretches that step by one
+            // (wrapping from the largest id to the smallest) or jump.
+            std::vector<index_t> ids;
+            const int stretches = static_cast<int>(rng() % 6);
+            for (int s = 0; s < stretches; ++s) {
+                const index_t bases[] = {static_cast<index_t>(rng() % 50), most - 3, least};
+                const auto start = static_cast<std::uint64_t>(bases[rng() % 3]);
+                const auto count = 1 + rng() % 7;
+                for (std::uint64_t k = 0; k < count; ++k)
+                    ids.push_back(static_cast<index_t>(start + k));
+            }
+            // The model: a stretch ends where the next id is not the last
+            // one plus one, two's complement.
+            std::vector<std::pair<std::size_t, std::size_t>> model;
+            for (std::size_t k = 0; k < ids.size(); ++k)
+                if (k > 0 && static_cast<std::uint64_t>(ids[k]) ==
+                                 static_cast<std::uint64_t>(ids[k - 1]) + 1)
+                    ++model.back().second;
+                else
+                    model.emplace_back(k, 1);
+            std::vector<std::pair<std::size_t, std::size_t>> found;
+            CHECK(detail::for_each_run(ids.data(), ids.size(), [&](std::size_t i, std::size_t n) {
+                found.emplace_back(i, n);
+            }));
+            CHECK(found == model);
+            // Stopped at the stop-th stretch (0: never): the last one called.
+            const std::size_t stop = rng() % (model.size() + 1);
+            found.clear();
+            const bool finished =
+                detail::for_each_run(ids.data(), ids.size(), [&](std::size_t i, std::size_t n) {
+                    found.emplace_back(i, n);
+                    return found.size() != stop;
+                });
+            CHECK(finished == (stop == 0));
+            if (stop != 0)
+                model.resize(stop);
+            CHECK(found == model);
+        }
     }
 }

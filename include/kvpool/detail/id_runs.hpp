@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
 #include <type_traits>
 #include <utility>
@@ -111,38 +112,55 @@ inline void append_run(std::vector<index_t>& ids, index_t first, index_t count) 
     ids.insert(ids.end(), IdCounter(first), IdCounter(first + count));
 }
 
+// An id as unsigned: differences and steps of a caller's wildest ids wrap
+// instead of overflowing (a range check on the run then refuses them).
+inline std::uint64_t unsigned_id(index_t id) {
+    return static_cast<std::uint64_t>(id);
+}
+
 // Whether ids[k] == ids[0] + k for every k: an OR of differences, which
 // compilers vectorise, where a loop that stops at the first miss is scalar.
 inline bool consecutive(const index_t* ids, std::size_t n) {
-    index_t differs = 0;
+    std::uint64_t differs = 0;
     for (std::size_t k = 0; k < n; ++k)
-        differs |= ids[k] ^ (ids[0] + static_cast<index_t>(k));
+        differs |= unsigned_id(ids[k]) ^ (unsigned_id(ids[0]) + k);
     return differs == 0;
 }
 // Whether ids[k] == ids[0] - k for every k (a run read backwards).
 inline bool consecutive_down(const index_t* ids, std::size_t n) {
-    index_t differs = 0;
+    std::uint64_t differs = 0;
     for (std::size_t k = 0; k < n; ++k)
-        differs |= ids[k] ^ (ids[0] - static_cast<index_t>(k));
+        differs |= unsigned_id(ids[k]) ^ (unsigned_id(ids[0]) - k);
     return differs == 0;
 }
 
 // Calls f(i, count) for each maximal stretch ids[i, i + count) that goes up
 // by one from entry to entry: the runs a request's pages come in. A list
 // that is one run (its ends say so before a vectorised check) is one call.
-template <class F> void for_each_run(const index_t* ids, std::size_t n, const F& f) {
+// Ids compare as unsigned, so any ids are safe to walk (a stretch may wrap
+// from the largest id to the smallest: f range-checks what it takes). f
+// returns nothing, or false to stop the walk; returns whether it finished.
+template <class F> bool for_each_run(const index_t* ids, std::size_t n, const F& f) {
+    const auto take = [&](std::size_t i, std::size_t count) {
+        if constexpr (std::is_void_v<std::invoke_result_t<const F&, std::size_t, std::size_t>>) {
+            f(i, count);
+            return true;
+        } else {
+            return static_cast<bool>(f(i, count));
+        }
+    };
     if (n == 0)
-        return;
-    if (ids[n - 1] - ids[0] == static_cast<index_t>(n) - 1 && consecutive(ids, n)) {
-        f(std::size_t(0), n);
-        return;
-    }
+        return true;
+    if (unsigned_id(ids[n - 1]) - unsigned_id(ids[0]) == n - 1 && consecutive(ids, n))
+        return take(0, n);
     std::size_t first = 0;
     for (std::size_t k = 1; k <= n; ++k)
-        if (k == n || ids[k] != ids[k - 1] + 1) {
-            f(first, k - first);
+        if (k == n || unsigned_id(ids[k]) != unsigned_id(ids[k - 1]) + 1) {
+            if (!take(first, k - first))
+                return false;
             first = k;
         }
+    return true;
 }
 
 // Calls f(lowest, count) for each maximal stretch of ids that goes up or
