@@ -2,6 +2,7 @@
 #include <kvpool/detail/state_digest.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 namespace kvpool::detail {
@@ -36,6 +37,21 @@ void set_rows(JournaledTable<mirror_index_t>& table, const SteppedRun& rows,
         table.set(first + k, start + static_cast<mirror_index_t>(k) * step);
 }
 
+// Appends table[ids[k]] for each k, widened: a stretch of ids stepping by
+// one either way is one copy of adjacent rows.
+void append_rows(const JournaledTable<mirror_index_t>& table, const index_t* ids, std::size_t n,
+                 std::vector<index_t>& out) {
+    const mirror_index_t* const rows = table.data();
+    for_each_stepped_run(ids, n, [&](std::size_t i, std::size_t count, index_t step) {
+        const mirror_index_t* const first = rows + ids[i];
+        if (step > 0)
+            out.insert(out.end(), first, first + count);
+        else
+            out.insert(out.end(), std::make_reverse_iterator(first + 1),
+                       std::make_reverse_iterator(first + 1 - count));
+    });
+}
+
 } // namespace
 
 void BandTables::bind_run(const SteppedRun& virtual_pages, const SteppedRun& physical_pages) {
@@ -56,10 +72,12 @@ void BandTables::unbind_run(const SteppedRun& virtual_pages, const SteppedRun& p
 
 void BandTables::append_physical(const index_t* virtual_pages, std::size_t n,
                                  std::vector<index_t>& physical) const {
-    const mirror_index_t* const rows = v2p.data();
-    for_each_run(virtual_pages, n, [&](std::size_t i, std::size_t count) {
-        physical.insert(physical.end(), rows + virtual_pages[i], rows + virtual_pages[i] + count);
-    });
+    append_rows(v2p, virtual_pages, n, physical);
+}
+
+void BandTables::append_virtual(const index_t* physical_pages, std::size_t n,
+                                std::vector<index_t>& virtual_pages) const {
+    append_rows(p2v, physical_pages, n, virtual_pages);
 }
 
 void BandTables::unbind(const index_t* virtual_pages, const index_t* physical_pages, std::size_t n,

@@ -25,52 +25,51 @@ void note_holes_peak(const Band& band) {
 void Compaction::move_pages(const Band& band, const std::vector<index_t>& src, const index_t* dst,
                             PageState src_after, MoveStart start) {
     BandTables& t = band.tables;
+    DevicePlan& plan = band.plan;
     const std::size_t n = src.size();
     if (n == 0)
         return;
-    band.plan.move_src.insert(band.plan.move_src.end(), src.begin(), src.end());
-    band.plan.move_dst.insert(band.plan.move_dst.end(), dst, dst + n);
+    plan.move_src.insert(plan.move_src.end(), src.begin(), src.end());
+    plan.move_dst.insert(plan.move_dst.end(), dst, dst + n);
     if (start == MoveStart::early && move_starter_)
         move_starter_();
-    std::vector<index_t> moved(n);
-    for (std::size_t k = 0; k < n; ++k)
-        moved[k] = t.p2v[src[k]];
+    // The moved virtual pages, read before any change: the plan's v2p rows.
+    const std::size_t v0 = plan.v2p_index.size();
+    t.append_virtual(src.data(), n, plan.v2p_index);
+    const index_t* const moved = plan.v2p_index.data() + v0;
     // Sources and destinations are disjoint, so every entry is saved before
     // any changes; where one table's entries are too scattered for stretches,
     // each change is logged instead.
-    const bool v2p_saved = t.v2p.save_stretches(moved.data(), n);
+    const bool v2p_saved = t.v2p.save_stretches(moved, n);
     const bool p2v_src_saved = t.p2v.save_stretches(src.data(), n);
     const bool p2v_dst_saved = t.p2v.save_stretches(dst, n);
     const bool state_src_saved = t.page_state.save_stretches(src.data(), n);
     const bool state_dst_saved = t.page_state.save_stretches(dst, n);
-    // A loop per table and list, so that each tests its journal choice once.
+    // A loop per table and list, so that each tests its journal choice once;
+    // saved, each stretch of rows (a run of pages, either way) is one loop.
     const auto write = [n](auto& table, bool saved, const index_t* at, const auto& value_of) {
-        for (std::size_t k = 0; k < n; ++k) {
-            if (saved)
-                table.set_unlogged(static_cast<std::size_t>(at[k]), value_of(k));
-            else
+        if (!saved) {
+            for (std::size_t k = 0; k < n; ++k)
                 table.set(static_cast<std::size_t>(at[k]), value_of(k));
+            return;
         }
+        for_each_stepped_run(at, n, [&](std::size_t i, std::size_t count, index_t step) {
+            table.set_stretch_unlogged(static_cast<std::size_t>(at[i]), step, count,
+                                       [&](std::size_t k) { return value_of(i + k); });
+        });
     };
-    write(t.v2p, v2p_saved, moved.data(), [&](std::size_t k) { return dst[k]; });
+    write(t.v2p, v2p_saved, moved, [&](std::size_t k) { return dst[k]; });
     write(t.p2v, p2v_dst_saved, dst, [&](std::size_t k) { return moved[k]; });
     write(t.p2v, p2v_src_saved, src.data(), [](std::size_t) { return unbound; });
     write(t.page_state, state_dst_saved, dst, [](std::size_t) { return PageState::live; });
     write(t.page_state, state_src_saved, src.data(), [=](std::size_t) { return src_after; });
-    // The plan's table writes: for each move the v2p write and the two p2v writes.
-    const std::size_t p0 = band.plan.p2v_index.size();
-    band.plan.v2p_index.insert(band.plan.v2p_index.end(), moved.begin(), moved.end());
-    band.plan.v2p_value.insert(band.plan.v2p_value.end(), dst, dst + n);
-    band.plan.p2v_index.resize(p0 + 2 * n);
-    band.plan.p2v_value.resize(p0 + 2 * n);
-    index_t* const p2v_index = band.plan.p2v_index.data() + p0;
-    index_t* const p2v_value = band.plan.p2v_value.data() + p0;
-    for (std::size_t k = 0; k < n; ++k) {
-        p2v_index[2 * k] = dst[k];
-        p2v_value[2 * k] = moved[k];
-        p2v_index[2 * k + 1] = src[k];
-        p2v_value[2 * k + 1] = unbound;
-    }
+    // The plan's table writes: for each move the v2p write and the two p2v
+    // writes, a list at a time (their rows are distinct, so any order does).
+    plan.v2p_value.insert(plan.v2p_value.end(), dst, dst + n);
+    plan.p2v_index.insert(plan.p2v_index.end(), dst, dst + n);
+    plan.p2v_value.insert(plan.p2v_value.end(), moved, moved + n);
+    plan.p2v_index.insert(plan.p2v_index.end(), src.begin(), src.end());
+    plan.p2v_value.insert(plan.p2v_value.end(), n, unbound);
     band.counters.pages_moved += static_cast<index_t>(n);
     band.counters.bytes_moved += static_cast<index_t>(n) * band.geometry.page_bytes;
 }
@@ -97,19 +96,24 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
     if (vacated_lo < dir.band_begin(t.watermark) || vacated_hi > dir.band_end(t.watermark))
         band.report.fail(fmt::format("eager compaction of {} freed pages: the band holds only {}",
                                      k, dir.band_end(t.watermark) - dir.band_begin(t.watermark)));
-    std::vector<index_t> holes, survivors;
-    for (index_t p : freed)
-        if (p < vacated_lo || p >= vacated_hi)
-            holes.push_back(p);
-    // freed is sorted: one pointer walks it alongside the vacated pages.
-    auto next_freed = std::lower_bound(freed.begin(), freed.end(), vacated_lo);
+    // freed is sorted: the holes are its pages before and past the vacated
+    // positions, and the survivors the live pages of those it does not hold.
+    const auto vacated_first = std::lower_bound(freed.begin(), freed.end(), vacated_lo);
+    const auto vacated_last = std::lower_bound(vacated_first, freed.end(), vacated_hi);
+    std::vector<index_t> holes(freed.begin(), vacated_first);
+    holes.insert(holes.end(), vacated_last, freed.end());
+    std::vector<index_t> survivors(static_cast<std::size_t>(vacated_hi - vacated_lo));
+    std::size_t found = 0;
+    auto next_freed = vacated_first;
     for (index_t p = vacated_lo; p < vacated_hi; ++p) {
-        const bool is_freed = next_freed != freed.end() && *next_freed == p;
-        if (is_freed)
+        if (next_freed != vacated_last && *next_freed == p) {
             ++next_freed;
-        else if (t.page_state[p] == PageState::live)
-            survivors.push_back(p);
+            continue;
+        }
+        survivors[found] = p;
+        found += t.page_state[p] == PageState::live ? 1 : 0;
     }
+    survivors.resize(found);
     if (survivors.size() != holes.size())
         band.report.fail(
             fmt::format("eager compaction of {} freed pages found {} survivors for {} holes", k,
@@ -132,20 +136,18 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
     plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
     plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
     // A hole's p2v entry is rewritten by the move that fills it.
-    for (index_t p : physical)
-        if (p >= vacated_lo && p < vacated_hi)
-            plan.set_p2v(p, unbound);
+    plan.p2v_index.insert(plan.p2v_index.end(), vacated_first, vacated_last);
+    plan.p2v_value.insert(plan.p2v_value.end(),
+                          static_cast<std::size_t>(vacated_last - vacated_first), unbound);
     t.live_pages -= k;
     t.watermark = dir.grown(t.watermark, -k);
     if (record) {
-        record->moved_virtual.reserve(survivors.size());
-        for (index_t p : survivors)
-            record->moved_virtual.push_back(t.p2v[p]);
+        t.append_virtual(survivors.data(), survivors.size(), record->moved_virtual);
         record->move_src = survivors;
         record->move_dst = holes;
     }
     move_pages(band, survivors, holes.data(), PageState::outside);
-    band.plan.overwrites_freed_pages = band.plan.overwrites_freed_pages || !survivors.empty();
+    plan.overwrites_freed_pages = plan.overwrites_freed_pages || !survivors.empty();
 }
 
 void Compaction::free_lazy(const Band& band, const std::vector<index_t>& virtual_pages) {

@@ -163,17 +163,20 @@ template <class F> bool for_each_run(const index_t* ids, std::size_t n, const F&
     return true;
 }
 
-// Calls f(lowest, count) for each maximal stretch of ids that goes up or
-// down by one from entry to entry: the rows [lowest, lowest + count) it
-// covers, whatever the order (a band that grows down binds a request's
-// pages in descending order, so its pages are runs read backwards).
-template <class F> void for_each_row_range(const index_t* ids, std::size_t n, const F& f) {
+// Calls f(i, count, step) for each maximal stretch ids[i, i + count) that
+// goes up (step 1) or down (step -1) by one from entry to entry (a single
+// id: step 1). A list that is one stretch either way is one call, found by
+// a vectorised check.
+template <class F> void for_each_stepped_run(const index_t* ids, std::size_t n, const F& f) {
     if (n == 0)
         return;
     const index_t span = ids[n - 1] - ids[0];
-    if ((span == static_cast<index_t>(n) - 1 && consecutive(ids, n)) ||
-        (span == 1 - static_cast<index_t>(n) && consecutive_down(ids, n))) {
-        f(std::min(ids[0], ids[n - 1]), n);
+    if (span == static_cast<index_t>(n) - 1 && consecutive(ids, n)) {
+        f(std::size_t(0), n, index_t(1));
+        return;
+    }
+    if (span == 1 - static_cast<index_t>(n) && consecutive_down(ids, n)) {
+        f(std::size_t(0), n, index_t(-1));
         return;
     }
     std::size_t first = 0;
@@ -184,10 +187,20 @@ template <class F> void for_each_row_range(const index_t* ids, std::size_t n, co
             step = d;
             continue;
         }
-        f(step < 0 ? ids[k - 1] : ids[first], k - first);
+        f(first, k - first, step < 0 ? index_t(-1) : index_t(1));
         first = k;
         step = 0;
     }
+}
+
+// Calls f(lowest, count) for each maximal stretch of ids that goes up or
+// down by one from entry to entry: the rows [lowest, lowest + count) it
+// covers, whatever the order (a band that grows down binds a request's
+// pages in descending order, so its pages are runs read backwards).
+template <class F> void for_each_row_range(const index_t* ids, std::size_t n, const F& f) {
+    for_each_stepped_run(ids, n, [&](std::size_t i, std::size_t count, index_t step) {
+        f(step < 0 ? ids[i + count - 1] : ids[i], count);
+    });
 }
 
 } // namespace kvpool::detail

@@ -161,6 +161,22 @@ public:
     // Entry i, which save_stretches covered since the opening or the last
     // checkpoint (or the journal is closed).
     void set_unlogged(std::size_t i, T value) { items_[i] = value; }
+    // Entries first, first + step, ... (count of them, step +1 or -1) set to
+    // value_of(0), value_of(1), ..., likewise covered: a loop over adjacent
+    // entries, which compilers vectorise.
+    template <class ValueOf>
+    void set_stretch_unlogged(std::size_t first, index_t step, std::size_t count,
+                              const ValueOf& value_of) {
+        if (step > 0) {
+            T* const items = items_.data() + first;
+            for (std::size_t k = 0; k < count; ++k)
+                items[k] = static_cast<T>(value_of(k));
+        } else {
+            T* const items = items_.data() + (first + 1 - count);
+            for (std::size_t k = 0; k < count; ++k)
+                items[k] = static_cast<T>(value_of(count - 1 - k));
+        }
+    }
     // n entries at once, entry index_of(k) set to value_of(k): a prefill binds
     // thousands, and closed the loop has no branch to take per entry.
     template <class IndexOf, class ValueOf>

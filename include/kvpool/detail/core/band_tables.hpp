@@ -79,6 +79,9 @@ struct BandTables {
     // order: the rows of each run of virtual pages copied as one.
     void append_physical(const index_t* virtual_pages, std::size_t n,
                          std::vector<index_t>& physical) const;
+    // Likewise the virtual pages bound to the n physical pages.
+    void append_virtual(const index_t* physical_pages, std::size_t n,
+                        std::vector<index_t>& virtual_pages) const;
     // Binds virtual_pages.at(k) to physical_pages.at(k) (a paired run, each
     // going up or down), the physical pages live; unbind_run takes them back,
     // each physical page left in state. Each table's rows are a stretch
