@@ -325,3 +325,59 @@ TEST_CASE("id runs: for_each_run finds the maximal ascending stretches of any id
         }
     }
 }
+
+TEST_CASE("id runs: for_each_stepped_run finds the maximal stretches going up or down by one, "
+          "and for_each_row_range the rows they cover",
+          "[page-run-list][randomised]") {
+    for (const std::uint64_t seed : randomised_config().seed_list()) {
+        print_seed("stepped-runs", seed);
+        INFO("seed " << seed);
+        std::mt19937_64 rng(seed);
+        for (int trial = 0; trial < 500; ++trial) {
+            std::vector<index_t> ids;
+            const int stretches = static_cast<int>(rng() % 6);
+            for (int s = 0; s < stretches; ++s) {
+                const index_t start = static_cast<index_t>(rng() % 40);
+                const index_t step = rng() % 2 ? 1 : -1;
+                const auto count = static_cast<index_t>(1 + rng() % 7);
+                for (index_t k = 0; k < count; ++k)
+                    ids.push_back(std::max<index_t>(0, start + step * k));
+            }
+            // The model, entry by entry: a stretch takes the next id while it
+            // is the last one plus or minus one, the same way as the stretch
+            // went so far (a stretch of one entry goes up).
+            struct Stretch {
+                std::size_t first, count;
+                index_t step;
+                bool operator==(const Stretch& o) const {
+                    return first == o.first && count == o.count && step == o.step;
+                }
+            };
+            std::vector<Stretch> model;
+            for (std::size_t k = 0; k < ids.size(); ++k) {
+                const index_t d = k > 0 ? ids[k] - ids[k - 1] : 0;
+                if (!model.empty() && (d == 1 || d == -1) &&
+                    (model.back().count == 1 || d == model.back().step)) {
+                    model.back().step = d;
+                    ++model.back().count;
+                } else {
+                    model.push_back({k, 1, 1});
+                }
+            }
+            std::vector<Stretch> found;
+            detail::for_each_stepped_run(ids.data(), ids.size(),
+                                         [&](std::size_t i, std::size_t n, index_t step) {
+                                             found.push_back({i, n, step});
+                                         });
+            CHECK(found == model);
+            std::vector<std::pair<index_t, std::size_t>> rows, model_rows;
+            for (const Stretch& s : model)
+                model_rows.emplace_back(std::min(ids[s.first], ids[s.first + s.count - 1]),
+                                        s.count);
+            detail::for_each_row_range(ids.data(), ids.size(), [&](index_t lowest, std::size_t n) {
+                rows.emplace_back(lowest, n);
+            });
+            CHECK(rows == model_rows);
+        }
+    }
+}
