@@ -116,6 +116,15 @@ public:
     bool save_stretches(const index_t* indices, std::size_t n) {
         if (!this->open_ || n == 0)
             return true;
+        // A run of pages either way (a flush's survivors, a request's pages):
+        // its one stretch, found by a vectorised check.
+        const index_t span = indices[n - 1] - indices[0];
+        if ((span == static_cast<index_t>(n) - 1 && consecutive(indices, n)) ||
+            (span == 1 - static_cast<index_t>(n) && consecutive_down(indices, n))) {
+            const auto lo = static_cast<std::size_t>(std::min(indices[0], indices[n - 1]));
+            save_stretch(lo, lo + n);
+            return true;
+        }
         const std::size_t most = n / 4 + 1;
         found_.clear();
         auto lo = static_cast<std::size_t>(indices[0]), hi = lo;
