@@ -13,6 +13,28 @@ namespace kvpool::detail {
 
 namespace {
 
+// The distinct pages in ascending order, into sorted: the stretches they
+// come in (a request's pages, moved about in pieces by compaction) ordered
+// by their lowest page, each written out ascending; pages too scattered for
+// stretches to pay are sorted one by one.
+void sort_distinct_pages(const std::vector<index_t>& pages, std::vector<index_t>& sorted) {
+    std::vector<IdRun<index_t>> stretches;
+    for_each_row_range(pages.data(), pages.size(), [&](index_t lowest, std::size_t count) {
+        stretches.push_back({lowest, static_cast<index_t>(count)});
+    });
+    sorted.clear();
+    if (8 * stretches.size() > pages.size()) {
+        sorted = pages;
+        std::sort(sorted.begin(), sorted.end());
+        return;
+    }
+    std::sort(stretches.begin(), stretches.end(),
+              [](const IdRun<index_t>& a, const IdRun<index_t>& b) { return a.first < b.first; });
+    sorted.reserve(pages.size());
+    for (const IdRun<index_t>& s : stretches)
+        append_run(sorted, s.first, s.count);
+}
+
 void note_holes_peak(const Band& band) {
     band.counters.holes_peak =
         std::max(band.counters.holes_peak, static_cast<index_t>(band.tables.holes.size()));
@@ -82,10 +104,8 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
     // only where that order is not).
     std::vector<index_t> physical, sorted;
     t.append_physical(virtual_pages.data(), n, physical);
-    if (!std::is_sorted(physical.begin(), physical.end())) {
-        sorted = physical;
-        std::sort(sorted.begin(), sorted.end());
-    }
+    if (!std::is_sorted(physical.begin(), physical.end()))
+        sort_distinct_pages(physical, sorted);
     const std::vector<index_t>& freed = sorted.empty() ? physical : sorted;
     const auto k = static_cast<index_t>(freed.size());
     // The band shrinks by k pages at the frontier; survivors of the vacated
