@@ -76,57 +76,46 @@ def short_calls(ps, n):
         )
     rows.append((f"decode 256, page {ps}", whole, bare))
 
-    zeros = torch.zeros(4, dtype=torch.int64)
-    new = torch.full((4,), 512, dtype=torch.int64)
-    zeros_d, new_d, new_last = zeros.to(bp.DEVICE), new.to(bp.DEVICE), bp.ids([-1] * 4)
-    extend_out = torch.empty(2048, dtype=torch.int64, device=bp.DEVICE)
-    whole = median_us(lambda: a.alloc_extend(zeros_d, zeros, new_d, new, new_last, 2048), n, a)
-    bare = median_us(
-        lambda: lib.kvpool_kv_alloc_extend(
-            pair._kv,
-            stream(),
-            zeros.data_ptr(),
-            new.data_ptr(),
-            4,
-            new_last.data_ptr(),
-            extend_out.data_ptr(),
-            2048,
-            ok_ref,
-        ),
-        n,
-        a,
-    )
-    rows.append((f"prefill 4x512, page {ps}", whole, bare))
-
-    # bench_python.py's prefill row as it calls it: whether its extra host time
-    # over kvpool-bench is in the C call or in the binding around it
-    big = 32 * 512
-    big_out = torch.empty(big, dtype=torch.int64, device=bp.DEVICE)
-    if ps == 1:
-        whole = median_us(lambda: a.alloc(big), n, a)
-        bare = median_us(
-            lambda: lib.kvpool_kv_alloc(pair._kv, stream(), big, big_out.data_ptr(), ok_ref), n, a
+    def extend(requests):
+        """(kvpool.sglang us, bare C us) of alloc_extend admitting requests x 512 tokens."""
+        tokens = requests * 512
+        zeros = torch.zeros(requests, dtype=torch.int64)
+        new = torch.full((requests,), 512, dtype=torch.int64)
+        zeros_d, new_d, new_last = zeros.to(bp.DEVICE), new.to(bp.DEVICE), bp.ids([-1] * requests)
+        extend_out = torch.empty(tokens, dtype=torch.int64, device=bp.DEVICE)
+        whole = median_us(
+            lambda: a.alloc_extend(zeros_d, zeros, new_d, new, new_last, tokens), n, a
         )
-    else:
-        zeros = torch.zeros(32, dtype=torch.int64)
-        new = torch.full((32,), 512, dtype=torch.int64)
-        zeros_d, new_d, new_last = zeros.to(bp.DEVICE), new.to(bp.DEVICE), bp.ids([-1] * 32)
-        whole = median_us(lambda: a.alloc_extend(zeros_d, zeros, new_d, new, new_last, big), n, a)
         bare = median_us(
             lambda: lib.kvpool_kv_alloc_extend(
                 pair._kv,
                 stream(),
                 zeros.data_ptr(),
                 new.data_ptr(),
-                32,
+                requests,
                 new_last.data_ptr(),
-                big_out.data_ptr(),
-                big,
+                extend_out.data_ptr(),
+                tokens,
                 ok_ref,
             ),
             n,
             a,
         )
+        return whole, bare
+
+    rows.append((f"prefill 4x512, page {ps}", *extend(4)))
+
+    # bench_python.py's prefill row as it calls it (alloc at page 1): whether its
+    # extra host time over kvpool-bench is in the C call or in the binding around it
+    if ps == 1:
+        big = 32 * 512
+        big_out = torch.empty(big, dtype=torch.int64, device=bp.DEVICE)
+        whole = median_us(lambda: a.alloc(big), n, a)
+        bare = median_us(
+            lambda: lib.kvpool_kv_alloc(pair._kv, stream(), big, big_out.data_ptr(), ok_ref), n, a
+        )
+    else:
+        whole, bare = extend(32)
     rows.append((f"prefill 32x512 (bench_python's row), page {ps}", whole, bare))
 
     virt = bp.ids([r[0] for r in s.requests])
