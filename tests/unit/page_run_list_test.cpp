@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <utility>
 
 using namespace kvpool;
 using namespace kvpool::test;
@@ -135,6 +136,22 @@ void check_paired(const PageRunList& a, const PageRunList& b) {
             from_runs.push_back(pairing(v.first, v.step, p.first, p.step, v.count));
         });
     CHECK(from_runs == paired_stretches(va, vb));
+}
+
+// Up to five stretches of 1 to 7 ids, each from stretch() = (first id,
+// step), the ids stepping in two's complement (so a stretch may wrap).
+template <class Stretch>
+std::vector<index_t> random_stretches(std::mt19937_64& rng, const Stretch& stretch) {
+    std::vector<index_t> ids;
+    const int stretches = static_cast<int>(rng() % 6);
+    for (int s = 0; s < stretches; ++s) {
+        const auto [first, step] = stretch();
+        const auto count = 1 + rng() % 7;
+        for (std::uint64_t k = 0; k < count; ++k)
+            ids.push_back(static_cast<index_t>(static_cast<std::uint64_t>(first) +
+                                               k * static_cast<std::uint64_t>(step)));
+    }
+    return ids;
 }
 
 } // namespace
@@ -287,15 +304,10 @@ TEST_CASE("id runs: for_each_run finds the maximal ascending stretches of any id
         for (int trial = 0; trial < 500; ++trial) {
             // Ids near 0 or near either end, in stretches that step by one
             // (wrapping from the largest id to the smallest) or jump.
-            std::vector<index_t> ids;
-            const int stretches = static_cast<int>(rng() % 6);
-            for (int s = 0; s < stretches; ++s) {
+            const std::vector<index_t> ids = random_stretches(rng, [&] {
                 const index_t bases[] = {static_cast<index_t>(rng() % 50), most - 3, least};
-                const auto start = static_cast<std::uint64_t>(bases[rng() % 3]);
-                const auto count = 1 + rng() % 7;
-                for (std::uint64_t k = 0; k < count; ++k)
-                    ids.push_back(static_cast<index_t>(start + k));
-            }
+                return std::pair{bases[rng() % 3], index_t(1)};
+            });
             // The model: a stretch ends where the next id is not the last
             // one plus one, two's complement.
             std::vector<std::pair<std::size_t, std::size_t>> model;
@@ -334,15 +346,12 @@ TEST_CASE("id runs: for_each_stepped_run finds the maximal stretches going up or
         INFO("seed " << seed);
         std::mt19937_64 rng(seed);
         for (int trial = 0; trial < 500; ++trial) {
-            std::vector<index_t> ids;
-            const int stretches = static_cast<int>(rng() % 6);
-            for (int s = 0; s < stretches; ++s) {
-                const index_t start = static_cast<index_t>(rng() % 40);
-                const index_t step = rng() % 2 ? 1 : -1;
-                const auto count = static_cast<index_t>(1 + rng() % 7);
-                for (index_t k = 0; k < count; ++k)
-                    ids.push_back(std::max<index_t>(0, start + step * k));
-            }
+            // Small ids in stretches going up or down, clipped at 0.
+            std::vector<index_t> ids = random_stretches(rng, [&] {
+                return std::pair{static_cast<index_t>(rng() % 40), index_t(rng() % 2 ? 1 : -1)};
+            });
+            for (index_t& id : ids)
+                id = std::max<index_t>(0, id);
             // The model, entry by entry: a stretch takes the next id while it
             // is the last one plus or minus one, the same way as the stretch
             // went so far (a stretch of one entry goes up).
