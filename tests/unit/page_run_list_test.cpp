@@ -7,6 +7,7 @@
 #include <kvpool/detail/follower_pages.hpp>
 #include <kvpool/detail/page_run_list.hpp>
 
+#include "stepped_stretches.hpp"
 #include "test_config.hpp"
 #include "test_support.hpp"
 
@@ -102,27 +103,13 @@ Pairing pairing(index_t a, index_t step_a, index_t b, index_t step_b, index_t co
     return count == 1 ? Pairing{a, 1, b, 1, 1} : Pairing{a, step_a, b, step_b, count};
 }
 
-// The model: the maximal stretches of positions where each list steps by +1
-// or by -1 (each its own way) from entry to entry, found page by page.
+// The model's paired runs: the lists' stepped stretches, walked page by page.
 std::vector<Pairing> paired_stretches(const std::vector<index_t>& a,
                                       const std::vector<index_t>& b) {
     std::vector<Pairing> stretches;
-    std::size_t first = 0;
-    index_t step_a = 0, step_b = 0;
-    for (std::size_t k = 1; k <= a.size(); ++k) {
-        const auto goes_on = [&](const std::vector<index_t>& x, index_t& step) {
-            const index_t d = x[k] - x[k - 1];
-            if (k - first > 1)
-                return d == step;
-            step = d;
-            return d == 1 || d == -1;
-        };
-        if (k < a.size() && goes_on(a, step_a) && goes_on(b, step_b))
-            continue;
-        const auto count = static_cast<index_t>(k - first);
-        stretches.push_back(pairing(a[first], step_a, b[first], step_b, count));
-        first = k;
-    }
+    for (const SteppedStretch& s : stepped_stretches({&a, &b}))
+        stretches.push_back(
+            pairing(a[s.first], s.steps[0], b[s.first], s.steps[1], static_cast<index_t>(s.count)));
     return stretches;
 }
 
@@ -352,35 +339,16 @@ TEST_CASE("id runs: for_each_stepped_run finds the maximal stretches going up or
             });
             for (index_t& id : ids)
                 id = std::max<index_t>(0, id);
-            // The model, entry by entry: a stretch takes the next id while it
-            // is the last one plus or minus one, the same way as the stretch
-            // went so far (a stretch of one entry goes up).
-            struct Stretch {
-                std::size_t first, count;
-                index_t step;
-                bool operator==(const Stretch& o) const {
-                    return first == o.first && count == o.count && step == o.step;
-                }
-            };
-            std::vector<Stretch> model;
-            for (std::size_t k = 0; k < ids.size(); ++k) {
-                const index_t d = k > 0 ? ids[k] - ids[k - 1] : 0;
-                if (!model.empty() && (d == 1 || d == -1) &&
-                    (model.back().count == 1 || d == model.back().step)) {
-                    model.back().step = d;
-                    ++model.back().count;
-                } else {
-                    model.push_back({k, 1, 1});
-                }
-            }
-            std::vector<Stretch> found;
+            // The model, entry by entry (a stretch of one entry goes up).
+            const std::vector<SteppedStretch> model = stepped_stretches({&ids});
+            std::vector<SteppedStretch> found;
             detail::for_each_stepped_run(ids.data(), ids.size(),
                                          [&](std::size_t i, std::size_t n, index_t step) {
-                                             found.push_back({i, n, step});
+                                             found.push_back({i, n, {step}});
                                          });
             CHECK(found == model);
             std::vector<std::pair<index_t, std::size_t>> rows, model_rows;
-            for (const Stretch& s : model)
+            for (const SteppedStretch& s : model)
                 model_rows.emplace_back(std::min(ids[s.first], ids[s.first + s.count - 1]),
                                         s.count);
             detail::for_each_row_range(ids.data(), ids.size(), [&](index_t lowest, std::size_t n) {

@@ -6,6 +6,7 @@
 
 #include "device_delay.hpp"
 #include "kernel_inputs.hpp"
+#include "stepped_stretches.hpp"
 #include "test_config.hpp"
 #include "test_support.hpp"
 
@@ -45,30 +46,6 @@ Lists lists_of_runs(const std::vector<index_t>& lengths, std::mt19937_64& rng) {
     return l;
 }
 
-// The model's run count: the stretches a walk page by page finds, each
-// list's direction set at a stretch's second page.
-int stretch_count(const std::vector<const std::vector<index_t>*>& lists) {
-    const std::size_t n = lists[0]->size();
-    int count = n > 0 ? 1 : 0;
-    std::vector<index_t> step(lists.size());
-    std::size_t first = 0;
-    for (std::size_t k = 1; k < n; ++k) {
-        bool goes_on = true;
-        for (std::size_t i = 0; i < lists.size() && goes_on; ++i) {
-            const index_t d = (*lists[i])[k] - (*lists[i])[k - 1];
-            goes_on = k - first == 1 ? d == 1 || d == -1 : d == step[i];
-        }
-        if (goes_on && k - first == 1)
-            for (std::size_t i = 0; i < lists.size(); ++i)
-                step[i] = (*lists[i])[k] - (*lists[i])[k - 1];
-        if (!goes_on) {
-            ++count;
-            first = k;
-        }
-    }
-    return count;
-}
-
 } // namespace
 
 TEST_CASE(
@@ -90,7 +67,7 @@ TEST_CASE(
             std::vector<const std::vector<index_t>*> listed{&l.virtual_pages, &l.physical_pages};
             if (with_follower)
                 listed.push_back(&l.follower_pages);
-            const int expected = stretch_count(listed);
+            const auto expected = static_cast<int>(stepped_stretches(listed).size());
             CHECK(expected <= run_count);
             INFO("trial " << trial << ", " << expected << " runs, follower " << with_follower);
             const kernels::PageRuns runs = runs_of(l.virtual_pages, l.physical_pages,
