@@ -45,7 +45,7 @@ void note_holes_peak(const Band& band) {
 // ---------------------------------------------------------------- moves and frees
 
 void Compaction::move_pages(const Band& band, const std::vector<index_t>& src, const index_t* dst,
-                            PageState src_after, MoveStart start) {
+                            PageState src_after, MoveStart start, const index_t* src_virtual) {
     BandTables& t = band.tables;
     DevicePlan& plan = band.plan;
     const std::size_t n = src.size();
@@ -57,7 +57,10 @@ void Compaction::move_pages(const Band& band, const std::vector<index_t>& src, c
         move_starter_();
     // The moved virtual pages, read before any change: the plan's v2p rows.
     const std::size_t v0 = plan.v2p_index.size();
-    t.append_virtual(src.data(), n, plan.v2p_index);
+    if (src_virtual)
+        plan.v2p_index.insert(plan.v2p_index.end(), src_virtual, src_virtual + n);
+    else
+        t.append_virtual(src.data(), n, plan.v2p_index);
     const index_t* const moved = plan.v2p_index.data() + v0;
     // Sources and destinations are disjoint, so every entry is saved before
     // any changes; where one table's entries are too scattered for stretches,
@@ -161,12 +164,17 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
                           static_cast<std::size_t>(vacated_last - vacated_first), unbound);
     t.live_pages -= k;
     t.watermark = dir.grown(t.watermark, -k);
+    // The record is whole before the moves change anything, so that a throw
+    // inside them can be undone; the moves then take its virtual pages.
+    const index_t* survivors_virtual = nullptr;
     if (record) {
         t.append_virtual(survivors.data(), survivors.size(), record->moved_virtual);
         record->move_src = survivors;
         record->move_dst = holes;
+        survivors_virtual = record->moved_virtual.data();
     }
-    move_pages(band, survivors, holes.data(), PageState::outside);
+    move_pages(band, survivors, holes.data(), PageState::outside, MoveStart::with_plan,
+               survivors_virtual);
     plan.overwrites_freed_pages = plan.overwrites_freed_pages || !survivors.empty();
 }
 

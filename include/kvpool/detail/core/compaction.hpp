@@ -108,9 +108,11 @@ private:
     // Page src[k] onto dst[k] for every k, host mirror and plan; src[k] is
     // then in state src_after. Journaled in stretches where the pages lie close.
     // early: the move starter, if set, launches the moves before the bookkeeping.
+    // src_virtual, when given, holds the virtual pages bound to src (already read).
     enum class MoveStart { with_plan, early };
     void move_pages(const Band& band, const std::vector<index_t>& src, const index_t* dst,
-                    PageState src_after, MoveStart start = MoveStart::with_plan);
+                    PageState src_after, MoveStart start = MoveStart::with_plan,
+                    const index_t* src_virtual = nullptr);
 
     JournaledValue<std::vector<PendingBatch>> pending_;
     index_t pending_pages_ = 0;
