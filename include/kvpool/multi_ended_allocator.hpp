@@ -559,6 +559,7 @@ private:
         const index_t batch = static_cast<index_t>(seq_lens.size());
         require_length("alloc_decode: last_loc", last_loc, batch);
         require_length("alloc_decode: out", out, batch);
+        const index_t page_tokens = page_size();
         index_t pages = 0;
         for (index_t r = 0; r < batch; ++r) {
             if (seq_lens[r] < 1)
@@ -566,7 +567,7 @@ private:
                             "alloc_decode: request " + std::to_string(r) + " has seq_len " +
                                 std::to_string(seq_lens[r]) + " (must count the new token)");
             page_start[r] = pages;
-            pages += detail::pages_needed_for_decode(&seq_lens[r], 1, page_size());
+            pages += detail::decode_opens_page(seq_lens[r], page_tokens) ? 1 : 0;
         }
         return pages;
     }

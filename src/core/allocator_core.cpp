@@ -23,13 +23,6 @@ index_t pages_needed_for_extend(const index_t* prefix_lens, const index_t* seq_l
     return pages;
 }
 
-index_t pages_needed_for_decode(const index_t* seq_lens, index_t batch, index_t page_size) {
-    index_t pages = 0;
-    for (index_t i = 0; i < batch; ++i)
-        pages += ceil_div(seq_lens[i], page_size) - ceil_div(seq_lens[i] - 1, page_size);
-    return pages;
-}
-
 AllocatorCore::AllocatorCore(const SubPoolGeometry& geometry, index_t total_bytes,
                              AllocatorOptions options)
     : geometry_(geometry), total_bytes_(total_bytes), options_(options) {

@@ -66,17 +66,17 @@ std::vector<index_t> all_tokens(const Requests& reqs) {
     return all;
 }
 
-// Each request's tokens fill whole pages in order: token j sits at offset j % 16
-// of its page, and no two requests share a page.
-void check_page_structure(const Requests& reqs) {
+// Each request's tokens fill whole pages in order: token j sits at offset
+// j % page_size of its page, and no two requests share a page.
+void check_page_structure(const Requests& reqs, index_t page_size = page) {
     std::map<index_t, std::size_t> page_owner;
     for (std::size_t r = 0; r < reqs.size(); ++r)
         for (std::size_t j = 0; j < reqs[r].size(); ++j) {
             const index_t t = reqs[r][j];
-            CHECK(t % page == static_cast<index_t>(j) % page);
-            if (j % page != 0)
+            CHECK(t % page_size == static_cast<index_t>(j) % page_size);
+            if (static_cast<index_t>(j) % page_size != 0)
                 CHECK(t == reqs[r][j - 1] + 1);
-            auto [it, inserted] = page_owner.emplace(t / page, r);
+            auto [it, inserted] = page_owner.emplace(t / page_size, r);
             CHECK(it->second == r);
         }
 }
@@ -120,6 +120,45 @@ TEST_CASE("paged: alloc_decode takes a page only when a request crosses a bounda
             CHECK(v2p[t / page] > 0);
         check_all(p.pool, p.full, 0, all_tokens(reqs));
     }
+}
+
+TEST_CASE("paged: decode_opens_page is the reference's new-page count at any page size",
+          "[paged]") {
+    // The reference: ceil(seq_len / page) - ceil((seq_len - 1) / page).
+    for (index_t page_size : {1, 2, 3, 12, 16, 48, 64, 100, 1024})
+        for (index_t seq_len = 1; seq_len <= 5000; ++seq_len) {
+            const index_t reference = (seq_len + page_size - 1) / page_size -
+                                      (seq_len - 1 + page_size - 1) / page_size;
+            INFO("page size " << page_size << ", seq_len " << seq_len);
+            REQUIRE(detail::decode_opens_page(seq_len, page_size) == (reference == 1));
+        }
+    const index_t huge = index_t(1) << 40;
+    CHECK(detail::decode_opens_page(huge + 1, 1024));
+    CHECK_FALSE(detail::decode_opens_page(huge, 1024));
+    CHECK(detail::decode_opens_page(3 * huge + 1, 3));
+    CHECK_FALSE(detail::decode_opens_page(3 * huge + 2, 3));
+}
+
+TEST_CASE("paged: alloc_decode at page sizes that are no power of two", "[paged]") {
+    for (index_t page_size : {3, 12})
+        for (auto mode : {CompactionMode::eager, CompactionMode::lazy}) {
+            INFO("page size " << page_size << ", mode " << static_cast<int>(mode));
+            Pool pool(PoolLayout(256 * 1024, {spec("full", 24, page_size, GrowDirection::up),
+                                              spec("swa", 8, page_size, GrowDirection::down)}));
+            Allocator full(pool, "full", options(mode)), peer(pool, "swa", options(mode));
+            full.bind_peer(peer);
+            Requests reqs(4);
+            stamp_tokens(pool, full, 0, extend(full, reqs, {1, page_size - 1, page_size, 5}));
+            for (int step = 0; step < 2 * static_cast<int>(page_size) + 1; ++step) {
+                stamp_tokens(pool, full, 0, decode(full, reqs));
+                index_t pages = 0;
+                for (const auto& r : reqs)
+                    pages += (static_cast<index_t>(r.size()) + page_size - 1) / page_size;
+                REQUIRE(full.allocated_count() == pages * page_size);
+            }
+            check_page_structure(reqs, page_size);
+            check_all(pool, full, 0, all_tokens(reqs));
+        }
 }
 
 TEST_CASE("paged: freeing a request from the middle keeps everyone's data", "[paged]") {

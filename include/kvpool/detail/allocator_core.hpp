@@ -348,8 +348,14 @@ private:
 // the prefix's pages do not cover.
 index_t pages_needed_for_extend(const index_t* prefix_lens, const index_t* seq_lens, index_t batch,
                                 index_t page_size);
-// Pages that alloc_decode needs: requests whose new token starts a page.
-index_t pages_needed_for_decode(const index_t* seq_lens, index_t batch, index_t page_size);
+// Whether a decode's token, the seq_len-th of its request (seq_len >= 1),
+// starts a page. One mask, or one division where the page size is no power of
+// two: a decode batch asks this of every request.
+inline bool decode_opens_page(index_t seq_len, index_t page_size) {
+    const index_t offset = seq_len - 1;
+    return (page_size & (page_size - 1)) == 0 ? (offset & (page_size - 1)) == 0
+                                              : offset % page_size == 0;
+}
 
 } // namespace detail
 } // namespace kvpool
