@@ -127,8 +127,8 @@ TEST_CASE("paged: decode_opens_page is the reference's new-page count at any pag
     // The reference: ceil(seq_len / page) - ceil((seq_len - 1) / page).
     for (index_t page_size : {1, 2, 3, 12, 16, 48, 64, 100, 1024})
         for (index_t seq_len = 1; seq_len <= 5000; ++seq_len) {
-            const index_t reference = (seq_len + page_size - 1) / page_size -
-                                      (seq_len - 1 + page_size - 1) / page_size;
+            const index_t reference =
+                (seq_len + page_size - 1) / page_size - (seq_len - 1 + page_size - 1) / page_size;
             INFO("page size " << page_size << ", seq_len " << seq_len);
             REQUIRE(detail::decode_opens_page(seq_len, page_size) == (reference == 1));
         }
