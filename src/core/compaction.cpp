@@ -17,20 +17,20 @@ namespace {
 // come in (a request's pages, moved about in pieces by compaction) ordered
 // by their lowest page, each written out ascending; pages too scattered for
 // stretches to pay are sorted one by one.
-void sort_distinct_pages(const std::vector<index_t>& pages, std::vector<index_t>& sorted) {
+void sort_distinct_pages(const index_t* pages, std::size_t n, std::vector<index_t>& sorted) {
     std::vector<IdRun<index_t>> stretches;
-    for_each_row_range(pages.data(), pages.size(), [&](index_t lowest, std::size_t count) {
+    for_each_row_range(pages, n, [&](index_t lowest, std::size_t count) {
         stretches.push_back({lowest, static_cast<index_t>(count)});
     });
     sorted.clear();
-    if (8 * stretches.size() > pages.size()) {
-        sorted = pages;
+    if (8 * stretches.size() > n) {
+        sorted.assign(pages, pages + n);
         std::sort(sorted.begin(), sorted.end());
         return;
     }
     std::sort(stretches.begin(), stretches.end(),
               [](const IdRun<index_t>& a, const IdRun<index_t>& b) { return a.first < b.first; });
-    sorted.reserve(pages.size());
+    sorted.reserve(n);
     for (const IdRun<index_t>& s : stretches)
         append_run(sorted, s.first, s.count);
 }
@@ -100,17 +100,22 @@ void Compaction::move_pages(const Band& band, const std::vector<index_t>& src, c
 }
 
 void Compaction::free_eager(const Band& band, MoveGate& gate,
-                            const std::vector<index_t>& virtual_pages, CompactionRecord* record) {
+                            const std::vector<index_t>& virtual_pages, CompactionRecord* record,
+                            const index_t* physical) {
     BandTables& t = band.tables;
     const std::size_t n = virtual_pages.size();
-    // The freed pages' physical pages in the order freed, and sorted (a copy
-    // only where that order is not).
-    std::vector<index_t> physical, sorted;
-    t.append_physical(virtual_pages.data(), n, physical);
-    if (!std::is_sorted(physical.begin(), physical.end()))
-        sort_distinct_pages(physical, sorted);
-    const std::vector<index_t>& freed = sorted.empty() ? physical : sorted;
-    const auto k = static_cast<index_t>(freed.size());
+    // The freed pages' physical pages in the order freed (read here unless
+    // the caller has), and sorted (a copy only where that order is not).
+    std::vector<index_t> read, sorted;
+    if (!physical) {
+        t.append_physical(virtual_pages.data(), n, read);
+        physical = read.data();
+    }
+    if (!std::is_sorted(physical, physical + n))
+        sort_distinct_pages(physical, n, sorted);
+    const index_t* const freed = sorted.empty() ? physical : sorted.data();
+    const index_t* const freed_end = freed + n;
+    const auto k = static_cast<index_t>(n);
     // The band shrinks by k pages at the frontier; survivors of the vacated
     // positions move into the holes the free leaves inside the kept band. The
     // whole compaction is worked out and checked before anything changes.
@@ -121,10 +126,10 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
                                      k, dir.band_end(t.watermark) - dir.band_begin(t.watermark)));
     // freed is sorted: the holes are its pages before and past the vacated
     // positions, and the survivors the live pages of those it does not hold.
-    const auto vacated_first = std::lower_bound(freed.begin(), freed.end(), vacated_lo);
-    const auto vacated_last = std::lower_bound(vacated_first, freed.end(), vacated_hi);
-    std::vector<index_t> holes(freed.begin(), vacated_first);
-    holes.insert(holes.end(), vacated_last, freed.end());
+    const index_t* const vacated_first = std::lower_bound(freed, freed_end, vacated_lo);
+    const index_t* const vacated_last = std::lower_bound(vacated_first, freed_end, vacated_hi);
+    std::vector<index_t> holes(freed, vacated_first);
+    holes.insert(holes.end(), vacated_last, freed_end);
     std::vector<index_t> survivors(static_cast<std::size_t>(vacated_hi - vacated_lo));
     std::size_t found = 0;
     auto next_freed = vacated_first;
@@ -154,7 +159,7 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
     // The forward pass in flight may still read the pages about to move.
     if (latest_forward_done_ && !latest_forward_done_->is_complete())
         band.plan.waits.push_back(latest_forward_done_);
-    t.unbind(virtual_pages.data(), physical.data(), n, PageState::outside);
+    t.unbind(virtual_pages.data(), physical, n, PageState::outside);
     DevicePlan& plan = band.plan;
     plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
     plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);
@@ -178,17 +183,21 @@ void Compaction::free_eager(const Band& band, MoveGate& gate,
     plan.overwrites_freed_pages = plan.overwrites_freed_pages || !survivors.empty();
 }
 
-void Compaction::free_lazy(const Band& band, const std::vector<index_t>& virtual_pages) {
+void Compaction::free_lazy(const Band& band, const std::vector<index_t>& virtual_pages,
+                           const index_t* physical) {
     BandTables& t = band.tables;
     DevicePlan& plan = band.plan;
     const std::size_t n = virtual_pages.size();
-    // The freed pages' physical pages, in the order freed, are the plan's p2v
-    // rows and the new holes.
+    // The freed pages' physical pages, in the order freed (read here unless
+    // the caller has), are the plan's p2v rows and the new holes.
     const std::size_t at = plan.p2v_index.size();
-    t.append_physical(virtual_pages.data(), n, plan.p2v_index);
-    const index_t* const physical = plan.p2v_index.data() + at;
-    t.unbind(virtual_pages.data(), physical, n, PageState::hole);
-    t.holes.insert_back(physical, physical + n);
+    if (physical)
+        plan.p2v_index.insert(plan.p2v_index.end(), physical, physical + n);
+    else
+        t.append_physical(virtual_pages.data(), n, plan.p2v_index);
+    const index_t* const freed = plan.p2v_index.data() + at;
+    t.unbind(virtual_pages.data(), freed, n, PageState::hole);
+    t.holes.insert_back(freed, freed + n);
     plan.p2v_value.insert(plan.p2v_value.end(), n, unbound);
     plan.v2p_index.insert(plan.v2p_index.end(), virtual_pages.begin(), virtual_pages.end());
     plan.v2p_value.insert(plan.v2p_value.end(), n, unbound);

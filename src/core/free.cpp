@@ -229,12 +229,13 @@ void AllocatorCore::free_pages(const std::vector<index_t>& virtual_pages) {
     // log takes it back from its record.
     const bool unjournaled = transaction_.takes_free();
     const Unjournaled quiet(transaction_scope(), unjournaled);
-    if (unjournaled)
-        transaction_.begin_free(tables_, virtual_pages);
+    // The record's physical pages serve the free too: one read of v2p.
+    const index_t* const physical =
+        unjournaled ? transaction_.begin_free(tables_, virtual_pages).data() : nullptr;
     if (is_lazy())
-        compaction_.free_lazy(band(), virtual_pages);
+        compaction_.free_lazy(band(), virtual_pages, physical);
     else
-        compaction_.free_eager(band(), gate_, virtual_pages, transaction_.free_record());
+        compaction_.free_eager(band(), gate_, virtual_pages, transaction_.free_record(), physical);
     if (options_.is_id_owner)
         tables_.free_virtual_pages.insert_back(virtual_pages.data(),
                                                virtual_pages.data() + virtual_pages.size());

@@ -38,8 +38,8 @@ bool TransactionLog::take_allocation(const PageBinding& binding, bool from_free_
     return true;
 }
 
-void TransactionLog::begin_free(const BandTables& tables,
-                                const std::vector<index_t>& virtual_pages) {
+const std::vector<index_t>& TransactionLog::begin_free(const BandTables& tables,
+                                                       const std::vector<index_t>& virtual_pages) {
     // The lists are cleared, not replaced: they keep their room from call to call.
     free_.recording = true;
     free_.applied = false;
@@ -51,6 +51,7 @@ void TransactionLog::begin_free(const BandTables& tables,
     c.move_src.clear();
     c.move_dst.clear();
     c.gates_before.reset();
+    return free_.physical_pages;
 }
 
 void TransactionLog::undo_free(const TransactionScope& scope, const Free& f) {

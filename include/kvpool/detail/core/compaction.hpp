@@ -37,13 +37,16 @@ public:
     void set_move_starter(move_starter starter) { move_starter_ = std::move(starter); }
 
     // ---- frees (the pages are bound; the caller checked the free is allowed) ----
+    // physical, when given, holds the pages' physical pages as the caller
+    // read them (else the free reads them).
     // A lazy side's: the pages become holes, at the back of the hole list.
-    void free_lazy(const Band& band, const std::vector<index_t>& virtual_pages);
+    void free_lazy(const Band& band, const std::vector<index_t>& virtual_pages,
+                   const index_t* physical);
     // An eager side's: the band shrinks by the freed pages at once, survivors
     // of the vacated frontier moving into the holes left inside it. record,
     // when given, receives what a rollback needs.
     void free_eager(const Band& band, MoveGate& gate, const std::vector<index_t>& virtual_pages,
-                    CompactionRecord* record);
+                    CompactionRecord* record, const index_t* physical);
 
     // ---- a lazy side's flush (the caller checked it may relocate) ----
     // One pass; returns pages moved. See AllocatorCore::flush.

@@ -72,10 +72,12 @@ public:
 
     // Whether the free about to happen goes unjournaled: the transaction's
     // first, with no unjournaled allocation before it. begin_free() then
-    // records the pages and where they are, free_record() takes what the
-    // compaction did, and end_free() marks the free applied.
+    // records the pages and where they are (and returns the latter, for the
+    // free), free_record() takes what the compaction did, and end_free()
+    // marks the free applied.
     bool takes_free() const { return open_ && !free_.applied && allocation_.binding == nullptr; }
-    void begin_free(const BandTables& tables, const std::vector<index_t>& virtual_pages);
+    const std::vector<index_t>& begin_free(const BandTables& tables,
+                                           const std::vector<index_t>& virtual_pages);
     CompactionRecord* free_record() { return free_.recording ? &free_.compaction : nullptr; }
     void end_free() {
         free_.recording = false;
