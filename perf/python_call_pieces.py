@@ -3,7 +3,8 @@
 through kvpool.sglang, then the same C function(s) called bare through ctypes with their
 arguments made beforehand (the C API and the C++ core), and their ratio; then each piece the
 binding adds on its own (the result tensor, torch's current stream, the argument checks as
-the short calls make them in line and as any other input takes them, a ctypes crossing).
+the short calls make them in line and as any other input takes them, a ctypes crossing), and
+on CUDA the two waits: bench_python.py's for the whole device, kvpool-bench's for a stream.
 Medians of host time in us over --calls calls, on the device bench_python.py uses (the SWA
 pair; free, flush and the serving step on a lazy one). A call that allocates runs inside a
 backup window, restored after each call; a free's request is admitted again after it, and a
@@ -244,6 +245,12 @@ def main():
         ("device ids check (last_loc, in line)", lambda: pair._last_loc(out, 256)),
         ("a ctypes crossing (no arguments)", lib.kvpool_live_handles),
     ]
+    if bp.DEVICE.type == "cuda":
+        # bench_python.py waits for the whole device, kvpool-bench for its instance's stream
+        pieces += [
+            ("wait on an idle device: the whole device", bp.sync),
+            ("wait on an idle device: the current stream", torch.cuda.current_stream().synchronize),
+        ]
     print(f"{'piece':52} {'us':>8}")
     for name, call in pieces:
         print(f"{name:52} {median_us(call, n):8.2f}")
