@@ -11,7 +11,11 @@ prefill batch admitted (alloc_extend), every running request decoded
 requests freed, an opportunistic flush.
 
 usage: KVPOOL_LIBRARY=build/cuda-hopper/lib/libkvpool_c.so PYTHONPATH=bindings/python \\
-       perf/bench_python.py [--cpp kvpool-bench.json] [--out python-bench.json] [--iterations N] [--filter S]
+       perf/bench_python.py [--cpp kvpool-bench.json] [--out python-bench.json] [--iterations N]
+                            [--repetitions R] [--filter S]
+--repetitions runs each row R times from a fresh set-up, as kvpool-bench's repetitions do: the
+row's figures are the medians of the repetitions' medians, and its spread ((highest - lowest) /
+median of the repetitions' wall times) is printed and kept in the JSON with their times.
 KVPOOL_BENCH_TOKENS shrinks the pool (and the Mamba slot count with it), and KVPOOL_BENCH_LAYERS
 the SWA pair's layers per side (32), as for kvpool-bench.
 """
@@ -426,6 +430,7 @@ def main():
     )
     parser.add_argument("--out", default="python-bench.json")
     parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--repetitions", type=int, default=1)
     parser.add_argument("--filter", default="", help="run only rows whose name contains this")
     args = parser.parse_args()
 
@@ -437,33 +442,52 @@ def main():
         with open(args.cpp) as f:
             cpp = run_benchmarks.medians(json.load(f))
 
+    if args.iterations < 1 or args.repetitions < 1:
+        parser.error("--iterations and --repetitions must be at least 1")
+
     rows = {}
     for op, fn, mode in BENCHMARKS:
         name = row_name(op, mode)
         if args.filter not in name:
             continue
-        gc.collect()  # the last row's buffer (64 GiB at the peer's geometry) is gone before the next
-        task = Task(args.iterations)
-        try:
-            fn(task, *mode)
-        except RuntimeError as e:  # a set-up that does not fit a reduced pool (KVPOOL_BENCH_TOKENS)
-            print(f"{name}: skipped: {e}", file=sys.stderr)
+        repetitions = []
+        for _ in range(args.repetitions):
+            # the last set-up's buffer (64 GiB at the peer's geometry) is gone before the next
+            gc.collect()
+            task = Task(args.iterations)
+            try:
+                fn(task, *mode)
+            except RuntimeError as e:  # a set-up that does not fit a reduced pool
+                print(f"{name}: skipped: {e}", file=sys.stderr)
+                break
+            task.timer.wall, task.timer.host = (
+                task.timer.wall[1:] or task.timer.wall,
+                task.timer.host[1:] or task.timer.host,
+            )
+            repetitions.append(task.timer.medians_us())
+        if len(repetitions) < args.repetitions:
             continue
-        task.timer.wall, task.timer.host = (
-            task.timer.wall[1:] or task.timer.wall,
-            task.timer.host[1:] or task.timer.host,
-        )
-        wall, host = task.timer.medians_us()
+        wall = statistics.median(w for w, _ in repetitions)
+        host = statistics.median(h for _, h in repetitions)
         rows[name] = {"time": wall, "host": host}
-        print(f"{name}: {wall:.1f} us ({host:.1f} us host)", file=sys.stderr)
+        spread = ""
+        if args.repetitions > 1:
+            walls = [w for w, _ in repetitions]
+            rows[name]["time_repetitions"] = walls
+            rows[name]["host_repetitions"] = [h for _, h in repetitions]
+            rows[name]["spread"] = (max(walls) - min(walls)) / wall
+            spread = f", spread {100 * rows[name]['spread']:.0f} %"
+        print(f"{name}: {wall:.1f} us ({host:.1f} us host{spread})", file=sys.stderr)
 
     device = torch.cuda.get_device_name() if DEVICE.type == "cuda" else "host"
     print(
         f"device: {device}; kvpool.sglang over libkvpool_c ({kvpool.backend()}); torch {torch.__version__}; "
         f"{TOKENS} tokens per side; {time.strftime('%Y-%m-%d')}"
     )
+    spread_head = f" {'spread':>7}" if args.repetitions > 1 else ""
     print(
-        f"{'benchmark':58} {'median us':>10} {'host us':>9} {'C++ us':>9} {'py/C++':>7} {'peer us':>9} {'speed-up':>9}"
+        f"{'benchmark':58} {'median us':>10} {'host us':>9}{spread_head} {'C++ us':>9} {'py/C++':>7} "
+        f"{'peer us':>9} {'speed-up':>9}"
     )
     for name, m in rows.items():
         op, key = run_benchmarks.peer_key(name)
@@ -471,9 +495,10 @@ def main():
         speedup = f"{peer_us / m['time']:.1f}x" if peer_us else ""
         c = cpp.get(name, {}).get("time")
         ratio = f"{m['time'] / c:.2f}" if c else ""
+        spread = f" {100 * m['spread']:6.0f}%" if "spread" in m else ""
         print(
-            f"{name:58} {m['time']:10.1f} {m['host']:9.1f} {(f'{c:.1f}' if c else ''):>9} {ratio:>7} "
-            f"{peer_us if peer_us else '':>9} {speedup:>9}"
+            f"{name:58} {m['time']:10.1f} {m['host']:9.1f}{spread} {(f'{c:.1f}' if c else ''):>9} "
+            f"{ratio:>7} {peer_us if peer_us else '':>9} {speedup:>9}"
         )
     with open(args.out, "w") as f:
         json.dump(
@@ -482,6 +507,8 @@ def main():
                     "device": device,
                     "tokens_per_side": TOKENS,
                     "torch": torch.__version__,
+                    "iterations": args.iterations,
+                    "repetitions": args.repetitions,
                 },
                 "rows": rows,
             },
