@@ -433,6 +433,8 @@ def main():
     parser.add_argument("--repetitions", type=int, default=1)
     parser.add_argument("--filter", default="", help="run only rows whose name contains this")
     args = parser.parse_args()
+    if args.iterations < 1 or args.repetitions < 1:
+        parser.error("--iterations and --repetitions must be at least 1")
 
     with open(os.path.join(HERE, "peer_baseline.json")) as f:
         baseline = json.load(f)
@@ -441,9 +443,6 @@ def main():
     if args.cpp:
         with open(args.cpp) as f:
             cpp = run_benchmarks.medians(json.load(f))
-
-    if args.iterations < 1 or args.repetitions < 1:
-        parser.error("--iterations and --repetitions must be at least 1")
 
     rows = {}
     for op, fn, mode in BENCHMARKS:
@@ -467,14 +466,13 @@ def main():
             repetitions.append(task.timer.medians_us())
         if len(repetitions) < args.repetitions:
             continue
-        wall = statistics.median(w for w, _ in repetitions)
-        host = statistics.median(h for _, h in repetitions)
+        walls, hosts = [w for w, _ in repetitions], [h for _, h in repetitions]
+        wall, host = statistics.median(walls), statistics.median(hosts)
         rows[name] = {"time": wall, "host": host}
         spread = ""
         if args.repetitions > 1:
-            walls = [w for w, _ in repetitions]
             rows[name]["time_repetitions"] = walls
-            rows[name]["host_repetitions"] = [h for _, h in repetitions]
+            rows[name]["host_repetitions"] = hosts
             rows[name]["spread"] = (max(walls) - min(walls)) / wall
             spread = f", spread {100 * rows[name]['spread']:.0f} %"
         print(f"{name}: {wall:.1f} us ({host:.1f} us host{spread})", file=sys.stderr)
