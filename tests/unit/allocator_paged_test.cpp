@@ -158,6 +158,7 @@ TEST_CASE("paged: alloc_decode at page sizes that are no power of two", "[paged]
             }
             check_page_structure(reqs, page_size);
             check_all(pool, full, 0, all_tokens(reqs));
+            REQUIRE_NOTHROW(peer.check_invariants());
         }
 }
 
